@@ -1,0 +1,414 @@
+"""The runtime-vs-accuracy frontier as plain data: the "compute" half of a frontier figure.
+
+Nothing here imports plotly, so the CLI, the Python API and the tests can ask for the
+front of a study without paying for the plotting stack. :mod:`hpsearch.dashboards.figures`
+turns a :class:`FrontierInfo` into a figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Direction",
+    "FrontierGroup",
+    "FrontierInfo",
+    "FrontierPoint",
+    "frontier_info",
+    "pareto_front",
+]
+
+Direction = Literal["minimize", "maximize"]
+
+_DIRECTIONS: tuple[str, ...] = ("minimize", "maximize")
+
+# The configuration a user wants to see first when hovering a trial, in this order.
+_CONFIG_COLUMNS: tuple[str, ...] = (
+    "per_device_batch_size",
+    "world_size",
+    "grad_accum_steps",
+    "effective_batch_size",
+    "lr_rule",
+    "base_lr",
+    "lr",
+)
+
+# Columns that are measurements or bookkeeping, not configuration. The study's DataFrame
+# flattens params and user attrs into plain columns, so params cannot be told apart by
+# origin; whatever is not listed here (and is a scalar) counts as configuration, which
+# keeps searched parameters of user workloads (momentum, weight_decay, ...) in the hover.
+_NOT_CONFIG_COLUMNS: frozenset[str] = frozenset(
+    {
+        "number",
+        "state",
+        "value",
+        "values",
+        "duration",
+        "datetime_start",
+        "datetime_complete",
+        "val_accuracy",
+        "val_loss",
+        "train_loss",
+        "epochs_completed",
+        "samples_seen",
+        "runtime_s",
+        "device_seconds",
+        "samples_per_s",
+        "comm_fraction",
+        "noise_scale",
+        "device",
+        "status_reason",
+    }
+)
+_NOT_CONFIG_PREFIXES: tuple[str, ...] = (
+    "datetime_",
+    "values_",
+    "system_attrs_",
+    "intermediate_",
+)
+
+
+def _check_direction(name: str, direction: str) -> None:
+    if direction not in _DIRECTIONS:
+        raise ValueError(
+            f"{name} must be 'minimize' or 'maximize', got {direction!r}"
+        )
+
+
+def pareto_front(
+    xs: Sequence[float] | np.ndarray,
+    ys: Sequence[float] | np.ndarray,
+    *,
+    x_direction: Direction = "minimize",
+    y_direction: Direction = "maximize",
+) -> list[int]:
+    """Indices of the non-dominated points, ordered by ascending x.
+
+    Dominance rule: point ``a`` dominates point ``b`` when ``a`` is at least as good as
+    ``b`` in both coordinates and strictly better in at least one, where "better" follows
+    each coordinate's direction. A point is on the front when no other point dominates it.
+    Points with a NaN or infinite coordinate are never on the front (and dominate nothing).
+    Identical points do not dominate each other under this rule; the front keeps only the
+    one with the lowest index, so each (x, y) appears once.
+
+    Runs in O(n log n): one sort, then one sweep keeping the best y seen so far.
+
+    Args:
+        xs: The first coordinate of each point (e.g. runtime in seconds).
+        ys: The second coordinate of each point (e.g. validation accuracy).
+        x_direction: ``"minimize"`` or ``"maximize"``: which x is better.
+        y_direction: ``"minimize"`` or ``"maximize"``: which y is better.
+
+    Returns:
+        Positions into ``xs``/``ys`` of the front's points, by ascending x. Points on the
+        front have distinct x values, so this order is unique.
+
+    Raises:
+        ValueError: When ``xs`` and ``ys`` differ in length, are not one-dimensional, or a
+            direction is neither ``"minimize"`` nor ``"maximize"``.
+
+    Example:
+        >>> pareto_front([10.0, 20.0, 30.0, 15.0], [0.80, 0.90, 0.85, 0.70])
+        [0, 1]
+    """
+    _check_direction("x_direction", x_direction)
+    _check_direction("y_direction", y_direction)
+    x = np.asarray(xs, dtype=float)
+    y = np.asarray(ys, dtype=float)
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError(
+            f"xs and ys must be one-dimensional, got shapes {x.shape} and {y.shape}"
+        )
+    if x.shape != y.shape:
+        raise ValueError(
+            f"xs and ys must have the same length, got {x.shape[0]} and {y.shape[0]}"
+        )
+    finite = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
+    # Flip signs so that smaller is better on both axes; the sweep then has one case.
+    kx = x[finite] if x_direction == "minimize" else -x[finite]
+    ky = y[finite] if y_direction == "minimize" else -y[finite]
+    # Sort by x, then y, then index: among equal x the best y comes first, and among
+    # identical points the lowest index comes first, so later copies fail the strict test.
+    order = np.lexsort((finite, ky, kx))
+    front: list[int] = []
+    best_y = math.inf
+    for k in order:
+        # Everything before k has x no worse than k's; k survives only with a strictly
+        # better y than all of them (equal y with worse-or-equal x is dominated or a copy).
+        if ky[k] < best_y:
+            best_y = float(ky[k])
+            front.append(int(finite[k]))
+    if x_direction == "maximize":
+        # The sweep ran from the largest x down; callers want ascending x for drawing.
+        front.reverse()
+    return front
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One completed trial as a point of the frontier.
+
+    Attributes:
+        number: The trial number in the study.
+        x: The trial's value on the x axis (e.g. ``runtime_s``).
+        y: The trial's value on the y axis (e.g. ``val_accuracy``).
+        size: The value that sets the marker size (e.g. ``effective_batch_size``), or
+            ``None`` when the trial has none.
+        config: The trial's configuration for hover text: column name to a plain Python
+            value, the batch and LR columns first; missing values are left out.
+    """
+
+    number: int
+    x: float
+    y: float
+    size: float | None
+    config: Mapping[str, object] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class FrontierGroup:
+    """The points of one color group (one LR rule by default).
+
+    Attributes:
+        name: The group's value of the color column as text, e.g. ``"linear"``.
+        points: The group's points, by trial number.
+    """
+
+    name: str
+    points: tuple[FrontierPoint, ...]
+
+
+@dataclass(frozen=True)
+class FrontierInfo:
+    """Everything a frontier figure shows, computed from a trials DataFrame.
+
+    Attributes:
+        x: The column on the x axis.
+        y: The column on the y axis.
+        x_direction: Whether smaller or larger x is better.
+        y_direction: Whether smaller or larger y is better.
+        color: The column that splits the points into groups, or ``None`` for one group.
+        size: The column that sets marker sizes, or ``None``.
+        groups: One group per distinct value of ``color``, by name.
+        front: Trial numbers of the Pareto front over all groups, by ascending x.
+        front_points: The same trials as points, in the same order.
+        log_x: True when all x are positive and span more than a decade
+            (max / min > 10), so the x axis should be logarithmic.
+        n_trials: Rows in the DataFrame, whatever their state.
+        n_complete: Completed trials with a finite x and y (the points drawn).
+    """
+
+    x: str
+    y: str
+    x_direction: Direction
+    y_direction: Direction
+    color: str | None
+    size: str | None
+    groups: tuple[FrontierGroup, ...]
+    front: tuple[int, ...]
+    front_points: tuple[FrontierPoint, ...]
+    log_x: bool
+    n_trials: int
+    n_complete: int
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is no completed trial to draw."""
+        return self.n_complete == 0
+
+
+def _plain(value: object) -> object | None:
+    """A numpy/pandas scalar as a plain Python value; None for missing values."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple, dict, set, np.ndarray)):
+        # Per-epoch curves and similar are not configuration.
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _config_columns(columns: Sequence[str], x: str, y: str) -> list[str]:
+    known = [c for c in _CONFIG_COLUMNS if c in columns]
+    others = sorted(
+        c
+        for c in columns
+        if c not in _CONFIG_COLUMNS
+        and c not in _NOT_CONFIG_COLUMNS
+        and c not in (x, y)
+        and not c.startswith(_NOT_CONFIG_PREFIXES)
+    )
+    return known + others
+
+
+def _require(df: pd.DataFrame, column: str, role: str) -> None:
+    if column not in df.columns:
+        present = ", ".join(map(str, df.columns)) or "none"
+        raise ValueError(
+            f"the {role} column {column!r} is missing from the trials DataFrame "
+            f"(columns present: {present})"
+        )
+
+
+def _group_name(value: object) -> str:
+    plain = _plain(value)
+    return "n/a" if plain is None else str(plain)
+
+
+def frontier_info(
+    df: pd.DataFrame,
+    *,
+    x: str = "runtime_s",
+    y: str = "val_accuracy",
+    x_direction: Direction = "minimize",
+    y_direction: Direction = "maximize",
+    color: str | None = "lr_rule",
+    size: str | None = "effective_batch_size",
+) -> FrontierInfo:
+    """Compute the points, groups and Pareto front of a study's trials.
+
+    Only trials in state ``COMPLETE`` with a finite ``x`` and ``y`` count: pruned trials
+    stopped at a partial budget and failed trials would distort the front. Points are
+    grouped by the ``color`` column (one group per LR rule by default); when that column
+    is absent (or ``color`` is ``None``) all points form one group named ``"all trials"``.
+    Trials with a missing color value form a group named ``"n/a"``. The front is taken over
+    all groups together, with the dominance rule of :func:`pareto_front`; of trials with
+    identical (x, y) the lowest trial number is kept.
+
+    A DataFrame without completed trials gives an empty :class:`FrontierInfo` rather than
+    an error, even when the metric columns do not exist yet (a study that has only just
+    started has recorded no metrics).
+
+    Args:
+        df: The trials as the study API produces them: one row per trial with columns
+            ``number``, ``state`` and one plain column per param and user attr.
+        x: The column for the x axis.
+        y: The column for the y axis.
+        x_direction: ``"minimize"`` or ``"maximize"``: which x is better.
+        y_direction: ``"minimize"`` or ``"maximize"``: which y is better.
+        color: The column whose values split points into groups, or ``None``.
+        size: The column that sets marker sizes, or ``None``; ignored when absent.
+
+    Returns:
+        A :class:`FrontierInfo`.
+
+    Raises:
+        ValueError: When a column the computation needs (``x``, ``y``, ``number`` or
+            ``state``) is missing while there are trials, or a direction is invalid.
+
+    Example:
+        >>> df = pd.DataFrame({
+        ...     "number": [0, 1, 2], "state": ["COMPLETE"] * 3,
+        ...     "lr_rule": ["linear", "sqrt", "linear"],
+        ...     "runtime_s": [10.0, 20.0, 30.0], "val_accuracy": [0.8, 0.9, 0.85],
+        ... })
+        >>> info = frontier_info(df)
+        >>> info.front
+        (0, 1)
+        >>> [g.name for g in info.groups]
+        ['linear', 'sqrt']
+    """
+    _check_direction("x_direction", x_direction)
+    _check_direction("y_direction", y_direction)
+    n_trials = len(df)
+    completed = pd.DataFrame()
+    if n_trials:
+        _require(df, "state", "state")
+        completed = df[df["state"].astype(str) == "COMPLETE"]
+    if len(completed):
+        _require(df, "number", "trial number")
+        _require(df, x, "x")
+        _require(df, y, "y")
+        xs = pd.to_numeric(completed[x], errors="coerce").to_numpy(dtype=float)
+        ys = pd.to_numeric(completed[y], errors="coerce").to_numpy(dtype=float)
+        keep = np.isfinite(xs) & np.isfinite(ys)
+        # Sort by trial number so "lowest index" in pareto_front means lowest trial number.
+        completed = completed[keep].sort_values("number", kind="stable")
+    color_column = color if color is not None and color in df.columns else None
+    size_column = size if size is not None and size in df.columns else None
+
+    if not len(completed):
+        return FrontierInfo(
+            x=x,
+            y=y,
+            x_direction=x_direction,
+            y_direction=y_direction,
+            color=color_column,
+            size=size_column,
+            groups=(),
+            front=(),
+            front_points=(),
+            log_x=False,
+            n_trials=n_trials,
+            n_complete=0,
+        )
+
+    xs = pd.to_numeric(completed[x], errors="coerce").to_numpy(dtype=float)
+    ys = pd.to_numeric(completed[y], errors="coerce").to_numpy(dtype=float)
+    sizes = (
+        pd.to_numeric(completed[size_column], errors="coerce").to_numpy(dtype=float)
+        if size_column is not None
+        else np.full(len(completed), np.nan)
+    )
+    config_columns = _config_columns([str(c) for c in completed.columns], x, y)
+    records = completed.to_dict("records")
+
+    points: list[FrontierPoint] = []
+    names: list[str] = []
+    for i, record in enumerate(records):
+        config = {
+            column: value
+            for column in config_columns
+            if (value := _plain(record[column])) is not None
+        }
+        points.append(
+            FrontierPoint(
+                number=int(record["number"]),
+                x=float(xs[i]),
+                y=float(ys[i]),
+                size=float(sizes[i]) if math.isfinite(sizes[i]) else None,
+                config=config,
+            )
+        )
+        names.append(
+            _group_name(record[color_column]) if color_column is not None else "all trials"
+        )
+
+    groups = tuple(
+        FrontierGroup(
+            name=name,
+            points=tuple(p for p, n in zip(points, names) if n == name),
+        )
+        for name in sorted(set(names))
+    )
+    front_idx = pareto_front(xs, ys, x_direction=x_direction, y_direction=y_direction)
+    front_points = tuple(points[i] for i in front_idx)
+    x_min, x_max = float(xs.min()), float(xs.max())
+    return FrontierInfo(
+        x=x,
+        y=y,
+        x_direction=x_direction,
+        y_direction=y_direction,
+        color=color_column,
+        size=size_column,
+        groups=groups,
+        front=tuple(p.number for p in front_points),
+        front_points=front_points,
+        log_x=bool(x_min > 0 and x_max / x_min > 10.0),
+        n_trials=n_trials,
+        n_complete=len(points),
+    )

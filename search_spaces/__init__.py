@@ -1,0 +1,62 @@
+"""space.yaml -> a validated, typed ``SearchSpace``.
+
+Pure data: this package imports neither torch, ray nor plotly.
+
+Example:
+    >>> from hpsearch.search_spaces import parse_space
+    >>> space = parse_space('''
+    ... parameters:
+    ...   per_device_batch_size: {choices: [8, 32, 128]}
+    ...   base_lr: {low: 1.0e-3, high: 1.0e-1, log: true}
+    ... ''')
+    >>> sorted(space.searched)
+    ['base_lr', 'per_device_batch_size']
+"""
+
+from hpsearch.search_spaces._examples import example_path, list_examples
+from hpsearch.search_spaces.errors import HPSearchError, SpaceError
+from hpsearch.search_spaces.loader import load_space, parse_space, space_from_mapping
+from hpsearch.search_spaces.space import (
+    CORE_PARAMETERS,
+    LR_RULES,
+    METRICS,
+    SAMPLER_CLASS_NAMES,
+    SAMPLERS,
+    Choice,
+    Fixed,
+    FloatRange,
+    IntRange,
+    Objective,
+    Parameter,
+    ResourceSpec,
+    ScalingSpec,
+    SearchSettings,
+    SearchSpace,
+    WorkloadSpec,
+)
+
+__all__ = [
+    "CORE_PARAMETERS",
+    "LR_RULES",
+    "METRICS",
+    "SAMPLERS",
+    "SAMPLER_CLASS_NAMES",
+    "Choice",
+    "Fixed",
+    "FloatRange",
+    "HPSearchError",
+    "IntRange",
+    "Objective",
+    "Parameter",
+    "ResourceSpec",
+    "ScalingSpec",
+    "SearchSettings",
+    "SearchSpace",
+    "SpaceError",
+    "WorkloadSpec",
+    "example_path",
+    "list_examples",
+    "load_space",
+    "parse_space",
+    "space_from_mapping",
+]

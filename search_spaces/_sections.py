@@ -1,0 +1,320 @@
+"""The sections of a space file besides ``parameters``: study, workload, scaling, objectives,
+search and resources. Each function checks one section and returns its typed value."""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from hpsearch.search_spaces._document import Document, KeyPath
+from hpsearch.search_spaces._rules import (
+    check_bool,
+    check_int,
+    check_keys,
+    check_mapping,
+    check_number,
+    check_one_of,
+    check_string,
+    fail,
+    is_int,
+    kind,
+    show,
+    suggest,
+)
+from hpsearch.search_spaces.space import (
+    LR_SCHEDULES,
+    METRICS,
+    SAMPLER_CLASS_NAMES,
+    SAMPLERS,
+    Choice,
+    Fixed,
+    Objective,
+    Parameter,
+    ResourceSpec,
+    ScalingSpec,
+    SearchSettings,
+    WorkloadSpec,
+)
+
+__all__ = [
+    "TOP_KEYS",
+    "parse_objectives",
+    "parse_resources",
+    "parse_scaling",
+    "parse_search",
+    "parse_study",
+    "parse_workload",
+]
+
+TOP_KEYS = (
+    "study",
+    "storage",
+    "workload",
+    "scaling",
+    "parameters",
+    "objectives",
+    "search",
+    "resources",
+)
+_WORKLOAD_KEYS = ("name", "epochs", "options")
+_SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
+_OBJECTIVE_KEYS = ("metric", "direction")
+_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed")
+_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks")
+
+_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_STUDY_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_SAMPLER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*Sampler")
+_DEFAULT_OBJECTIVES = (Objective("val_accuracy", "maximize"),)
+
+
+def _section(
+    doc: Document, root: Mapping[str, Any], key: str, allowed: tuple[str, ...]
+) -> Mapping[str, Any]:
+    # An empty section (``scaling:`` with its lines commented out) reads as null: use defaults.
+    value = root.get(key)
+    if value is None:
+        return {}
+    section = check_mapping(doc, value, (key,))
+    check_keys(doc, section, (key,), allowed)
+    return section
+
+
+def parse_study(doc: Document, root: Mapping[str, Any], default: str) -> str:
+    if "study" not in root:
+        if not _STUDY_NAME.fullmatch(default):
+            fail(
+                doc,
+                ("study",),
+                f"the study name defaults to the file name {show(default)}, which is not a valid "
+                f"study name ({_STUDY_RULE}); set 'study:' in the file",
+            )
+        return default
+    name = check_string(doc, root["study"], ("study",))
+    if not _STUDY_NAME.fullmatch(name):
+        fail(doc, ("study",), f"study must be {_STUDY_RULE}, got {show(name)}")
+    return name
+
+
+def parse_workload(doc: Document, root: Mapping[str, Any]) -> WorkloadSpec:
+    section = _section(doc, root, "workload", _WORKLOAD_KEYS)
+    path: KeyPath = ("workload",)
+    name = WorkloadSpec.name
+    if "name" in section:
+        name = check_string(doc, section["name"], path + ("name",))
+        if not _is_workload_name(name):
+            fail(
+                doc,
+                path + ("name",),
+                "workload name must be a built-in name (an identifier such as 'digits_cnn') or "
+                f"'package.module:function', got {show(name)}",
+            )
+    epochs = WorkloadSpec.epochs
+    if "epochs" in section:
+        epochs = check_int(doc, section["epochs"], path + ("epochs",), minimum=1, maximum=100_000)
+    options: dict[str, Any] = {}
+    if section.get("options") is not None:
+        # Passed to the workload untouched, so only the outer shape is checked.
+        options = dict(check_mapping(doc, section["options"], path + ("options",)))
+    return WorkloadSpec(name=name, epochs=epochs, options=options)
+
+
+def _is_workload_name(name: str) -> bool:
+    def dotted(text: str) -> bool:
+        parts = text.split(".")
+        return all(p.isidentifier() and not keyword.iskeyword(p) for p in parts)
+
+    if name.count(":") == 0:
+        return name.isidentifier() and not keyword.iskeyword(name)
+    if name.count(":") == 1:
+        module, function = name.split(":")
+        return dotted(module) and dotted(function)
+    return False
+
+
+def parse_scaling(doc: Document, root: Mapping[str, Any]) -> ScalingSpec:
+    section = _section(doc, root, "scaling", _SCALING_KEYS)
+    path: KeyPath = ("scaling",)
+    spec = ScalingSpec()
+    base = spec.base_batch_size
+    if "base_batch_size" in section:
+        base = check_int(
+            doc, section["base_batch_size"], path + ("base_batch_size",), minimum=1, maximum=2**31
+        )
+    warmup = spec.warmup_epochs
+    if "warmup_epochs" in section:
+        warmup = check_number(doc, section["warmup_epochs"], path + ("warmup_epochs",), minimum=0)
+    schedule = spec.schedule
+    if "schedule" in section:
+        schedule = check_one_of(doc, section["schedule"], path + ("schedule",), LR_SCHEDULES)
+    return ScalingSpec(base_batch_size=base, warmup_epochs=warmup, schedule=schedule)
+
+
+def parse_objectives(doc: Document, root: Mapping[str, Any]) -> tuple[Objective, ...]:
+    path: KeyPath = ("objectives",)
+    if "objectives" not in root:
+        return _DEFAULT_OBJECTIVES
+    raw = root["objectives"]
+    if not isinstance(raw, (list, tuple)) or not raw:
+        fail(
+            doc,
+            path,
+            f"objectives must be a non-empty list of {{metric: ..., direction: ...}}, got {kind(raw)}: {show(raw)}",
+        )
+    out: list[Objective] = []
+    for i, item in enumerate(raw):
+        where = path + (i,)
+        if isinstance(item, Objective):
+            item = {"metric": item.metric, "direction": item.direction}
+        if not isinstance(item, Mapping):
+            fail(
+                doc,
+                where,
+                f"each objective must be a mapping {{metric: ..., direction: ...}}, got {kind(item)}: {show(item)}",
+            )
+        item = check_mapping(doc, item, where)
+        check_keys(doc, item, where, _OBJECTIVE_KEYS)
+        for key in _OBJECTIVE_KEYS:
+            if key not in item:
+                fail(doc, where + (key,), f"each objective needs '{key}'")
+        metric = check_one_of(doc, item["metric"], where + ("metric",), METRICS, label="metric")
+        for j, earlier in enumerate(out):
+            if earlier.metric == metric:
+                fail(
+                    doc,
+                    where + ("metric",),
+                    f"each metric may be an objective once, got {show(metric)} again (objectives[{j}])",
+                )
+        direction = check_one_of(
+            doc,
+            item["direction"],
+            where + ("direction",),
+            ("maximize", "minimize"),
+            label="direction",
+        )
+        out.append(Objective(metric=metric, direction=direction))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def parse_search(
+    doc: Document,
+    root: Mapping[str, Any],
+    objectives: tuple[Objective, ...],
+    parameters: Mapping[str, Parameter],
+) -> SearchSettings:
+    section = _section(doc, root, "search", _SEARCH_KEYS)
+    path: KeyPath = ("search",)
+    sampler = "tpe" if len(objectives) == 1 else "nsga2"
+    if "sampler" in section:
+        sampler = _sampler(doc, section["sampler"], path + ("sampler",))
+    if sampler == "cmaes" and len(objectives) > 1:
+        fail(
+            doc,
+            path + ("sampler",),
+            f"sampler 'cmaes' supports one objective only, got {len(objectives)} objectives",
+        )
+    if sampler in ("grid", "bruteforce"):
+        for name, parameter in parameters.items():
+            if not isinstance(parameter, (Fixed, Choice)):
+                fail(
+                    doc,
+                    ("parameters", name),
+                    f"sampler '{sampler}' tries every combination of choices, so each searched "
+                    f"parameter must be {{choices: [...]}}; got a range for {name}",
+                )
+    n_trials = SearchSettings.n_trials
+    if "n_trials" in section:
+        n_trials = check_int(
+            doc, section["n_trials"], path + ("n_trials",), minimum=1, maximum=1_000_000
+        )
+    max_concurrent: int | None = None
+    raw = section.get("max_concurrent", "auto")
+    if raw != "auto":
+        if not is_int(raw):
+            fail(
+                doc,
+                path + ("max_concurrent",),
+                f"max_concurrent must be 'auto' or an integer >= 1, got {show(raw)}",
+            )
+        max_concurrent = check_int(doc, raw, path + ("max_concurrent",), minimum=1, maximum=100_000)
+    raw = section.get("scheduler", "none")
+    if isinstance(raw, str) and raw.lower() == "asha":
+        fail(
+            doc,
+            path + ("scheduler",),
+            "scheduler must be 'none' in this version; ASHA early stopping comes in a later "
+            "version, got 'asha'",
+        )
+    check_one_of(doc, raw, path + ("scheduler",), ("none",), label="scheduler")
+    seed = SearchSettings.seed
+    if "seed" in section:
+        # numpy, under every Optuna sampler, takes seeds in [0, 2**32).
+        seed = check_int(doc, section["seed"], path + ("seed",), minimum=0, maximum=2**32 - 1)
+    return SearchSettings(
+        sampler=sampler,
+        n_trials=n_trials,
+        max_concurrent=max_concurrent,
+        scheduler="none",
+        seed=seed,
+    )
+
+
+def _sampler(doc: Document, raw: Any, path: KeyPath) -> str:
+    name = check_string(doc, raw, path, label="sampler")
+    by_class = {cls.lower(): short for short, cls in SAMPLER_CLASS_NAMES.items()}
+    if name.lower() in SAMPLERS:
+        return name.lower()
+    if name.lower() in by_class:
+        return by_class[name.lower()]
+    if _SAMPLER_CLASS.fullmatch(name):
+        return name  # another Optuna sampler class: the searcher resolves it by name
+    options = list(SAMPLERS) + list(SAMPLER_CLASS_NAMES.values())
+    fail(
+        doc,
+        path,
+        f"sampler must be one of {', '.join(SAMPLERS)} or an Optuna sampler class name "
+        f"such as 'TPESampler', got {show(name)}{suggest(name, options)}",
+    )
+
+
+def parse_resources(doc: Document, root: Mapping[str, Any]) -> ResourceSpec:
+    section = _section(doc, root, "resources", _RESOURCE_KEYS)
+    path: KeyPath = ("resources",)
+    device = check_one_of(
+        doc,
+        section.get("device", "auto"),
+        path + ("device",),
+        ("auto", "cpu", "cuda"),
+        label="device",
+    )
+    cpus = ResourceSpec.cpus_per_worker
+    if "cpus_per_worker" in section:
+        cpus = check_int(
+            doc, section["cpus_per_worker"], path + ("cpus_per_worker",), minimum=1, maximum=4096
+        )
+    # A CPU-only space would otherwise reserve the default one GPU per rank and never start on
+    # a machine without GPUs.
+    gpus = 0 if device == "cpu" else ResourceSpec.gpus_per_worker
+    if "gpus_per_worker" in section:
+        gpus = check_int(
+            doc, section["gpus_per_worker"], path + ("gpus_per_worker",), minimum=0, maximum=64
+        )
+        if device == "cpu" and gpus > 0:
+            fail(
+                doc,
+                path + ("gpus_per_worker",),
+                f"gpus_per_worker must be 0 with device 'cpu', got {gpus}",
+            )
+        if device == "cuda" and gpus == 0:
+            fail(
+                doc,
+                path + ("gpus_per_worker",),
+                "gpus_per_worker must be >= 1 with device 'cuda', got 0",
+            )
+    emulate = False
+    if "emulate_ranks" in section:
+        emulate = check_bool(doc, section["emulate_ranks"], path + ("emulate_ranks",))
+    return ResourceSpec(device=device, cpus_per_worker=cpus, gpus_per_worker=gpus,  # type: ignore[arg-type]
+                        emulate_ranks=emulate)

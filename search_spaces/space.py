@@ -1,0 +1,225 @@
+"""The typed, validated form of a space file.
+
+Everything here is a frozen value: a ``SearchSpace`` is built once by
+``hpsearch.search_spaces.load_space`` and then only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "LR_SCHEDULES",
+    "Choice",
+    "FloatRange",
+    "Fixed",
+    "IntRange",
+    "Objective",
+    "Parameter",
+    "ResourceSpec",
+    "ScalingSpec",
+    "SearchSettings",
+    "SearchSpace",
+    "WorkloadSpec",
+    "CORE_PARAMETERS",
+    "LR_RULES",
+]
+
+#: Learning-rate scaling rules in the effective batch size (SCIENCE.md).
+LR_RULES: tuple[str, ...] = ("constant", "linear", "sqrt")
+
+#: LR schedules after warmup: constant peak, cosine decay to 0, or x0.1 at 50% and 75% of training.
+LR_SCHEDULES: tuple[str, ...] = ("none", "cosine", "step")
+
+#: Parameters the trial engine itself interprets; every other parameter is handed to the
+#: workload and the optimizer.
+CORE_PARAMETERS: tuple[str, ...] = (
+    "per_device_batch_size",
+    "world_size",
+    "grad_accum_steps",
+    "lr_rule",
+    "base_lr",
+)
+
+Scalar = Union[int, float, str, bool]
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A parameter held at one value (``grad_accum_steps: 1``)."""
+
+    value: Scalar
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A categorical parameter (``{choices: [8, 32, 128]}``)."""
+
+    choices: tuple[Scalar, ...]
+
+
+@dataclass(frozen=True)
+class FloatRange:
+    """A float in ``[low, high]`` (``{low: 1e-3, high: 1e-1, log: true}``)."""
+
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = None
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer in ``[low, high]`` (``{low: 1, high: 8, type: int}``)."""
+
+    low: int
+    high: int
+    log: bool = False
+    step: int = 1
+
+
+Parameter = Union[Fixed, Choice, FloatRange, IntRange]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What each trial trains: a built-in workload name or ``"pkg.module:function"``."""
+
+    name: str = "digits_cnn"
+    epochs: int = 10
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScalingSpec:
+    """How the learning rate follows the effective batch.
+
+    ``base_batch_size`` is B0, the batch ``base_lr`` is meant for; the applied peak LR is
+    ``rule(base_lr, B / B0)``, reached by linear warmup from ``base_lr`` over
+    ``warmup_epochs``; after warmup the ``schedule`` (``none``, ``cosine``, ``step``) runs
+    over the remaining epochs.
+    """
+
+    base_batch_size: int = 8
+    warmup_epochs: float = 0.0
+    schedule: str = "none"
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One metric the study optimises."""
+
+    metric: str
+    direction: Literal["maximize", "minimize"]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How trials are proposed and scheduled.
+
+    ``max_concurrent`` is ``None`` for ``auto``: as many trials as the cluster's resources fit.
+    """
+
+    sampler: str = "tpe"
+    n_trials: int = 10
+    max_concurrent: int | None = None
+    scheduler: Literal["none"] = "none"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """What one DDP rank (worker) of a trial needs.
+
+    ``emulate_ranks: true`` runs every trial in one process that plays all its world_size ranks
+    as gradient accumulation, in the sample order the real ranks would read: a one-device
+    preview of a W-device run with the same math (runtimes are then one device's).
+    """
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    cpus_per_worker: int = 1
+    gpus_per_worker: int = 1
+    emulate_ranks: bool = False
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """A validated space file.
+
+    Attributes:
+        study: Study name (default: the file's stem).
+        storage: Storage URL from the file, or ``None`` to use the settings' default.
+        parameters: Name -> parameter, in file order; always holds every name of
+            ``CORE_PARAMETERS`` (defaults filled in).
+        source_text: The YAML text the space was read from, kept on the study so that it can be
+            resumed and understood later.
+    """
+
+    study: str
+    workload: WorkloadSpec
+    scaling: ScalingSpec
+    parameters: Mapping[str, Parameter]
+    objectives: tuple[Objective, ...]
+    search: SearchSettings
+    resources: ResourceSpec
+    storage: str | None = None
+    source_text: str = ""
+    source_path: str | None = None
+
+    @property
+    def searched(self) -> dict[str, Parameter]:
+        """The parameters that vary between trials (everything but ``Fixed``)."""
+        return {k: p for k, p in self.parameters.items() if not isinstance(p, Fixed)}
+
+    @property
+    def fixed(self) -> dict[str, Scalar]:
+        """The parameters held at one value."""
+        return {k: p.value for k, p in self.parameters.items() if isinstance(p, Fixed)}
+
+    def max_world_size(self) -> int:
+        """The largest world size any trial of this space can ask for."""
+        return max(self._world_size_bounds())
+
+    def min_world_size(self) -> int:
+        """The smallest world size any trial of this space can ask for."""
+        return min(self._world_size_bounds())
+
+    def _world_size_bounds(self) -> tuple[int, int]:
+        p = self.parameters["world_size"]
+        if isinstance(p, Fixed):
+            return int(p.value), int(p.value)
+        if isinstance(p, Choice):
+            sizes = [int(c) for c in p.choices]
+            return min(sizes), max(sizes)
+        return int(p.low), int(p.high)
+
+
+#: Metrics a trial records that an objective may name (DESIGN.md, "What each trial must record").
+METRICS: tuple[str, ...] = (
+    "val_accuracy",
+    "val_loss",
+    "train_loss",
+    "runtime_s",
+    "device_seconds",
+    "samples_per_s",
+    "comm_fraction",
+)
+__all__.append("METRICS")
+
+#: Sampler short names a space file may give as ``search.sampler``, with the Optuna class each
+#: one stands for. A class name (``TPESampler``) is accepted too and read as its short name.
+SAMPLER_CLASS_NAMES: Mapping[str, str] = {
+    "grid": "GridSampler",
+    "random": "RandomSampler",
+    "tpe": "TPESampler",
+    "nsga2": "NSGAIISampler",
+    "nsga3": "NSGAIIISampler",
+    "cmaes": "CmaEsSampler",
+    "qmc": "QMCSampler",
+    "gp": "GPSampler",
+    "bruteforce": "BruteForceSampler",
+}
+SAMPLERS: tuple[str, ...] = tuple(SAMPLER_CLASS_NAMES)
+__all__ += ["SAMPLERS", "SAMPLER_CLASS_NAMES"]

@@ -1,0 +1,53 @@
+"""hpsearch: batch-size / learning-rate scaling search for data-parallel PyTorch training.
+
+Trials run concurrently on Ray Tune, each one a PyTorch DDP job whose learning rate follows a
+scaling rule in the effective batch size; every trial lands in an Optuna study.
+
+    >>> import hpsearch
+    >>> search = hpsearch.start("space.yaml")        # doctest: +SKIP
+    >>> search.frontier(x="runtime_s", y="val_accuracy")  # doctest: +SKIP
+
+``import hpsearch`` stays light: torch, ray and plotly load only when a search or a figure needs
+them.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from hpsearch.errors import (
+    ColumnError,
+    HPSearchError,
+    ResourceError,
+    SpaceError,
+    StoreError,
+    StudyExistsError,
+    StudyNotFoundError,
+    TrialFailed,
+    WorkloadError,
+)
+from hpsearch.search import Search, load, start
+from hpsearch.search_spaces import SearchSpace, load_space
+
+try:
+    __version__ = version("hpsearch")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0"
+
+__all__ = [
+    "ColumnError",
+    "HPSearchError",
+    "ResourceError",
+    "Search",
+    "SearchSpace",
+    "SpaceError",
+    "StoreError",
+    "StudyExistsError",
+    "StudyNotFoundError",
+    "TrialFailed",
+    "WorkloadError",
+    "__version__",
+    "load",
+    "load_space",
+    "start",
+]

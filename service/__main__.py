@@ -1,0 +1,5 @@
+"""``python -m hpsearch`` runs the CLI."""
+
+from hpsearch.cli import main
+
+main()

@@ -1,0 +1,272 @@
+"""The ``hpsearch`` command: a thin layer over the Python API.
+
+Human output by default, ``--json`` where a script wants it. Errors of the hpsearch tree become
+one ``error:`` line on stderr and their exit code (2 for bad input); nothing else is caught here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from hpsearch.errors import HPSearchError
+
+__all__ = ["cli", "main"]
+
+_STORAGE_HELP = "Study store URL (default: $HPSEARCH_STORAGE, the space file's storage, sqlite:///hpsearch.db)."
+
+
+class _Group(click.Group):
+    """Translates hpsearch errors into a message and an exit code, at the edge only."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HPSearchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hpsearch")
+def cli() -> None:
+    """Search batch size, world size and learning-rate scaling rules for data-parallel training."""
+
+
+@cli.command()
+@click.argument("space_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--study", "study_name", help="Study name (default: the file's 'study', else its file name).")
+@click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
+@click.option("--no-progress", is_flag=True, help="No live progress display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None,
+          no_progress: bool, as_json: bool) -> None:
+    """Run a search defined by SPACE_FILE and print its trials and frontier."""
+    import hpsearch
+    from hpsearch.dashboards.figures import write_figure_html
+    from hpsearch.progress import ProgressDisplay
+    from hpsearch.search import frontier_axes, frontier_path
+    from hpsearch.store import redact_url
+
+    space = hpsearch.load_space(space_file)
+    objective = space.objectives[0].metric
+    display = ProgressDisplay(space.search.n_trials, objective, space.objectives[0].direction == "maximize",
+                              enabled=not no_progress and not as_json)
+
+    def on_plan(plan: Any) -> None:
+        display.set_total(plan.n_trials)
+        if not as_json:
+            click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {plan.n_trials} trials, "
+                       f"up to {plan.max_concurrent} at once on {plan.device}", err=True)
+
+    with display:
+        search = hpsearch.start(space, storage=storage, study=study_name, address=address,
+                                on_event=display.on_event, on_plan=on_plan)
+    x, y = frontier_axes(search.objectives)
+    html = frontier_path(search)
+    write_figure_html(search.frontier_figure(x=x, y=y), html)
+    if as_json:
+        click.echo(json.dumps({**search.summary(), "frontier_html": str(html)}, default=str))
+        return
+    df = search.trials_dataframe()
+    columns = _table_columns(df, [x, y, *search.objectives])
+    _print_table(df, columns, title=f"study {search.study_name}: trials")
+    front = search.frontier(x=x, y=y)
+    if len(front):
+        _print_table(front, columns, title=f"frontier: {x} vs {y} (non-dominated trials)")
+    click.echo(f"frontier plot: {html}")
+    click.echo(f"study stored in {redact_url(str(search.storage))} as {search.study_name!r}")
+
+
+@cli.command()
+@click.argument("space_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed space as JSON.")
+def validate(space_file: Path, as_json: bool) -> None:
+    """Check SPACE_FILE against the schema without running anything."""
+    from dataclasses import asdict
+
+    from hpsearch.sampler import grid_size
+    from hpsearch.search_spaces import load_space
+
+    space = load_space(space_file)
+    if as_json:
+        data = asdict(space)
+        data.pop("source_text", None)
+        click.echo(json.dumps(data, default=str))
+        return
+    searched = ", ".join(space.searched) or "none"
+    size = grid_size(space)
+    click.echo(f"{space_file}: ok")
+    click.echo(f"  study {space.study!r}, workload {space.workload.name} x {space.workload.epochs} epochs")
+    click.echo(f"  searched: {searched}" + (f" ({size} configurations)" if size else ""))
+    click.echo(f"  objectives: {', '.join(f'{o.direction} {o.metric}' for o in space.objectives)}")
+    click.echo(f"  sampler {space.search.sampler}, {space.search.n_trials} trials, seed {space.search.seed}")
+
+
+@cli.command(name="ls")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def ls_(storage: str | None, as_json: bool) -> None:
+    """List the studies in a store."""
+    from dataclasses import asdict
+
+    from hpsearch.settings import resolve_settings
+    from hpsearch.store import list_studies
+
+    studies = list_studies(resolve_settings(storage=storage).storage)
+    if as_json:
+        click.echo(json.dumps([asdict(s) for s in studies], default=str))
+        return
+    if not studies:
+        click.echo("no studies")
+        return
+    from rich.table import Table
+
+    table = Table("study", "trials", "states", "best", "last activity")
+    for s in studies:
+        states = " ".join(f"{k.lower()} {v}" for k, v in sorted(s.states.items()))
+        best = ("-" if s.best_values is None
+                else ", ".join(f"{m} {_fmt(v)}" for m, v in zip(s.objectives, s.best_values)))
+        last = s.last_activity.strftime("%Y-%m-%d %H:%M") if s.last_activity else "-"
+        table.add_row(s.name, str(s.n_trials), states, best, last)
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
+def export(study: str, storage: str | None, fmt: str, output: Path | None) -> None:
+    """Write every trial of STUDY, with all params and attrs, as CSV or JSON."""
+    import hpsearch
+
+    df = hpsearch.load(study, storage=storage).trials_dataframe()
+    text = df.to_csv(index=False) if fmt == "csv" else df.to_json(orient="records", date_format="iso", indent=1)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text)
+        click.echo(f"wrote {len(df)} trials to {output}", err=True)
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def best(study: str, storage: str | None, as_json: bool) -> None:
+    """Print the best COMPLETE trial of STUDY on its first objective."""
+    import hpsearch
+
+    search = hpsearch.load(study, storage=storage)
+    trial = search.best_trial
+    if trial is None:
+        if as_json:
+            click.echo("null")
+        else:
+            click.echo(f"study {study!r} has no completed trial yet")
+        return
+    record = {"number": trial.number, "values": dict(zip(search.objectives, trial.values)),
+              "params": trial.params,
+              "user_attrs": {k: v for k, v in trial.user_attrs.items() if k != "curves"}}
+    if as_json:
+        click.echo(json.dumps(record, default=str))
+        return
+    click.echo(f"best trial #{trial.number} of {study!r}: "
+               + ", ".join(f"{m} {_fmt(v)}" for m, v in record["values"].items()))
+    for key, value in {**record["params"], **record["user_attrs"]}.items():
+        click.echo(f"  {key}: {_fmt(value)}")
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(study: str, storage: str | None, as_json: bool) -> None:
+    """Progress of STUDY: trials by state, the best so far, and the trials still running."""
+    import hpsearch
+
+    search = hpsearch.load(study, storage=storage)
+    summary = search.summary()
+    df = search.trials_dataframe()
+    running = df[df.state == "RUNNING"] if len(df) else df
+    summary["running"] = [
+        {k: _plain(row.get(k)) for k in ("number", "lr_rule", "per_device_batch_size", "world_size",
+                                        "effective_batch_size", "epochs_completed", "datetime_start")}
+        for _, row in running.iterrows()
+    ]
+    if as_json:
+        click.echo(json.dumps(summary, default=str))
+        return
+    states = ", ".join(f"{k.lower()} {v}" for k, v in sorted(summary["states"].items())) or "no trials"
+    click.echo(f"study {study!r}: {summary['n_trials']} trials ({states})")
+    best_trial = summary["best_trial"]
+    if best_trial is not None:
+        values = ", ".join(f"{m} {_fmt(v)}" for m, v in best_trial["values"].items())
+        click.echo(f"best so far: trial #{best_trial['number']}: {values}")
+    for r in summary["running"]:
+        click.echo(f"running: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
+                   f"W={r['world_size']} B={r['effective_batch_size']}, epochs done {_fmt(r['epochs_completed'])}")
+
+
+def _plain(v: Any) -> Any:
+    """A pandas cell as plain JSON-able data (NaN becomes None)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+_TABLE_COLUMNS = ("number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
+                  "effective_batch_size", "base_lr", "lr", "val_accuracy", "runtime_s", "device_seconds",
+                  "status_reason")
+_HEADERS = {"per_device_batch_size": "b", "world_size": "W", "grad_accum_steps": "A",
+            "effective_batch_size": "B", "number": "#"}
+
+
+def _table_columns(df: Any, metrics: list[str]) -> list[str]:
+    """The trial-table columns: configuration and measurements, the study's metrics, minus the
+    columns that hold one value for every trial (a fixed parameter says nothing here)."""
+    wanted = list(_TABLE_COLUMNS)
+    metrics = list(dict.fromkeys(metrics))
+    wanted[-1:-1] = [m for m in metrics if m not in wanted]
+    always = {"number", "state", *metrics}
+    return [c for c in wanted if c in df.columns and (c in always or df[c].nunique(dropna=False) > 1)]
+
+
+def _print_table(df: Any, columns: list[str], title: str) -> None:
+    from rich.table import Table
+
+    table = Table(*[_HEADERS.get(c, c) for c in columns], title=title)
+    for _, row in df.sort_values("number").iterrows():
+        table.add_row(*[_fmt(row[c]) for c in columns])
+    _console().print(table)
+
+
+def _console() -> Any:
+    """A console for tables; when output is not a terminal (a pipe, a log file), 120 columns
+    instead of rich's 80, so trial tables are not cut."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="hpsearch")

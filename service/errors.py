@@ -1,0 +1,59 @@
+"""The whole hpsearch exception tree, in one place for users.
+
+The root lives in ``hpsearch.search_spaces.errors`` (the lowest layer) so that every layer can
+raise its part without importing upward; this module adds the orchestrator's errors.
+"""
+
+from __future__ import annotations
+
+from hpsearch.search_spaces.errors import HPSearchError, SpaceError
+from hpsearch.trials.errors import TrialFailed, WorkloadError
+
+__all__ = [
+    "ColumnError",
+    "HPSearchError",
+    "ResourceError",
+    "SpaceError",
+    "StoreError",
+    "StudyExistsError",
+    "StudyNotFoundError",
+    "TrialFailed",
+    "WorkloadError",
+]
+
+
+class StoreError(HPSearchError):
+    """The study store cannot be opened or used (bad URL, missing driver, unreachable server)."""
+
+    exit_code = 2
+    http_status = 503
+
+
+class StudyNotFoundError(StoreError):
+    """No study of that name is in the store."""
+
+    http_status = 404
+
+
+class StudyExistsError(StoreError):
+    """``start`` was asked to create a study whose name the store already holds."""
+
+    http_status = 409
+
+
+class ResourceError(HPSearchError):
+    """A trial of the space can never fit on the cluster (more workers, CPUs or GPUs than any
+    node has). Raised before any trial runs."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class ColumnError(HPSearchError, KeyError):
+    """A table or figure was asked for a column (param, attr or metric) the study's trials lack."""
+
+    exit_code = 2
+    http_status = 400
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

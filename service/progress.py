@@ -1,0 +1,98 @@
+"""Search events and the live progress display of ``hpsearch start``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ProgressDisplay", "SearchEvent"]
+
+
+@dataclass(frozen=True)
+class SearchEvent:
+    """Something that happened to one trial during a search.
+
+    Attributes:
+        kind: ``started``, ``result`` (one epoch), ``completed`` or ``failed``.
+        number: The Optuna trial number.
+        data: ``params`` (started), ``result`` (result), ``values`` (completed),
+            ``reason``/``detail`` (failed).
+    """
+
+    kind: str
+    number: int
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class ProgressDisplay:
+    """A one-line live progress bar: done, running, failed, best so far, estimated time left.
+
+    Use as a context manager and pass ``display.on_event`` to the search.
+    """
+
+    def __init__(self, n_trials: int, objective: str, maximize: bool, *, enabled: bool = True) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = Console(stderr=True)
+        self.n_trials = n_trials
+        self.objective = objective
+        self.maximize = maximize
+        self.running: set[int] = set()
+        self.failed = 0
+        self.done = 0
+        self.best: float | None = None
+        self.started = time.monotonic()
+        self._progress = Progress(
+            TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(), console=self.console, disable=not enabled, transient=False,
+        )
+        self._task = self._progress.add_task("search", total=n_trials, info="")
+
+    def __enter__(self) -> ProgressDisplay:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def set_total(self, n_trials: int) -> None:
+        """Change the number of trials the search will run (known once it is planned)."""
+        self.n_trials = n_trials
+        self._progress.update(self._task, total=n_trials)
+
+    def on_event(self, event: SearchEvent) -> None:
+        """Update the display from one search event."""
+        if event.kind == "started":
+            self.running.add(event.number)
+        elif event.kind in ("completed", "failed"):
+            self.running.discard(event.number)
+            self.done += 1
+            if event.kind == "failed":
+                self.failed += 1
+                self.console.print(f"[yellow]trial {event.number} failed: {event.data.get('reason')}[/] "
+                                   f"{event.data.get('detail', '')}".rstrip(), highlight=False)
+            else:
+                value = event.data["values"][0]
+                if self.best is None or (value > self.best if self.maximize else value < self.best):
+                    self.best = value
+        best = "-" if self.best is None else f"{self.best:.4g}"
+        self._progress.update(
+            self._task, completed=self.done,
+            info=f"running {len(self.running)}  failed {self.failed}  best {self.objective} {best}  "
+                 f"left ~{self._eta()}",
+        )
+
+    def _eta(self) -> str:
+        if self.done == 0:
+            return "?"
+        per_trial = (time.monotonic() - self.started) / self.done
+        seconds = per_trial * (self.n_trials - self.done)
+        return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}min"

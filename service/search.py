@@ -1,0 +1,232 @@
+"""The Python study API: ``start`` a search, ``load`` a study, read it as tables and figures."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.errors import ColumnError
+from hpsearch.progress import SearchEvent
+from hpsearch.search_spaces import SearchSpace, load_space, space_from_mapping
+from hpsearch.settings import resolve_settings
+from hpsearch.store import (
+    ATTR_SPACE_TEXT,
+    load_study,
+    open_storage,
+    redact_url,
+    sqlite_file,
+)
+
+if TYPE_CHECKING:
+    import optuna
+    import pandas as pd
+    import plotly.graph_objects as go
+    from hpsearch.orchestrator import SearchPlan
+
+__all__ = ["Search", "frontier_axes", "load", "start", "metric_direction"]
+
+#: Metrics where lower is better; every other column is taken as higher-is-better on a frontier.
+_LOWER_IS_BETTER = {"runtime_s", "device_seconds", "val_loss", "train_loss", "comm_fraction"}
+
+#: User attrs that are not columns of the trials table (series, long text).
+_NOT_COLUMNS = {"curves", "status_detail"}
+
+
+def metric_direction(metric: str) -> str:
+    """``"minimize"`` for costs and losses, ``"maximize"`` otherwise.
+
+    Example:
+        >>> metric_direction("runtime_s"), metric_direction("val_accuracy")
+        ('minimize', 'maximize')
+    """
+    return "minimize" if metric in _LOWER_IS_BETTER else "maximize"
+
+
+class Search:
+    """One study in a store: what a search wrote, readable while it runs and after.
+
+    Example:
+        >>> search = hpsearch.load("digits-quickstart", storage="sqlite:///hpsearch.db")  # doctest: +SKIP
+        >>> search.trials_dataframe()[["lr_rule", "effective_batch_size", "val_accuracy"]]  # doctest: +SKIP
+    """
+
+    def __init__(self, study_name: str, storage: str | optuna.storages.BaseStorage) -> None:
+        self.study_name = study_name
+        self.storage = storage
+
+    def __repr__(self) -> str:
+        where = redact_url(self.storage) if isinstance(self.storage, str) else type(self.storage).__name__
+        return f"Search(study_name={self.study_name!r}, storage={where!r})"
+
+    @cached_property
+    def study(self) -> optuna.Study:
+        """The Optuna study (raises ``StudyNotFoundError`` if the store has none of that name)."""
+        return load_study(self.study_name, open_storage(self.storage))
+
+    @property
+    def objectives(self) -> list[str]:
+        """The objective metric names, in the study's order."""
+        return list(self.study.metric_names or [f"value{i}" for i in range(len(self.study.directions))])
+
+    @property
+    def space_text(self) -> str:
+        """The space file text the search was started with."""
+        return str(self.study.user_attrs.get(ATTR_SPACE_TEXT, ""))
+
+    def trials_dataframe(self) -> pd.DataFrame:
+        """One row per trial: ``number``, ``state``, every param and user attr as a column, the
+        objective values under their metric names, and timing columns.
+
+        Example:
+            >>> df = search.trials_dataframe()  # doctest: +SKIP
+            >>> df[df.state == "COMPLETE"].sort_values("val_accuracy").tail(3)  # doctest: +SKIP
+        """
+        import pandas as pd
+
+        rows = []
+        for t in self.study.get_trials(deepcopy=False):
+            row: dict[str, Any] = {"number": t.number, "state": t.state.name}
+            row.update(t.params)
+            row.update({k: v for k, v in t.user_attrs.items() if k not in _NOT_COLUMNS})
+            if t.values is not None:
+                row.update(dict(zip(self.objectives, t.values)))
+            row["datetime_start"] = t.datetime_start
+            row["datetime_complete"] = t.datetime_complete
+            row["duration_s"] = (
+                (t.datetime_complete - t.datetime_start).total_seconds()
+                if t.datetime_start and t.datetime_complete else None
+            )
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def frontier(self, x: str = "runtime_s", y: str = "val_accuracy") -> pd.DataFrame:
+        """The non-dominated COMPLETE trials on two columns, ordered by ``x``.
+
+        Directions follow the metric (``runtime_s`` minimised, ``val_accuracy`` maximised...).
+        """
+        from hpsearch.dashboards import frontier_info
+
+        df = self.trials_dataframe()
+        info = _checked(frontier_info, df, x, y)
+        if not info.front:
+            return df.iloc[0:0]
+        return df.set_index("number").loc[list(info.front)].reset_index()
+
+    def frontier_figure(self, x: str = "runtime_s", y: str = "val_accuracy") -> go.Figure:
+        """The frontier as a plotly figure: trials colored by rule, sized by effective batch."""
+        from hpsearch.dashboards.figures import frontier_figure
+
+        return _checked(frontier_figure, self.trials_dataframe(), x, y)
+
+    @property
+    def best_trial(self) -> optuna.trial.FrozenTrial | None:
+        """The COMPLETE trial best on the first objective, or ``None`` before any completes."""
+        import optuna
+
+        done = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+        if not done:
+            return None
+        maximize = self.study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+        return (max if maximize else min)(done, key=lambda t: t.values[0])
+
+    def summary(self) -> dict[str, Any]:
+        """Counts by state, objectives and the best trial, as plain data."""
+        states: dict[str, int] = {}
+        for t in self.study.get_trials(deepcopy=False):
+            states[t.state.name] = states.get(t.state.name, 0) + 1
+        best = self.best_trial
+        return {
+            "study": self.study_name,
+            "objectives": self.objectives,
+            "directions": [d.name.lower() for d in self.study.directions],
+            "n_trials": sum(states.values()),
+            "states": states,
+            "best_trial": None if best is None else {
+                "number": best.number, "values": dict(zip(self.objectives, best.values)), "params": best.params,
+            },
+        }
+
+
+def frontier_axes(objectives: list[str]) -> tuple[str, str]:
+    """The default frontier axes for a study: runtime against its first quality objective
+    (``val_accuracy`` when no objective measures quality)."""
+    costs = {"runtime_s", "device_seconds"}
+    quality = [m for m in objectives if m not in costs]
+    return "runtime_s", quality[0] if quality else "val_accuracy"
+
+
+def _checked(fn: Callable[..., Any], df: Any, x: str, y: str) -> Any:
+    """Call a frontier function, turning its missing-column ValueError into ``ColumnError``."""
+    # Only completed trials carry metrics; a study with none yet gets an empty frontier.
+    completed = len(df) and bool((df["state"] == "COMPLETE").any())
+    for column in (x, y):
+        if completed and column not in df.columns:
+            raise ColumnError(f"no column {column!r} in this study's trials; columns: {', '.join(map(str, df.columns))}")
+    return fn(df, x=x, y=y, x_direction=metric_direction(x), y_direction=metric_direction(y))
+
+
+def start(
+    space: SearchSpace | Mapping[str, Any] | str | os.PathLike[str],
+    *,
+    storage: str | None = None,
+    study: str | None = None,
+    address: str | None = None,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    on_plan: Callable[[SearchPlan], None] | None = None,
+) -> Search:
+    """Run a search to the end and return it.
+
+    Args:
+        space: A ``SearchSpace``, a path to a space file, or a mapping in the file's schema.
+        storage: Store URL; default: ``HPSEARCH_STORAGE``, then the file's ``storage``, then
+            ``sqlite:///hpsearch.db``.
+        study: Study name; default: the file's ``study`` (or its file name).
+        address: Ray cluster to join; default ``RAY_ADDRESS``, else a local Ray.
+        on_event: Called for each trial event (progress displays).
+        on_plan: Called once with the ``SearchPlan`` before the first trial.
+
+    Raises:
+        SpaceError, StudyExistsError, ResourceError, WorkloadError, StoreError.
+
+    Example:
+        >>> search = hpsearch.start("space.yaml")  # doctest: +SKIP
+        >>> search.best_trial.params  # doctest: +SKIP
+    """
+    from hpsearch.orchestrator import run_search
+
+    if isinstance(space, Mapping):
+        space = space_from_mapping(space)
+    elif not isinstance(space, SearchSpace):
+        space = load_space(space)
+    settings = resolve_settings({"storage": space.storage}, storage=storage, ray_address=address)
+    name = study or space.study
+    run_search(space, name, settings, on_event=on_event, on_plan=on_plan)
+    return Search(name, settings.storage)
+
+
+def load(study: str, storage: str | optuna.storages.BaseStorage | None = None) -> Search:
+    """Open an existing study.
+
+    Raises:
+        StudyNotFoundError: the store has no study of that name.
+
+    Example:
+        >>> hpsearch.load("digits-quickstart").summary()["states"]  # doctest: +SKIP
+        {'COMPLETE': 12}
+    """
+    store = storage if storage is not None else resolve_settings().storage
+    search = Search(study, store)
+    search.study  # fail now, not on first use
+    return search
+
+
+def frontier_path(search: Search) -> Path:
+    """Where ``hpsearch start`` writes the frontier: beside the SQLite file, else the working folder."""
+    db = sqlite_file(search.storage) if isinstance(search.storage, str) else None
+    base = db.parent if db is not None else Path.cwd()
+    return base / f"{search.study_name}-frontier.html"
+
+

@@ -1,0 +1,121 @@
+"""The frontier figure and its standalone HTML file."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from hpsearch.dashboards.figures import (
+    RULE_COLORS,
+    frontier_figure,
+    rule_color,
+    write_figure_html,
+)
+
+
+def _trials() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "number": [0, 1, 2, 3, 4],
+            "state": ["COMPLETE", "COMPLETE", "COMPLETE", "COMPLETE", "PRUNED"],
+            "per_device_batch_size": [8, 32, 128, 512, 8],
+            "world_size": [1, 1, 2, 2, 1],
+            "grad_accum_steps": [1, 1, 1, 1, 1],
+            "effective_batch_size": [8, 32, 256, 1024, 8],
+            "lr_rule": ["constant", "linear", "sqrt", "linear", "sqrt"],
+            "base_lr": [0.01] * 5,
+            "lr": [0.01, 0.04, 0.0566, 1.28, 0.01],
+            "runtime_s": [100.0, 40.0, 5.0, 2.0, 1.0],
+            "device_seconds": [100.0, 40.0, 10.0, 4.0, 1.0],
+            "val_accuracy": [0.95, 0.93, 0.80, 0.40, 0.99],
+        }
+    )
+
+
+def _traces(fig: go.Figure) -> dict[str, go.Scatter]:
+    return {trace.name: trace for trace in fig.data}
+
+
+def test_one_trace_per_rule_plus_the_front() -> None:
+    fig = frontier_figure(_trials())
+    assert [t.name for t in fig.data] == ["constant", "linear", "sqrt", "Pareto front"]
+    front = _traces(fig)["Pareto front"]
+    assert list(front.x) == [2.0, 5.0, 40.0, 100.0]
+    assert front.line.shape == "hv"
+
+
+def test_rules_keep_their_colors_across_figures() -> None:
+    full = _traces(frontier_figure(_trials()))
+    only_linear = _traces(frontier_figure(_trials().query("lr_rule == 'linear'")))
+    assert full["linear"].marker.color == only_linear["linear"].marker.color
+    assert full["linear"].marker.color == RULE_COLORS["linear"]
+    assert len({full[r].marker.color for r in ("constant", "linear", "sqrt")}) == 3
+    assert rule_color("my_rule") == rule_color("my_rule")
+
+
+def test_larger_effective_batch_draws_larger_markers() -> None:
+    linear = _traces(frontier_figure(_trials()))["linear"]
+    small, large = linear.marker.size  # batches 32 and 1024
+    assert large > small
+
+
+def test_hover_text_names_batch_and_rule() -> None:
+    sqrt = _traces(frontier_figure(_trials()))["sqrt"]
+    (text,) = sqrt.hovertext
+    assert "trial 2" in text
+    assert "per_device_batch_size: 128" in text
+    assert "effective_batch_size: 256" in text
+    assert "lr_rule: sqrt" in text
+
+
+def test_axis_titles_have_units() -> None:
+    fig = frontier_figure(_trials())
+    assert fig.layout.xaxis.title.text == "runtime (s)"
+    assert fig.layout.yaxis.title.text == "validation accuracy"
+    assert fig.layout.title.text
+    fig = frontier_figure(_trials(), x="device_seconds")
+    assert fig.layout.xaxis.title.text == "device-seconds"
+
+
+def test_log_x_axis_when_runtime_spans_decades() -> None:
+    assert frontier_figure(_trials()).layout.xaxis.type == "log"
+    narrow = _trials().assign(runtime_s=[10.0, 20.0, 30.0, 40.0, 50.0])
+    assert frontier_figure(narrow).layout.xaxis.type != "log"
+
+
+def test_empty_study_says_no_completed_trials_yet() -> None:
+    for df in (pd.DataFrame(), _trials().assign(state="RUNNING")):
+        fig = frontier_figure(df)
+        assert len(fig.data) == 0
+        assert [a.text for a in fig.layout.annotations] == ["no completed trials yet"]
+
+
+def test_written_html_embeds_plotly_and_works_offline(tmp_path: Path) -> None:
+    target = tmp_path / "reports" / "nested" / "frontier.html"
+    written = write_figure_html(frontier_figure(_trials()), target)
+    assert written == target
+    html = target.read_text(encoding="utf-8")
+    # A whole page, not a fragment to paste into one.
+    assert html.lower().startswith("<!doctype html>")
+    assert html.rstrip().endswith("</html>")
+    # Nothing is loaded from elsewhere: no script tag has a src.
+    assert re.findall(r"<script[^>]*>", html) == ["<script>"] * html.count("<script")
+    assert '<script src="http' not in html
+    # The library itself is inline: its banner is there and the bundle is megabytes.
+    assert re.search(r"plotly\.js v\d", html)
+    assert len(html) > 1_000_000
+    assert "Pareto front" in html
+    assert list(target.parent.iterdir()) == [target]  # no temporary file left behind
+
+
+def test_importing_the_package_does_not_import_plotly() -> None:
+    code = (
+        "import sys, hpsearch.dashboards as d; "
+        "assert d.pareto_front and d.frontier_info and d.FrontierInfo; "
+        "assert 'plotly' not in sys.modules, 'plotly imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

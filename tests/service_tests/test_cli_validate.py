@@ -1,0 +1,53 @@
+"""`hpsearch validate`: what a user sees for a good and a broken space file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from hpsearch.search_spaces import example_path
+
+
+def _hpsearch(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpsearch", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_validate_accepts_the_quickstart_and_counts_its_grid() -> None:
+    result = _hpsearch("validate", str(example_path("quickstart")))
+    assert result.returncode == 0, result.stderr
+    assert "ok" in result.stdout
+    assert "24 configurations" in result.stdout
+
+
+def test_validate_names_key_path_and_line_and_exits_2_without_traceback(tmp_path: Path) -> None:
+    space = tmp_path / "broken.yaml"
+    space.write_text(
+        "study: broken\n"
+        "parameters:\n"
+        "  per_device_batch_size: {choices: [8, 32]}\n"
+        "  base_lr: {low: -0.1, high: 0.1}\n"
+    )
+    result = _hpsearch("validate", str(space))
+    assert result.returncode == 2
+    assert "broken.yaml:4" in result.stderr
+    assert "parameters.base_lr" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_validate_suggests_the_close_name_for_a_misspelt_key(tmp_path: Path) -> None:
+    space = tmp_path / "typo.yaml"
+    space.write_text("parameters:\n  per_device_batch_size: 8\n  base_lr: 0.1\nobjectivs: []\n")
+    result = _hpsearch("validate", str(space))
+    assert result.returncode == 2
+    assert "typo.yaml:4" in result.stderr and "did you mean 'objectives'" in result.stderr
+
+
+def test_start_on_a_broken_file_creates_no_study(tmp_path: Path) -> None:
+    space = tmp_path / "broken.yaml"
+    space.write_text("parameters:\n  per_device_batch_size: 0\n  base_lr: 0.1\n")
+    result = _hpsearch("start", str(space), "--storage", f"sqlite:///{tmp_path / 'h.db'}")
+    assert result.returncode == 2
+    assert "parameters.per_device_batch_size" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "h.db").exists()

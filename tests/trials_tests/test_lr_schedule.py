@@ -1,0 +1,54 @@
+"""The LR the optimizer applies at every step equals the formulas of SCIENCE.md: the rule's peak
+base_lr x f(B / B0), Goyal's linear warmup from base_lr, then the schedule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hpsearch.trials.context import RankContext
+from hpsearch.trials.loop import train
+from hpsearch.trials.spec import TrialSpec
+
+EPOCHS, WARMUP, B0, BASE = 5, 2.0, 8, 0.01
+TRAIN_SIZE = 1438
+
+
+def _expected(rule: str, schedule: str, batch: int) -> list[float]:
+    k = batch / B0
+    peak = BASE * {"constant": 1.0, "linear": k, "sqrt": math.sqrt(k)}[rule]
+    steps_per_epoch = math.ceil(TRAIN_SIZE / batch)
+    out = []
+    for s in range(EPOCHS * steps_per_epoch):
+        e = s / steps_per_epoch  # epochs done when the step starts
+        if e < WARMUP:
+            out.append(BASE + (peak - BASE) * e / WARMUP)
+            continue
+        t = (e - WARMUP) / (EPOCHS - WARMUP)
+        if schedule == "none":
+            out.append(peak)
+        elif schedule == "cosine":
+            out.append(peak * (1 + math.cos(math.pi * t)) / 2)
+        else:
+            out.append(peak * (0.1 if t >= 0.5 else 1.0) * (0.1 if t >= 0.75 else 1.0))
+    return out
+
+
+@pytest.mark.parametrize("schedule", ["none", "cosine", "step"])
+@pytest.mark.parametrize("rule", ["constant", "linear", "sqrt"])
+def test_applied_lr_equals_the_formula_at_every_step(rule: str, schedule: str) -> None:
+    spec = TrialSpec(per_device_batch_size=256, base_lr=BASE, base_batch_size=B0, lr_rule=rule,
+                     warmup_epochs=WARMUP, schedule=schedule, epochs=EPOCHS, workload="digits_mlp")
+    ctx = RankContext()
+    train(spec, ctx)
+    assert ctx.lr_trace == pytest.approx(_expected(rule, schedule, 256), rel=1e-12, abs=1e-15)
+
+
+def test_accumulation_counts_optimizer_steps_not_micro_batches() -> None:
+    spec = TrialSpec(per_device_batch_size=64, grad_accum_steps=4, base_lr=BASE, base_batch_size=B0,
+                     lr_rule="linear", epochs=1, workload="digits_mlp")
+    ctx = RankContext()
+    final = train(spec, ctx)
+    assert final is not None
+    assert final["steps"] == len(ctx.lr_trace) == math.ceil(math.ceil(TRAIN_SIZE / 64) / 4)
+    assert ctx.lr_trace[0] == pytest.approx(BASE * 256 / B0)

@@ -1,0 +1,87 @@
+"""Measurements of the DDP loop: all-reduce counts under no_sync, communication share, and the
+gradient noise scale against a case where the true value is known."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hpsearch.trials.context import RankContext
+from hpsearch.trials.launcher import run_trial
+from hpsearch.trials.loop import train
+from hpsearch.trials.spec import TrialSpec
+
+
+def test_no_sync_cuts_the_allreduce_count_by_the_accumulation_factor(tmp_path: Path) -> None:
+    common = dict(per_device_batch_size=4, world_size=2, base_lr=0.01, epochs=1, workload="digits_mlp")
+    every_micro_batch = run_trial(TrialSpec(**common, grad_accum_steps=1), tmp_path / "a1")
+    accumulated = run_trial(TrialSpec(**common, grad_accum_steps=4), tmp_path / "a4")
+    assert every_micro_batch["allreduce_calls"] == 4 * accumulated["allreduce_calls"]
+    assert 0.0 < accumulated["comm_fraction"] <= 1.0
+
+
+def test_noise_scale_is_not_measured_with_one_process_and_no_accumulation(tmp_path: Path) -> None:
+    final = run_trial(TrialSpec(per_device_batch_size=32, base_lr=0.01, epochs=1, workload="digits_mlp"), tmp_path)
+    assert final["noise_scale"] is None
+    assert "not measurable" in final["noise_scale_note"]
+
+
+# Linear regression at fixed weights (lr = 0): per-example gradients g_i = 2 (w.x_i - y_i) x_i
+# have a known mean G and covariance S over the data set, so B_simple = tr(S) / |G|^2 is exact.
+WORKLOAD = textwrap.dedent('''
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.utils.data import TensorDataset
+    from hpsearch.trials.workloads.base import Workload
+
+    def data():
+        rng = np.random.default_rng(7)
+        x = rng.normal(size=(8192, 10))
+        w_true = rng.normal(size=10)
+        y = x @ w_true + rng.normal(size=8192)
+        return x, y, w_true + 1.0 / np.sqrt(10)  # start one unit away from the optimum
+
+    def make(options):
+        x, y, w0 = data()
+        model = nn.Linear(10, 1, bias=False).double()
+        with torch.no_grad():
+            model.weight.copy_(torch.tensor(w0).reshape(1, -1))
+        ds = TensorDataset(torch.tensor(x), torch.tensor(y).reshape(-1, 1))
+        return Workload(model, ds, ds, nn.MSELoss(reduction=options.get("reduction", "mean")),
+                        options.get("reduction", "mean"), num_classes=None)
+''')
+
+
+@pytest.fixture
+def known_noise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> float:
+    (tmp_path / "noisy_linear.py").write_text(WORKLOAD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # for spawned ranks
+    import noisy_linear  # type: ignore[import-not-found]
+
+    x, y, w0 = noisy_linear.data()
+    grads = 2 * (x @ w0 - y)[:, None] * x
+    g = grads.mean(axis=0)
+    return float(np.trace(np.cov(grads.T, bias=True)) / (g @ g))
+
+
+@pytest.mark.parametrize(
+    ("world_size", "accum", "emulated", "reduction"),
+    [(2, 1, 1, "mean"), (2, 1, 1, "sum"), (1, 4, 1, "mean"), (2, 2, 2, "sum")],
+    ids=["ddp-mean", "ddp-sum", "accumulation", "emulated-sum"],
+)
+def test_noise_scale_lands_within_20_percent_of_the_true_value(
+    known_noise: float, tmp_path: Path, world_size: int, accum: int, emulated: int, reduction: str
+) -> None:
+    spec = TrialSpec(per_device_batch_size=8, world_size=world_size, grad_accum_steps=accum, emulated_ranks=emulated,
+                     base_lr=0.0, lr_rule="constant", epochs=2, workload="noisy_linear:make",
+                     workload_options={"reduction": reduction})
+    if spec.processes == 1:
+        final = train(spec, RankContext())
+    else:
+        final = run_trial(spec, tmp_path / "run")
+    assert final is not None
+    assert final["noise_scale"] == pytest.approx(known_noise, rel=0.2)

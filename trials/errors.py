@@ -1,0 +1,32 @@
+"""Errors raised by the trial engine. Part of the tree rooted in ``hpsearch.search_spaces.errors``."""
+
+from __future__ import annotations
+
+from hpsearch.search_spaces.errors import HPSearchError
+
+__all__ = ["TrialFailed", "WorkloadError"]
+
+
+class WorkloadError(HPSearchError):
+    """A workload cannot be found, loaded or built (bad name, plugin import error, bad options)."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class TrialFailed(HPSearchError):
+    """A trial ended without a result.
+
+    The trial driver catches it and records the trial as FAIL with ``reason`` in
+    ``status_reason``; the search goes on.
+
+    Attributes:
+        reason: A short machine-readable cause: ``diverged``, ``workload_error``,
+            ``rank_exited``, ``timeout``.
+        detail: A human-readable explanation (the exception text, the exit signal).
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}" if detail else reason)

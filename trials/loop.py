@@ -1,0 +1,224 @@
+"""The DDP training loop one rank runs, top to bottom.
+
+Per step: A micro-batches of b samples on each of W ranks, so the effective batch is
+B = b x W x A (SCIENCE.md). Gradients are all-reduced (averaged) by DDP on the last micro-step
+only; the earlier micro-steps run under ``no_sync``. The LR is ``rule(base_lr, B / B0)`` after an
+optional linear warmup. Rank 0 evaluates after every epoch and reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from hpsearch.trials.context import RankContext
+from hpsearch.trials.errors import TrialFailed, WorkloadError
+from hpsearch.trials.measure import (
+    CommStats,
+    NoiseScale,
+    grad_vector,
+    timed_allreduce_hook,
+)
+from hpsearch.trials.scaling import lr_at
+from hpsearch.trials.spec import TrialSpec
+from hpsearch.trials.workloads.base import Workload, resolve_workload
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler
+
+__all__ = ["build_optimizer", "evaluate", "train"]
+
+_OPTIMIZER_KEYS = {"optimizer", "momentum", "nesterov", "weight_decay"}
+
+
+def build_optimizer(params: Any, spec: TrialSpec) -> torch.optim.Optimizer:
+    """SGD (default), Adam or AdamW from the spec's ``optimizer``, ``momentum``, ``nesterov``
+    and ``weight_decay`` hyperparameters. The LR is set per step by the loop."""
+    hp = spec.hyperparameters
+    name = str(hp.get("optimizer", "sgd")).lower()
+    weight_decay = float(hp.get("weight_decay", 0.0))
+    if name == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=spec.base_lr,
+            momentum=float(hp.get("momentum", 0.0)),
+            nesterov=bool(hp.get("nesterov", False)),
+            weight_decay=weight_decay,
+        )
+    if name in ("adam", "adamw"):
+        cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+        return cls(params, lr=spec.base_lr, weight_decay=weight_decay)
+    raise WorkloadError(f"optimizer must be one of sgd, adam, adamw, got {name!r}")
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device) -> dict[str, float]:
+    """Mean validation loss and, for classifiers, accuracy over the whole validation set."""
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    for x, y in DataLoader(workload.val_set, batch_size=1024):
+        x, y = x.to(device), y.to(device)
+        out = model(x)
+        loss = workload.loss_fn(out, y)
+        # Turn either reduction into a per-sample sum so the average is over samples.
+        loss_sum += float(loss) * (len(y) if workload.loss_reduction == "mean" else 1)
+        if workload.num_classes is not None:
+            correct += int((out.argmax(dim=1) == y).sum())
+        count += len(y)
+    model.train()
+    metrics = {"val_loss": loss_sum / max(count, 1)}
+    if workload.num_classes is not None:
+        metrics["val_accuracy"] = correct / max(count, 1)
+    return metrics
+
+
+def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
+    """Train ``spec`` on this rank; rank 0 returns the final metrics, other ranks ``None``.
+
+    ``ctx.world_size`` is the number of processes P; each runs ``spec.emulated_ranks`` = V
+    virtual ranks, so the logical world size is W = P x V. Process p plays logical ranks
+    p*V .. p*V+V-1 with the samplers those ranks would have, so one process previews a
+    W-device run with the same math. Expects the process group to be initialised when P > 1.
+
+    Raises:
+        TrialFailed: ``diverged`` when a loss becomes non-finite.
+        WorkloadError: the workload or optimizer cannot be built.
+    """
+    device = torch.device(ctx.device)
+    P, V, A, b = ctx.world_size, spec.emulated_ranks, spec.grad_accum_steps, spec.per_device_batch_size
+    W = P * V
+    if W != spec.world_size:
+        raise WorkloadError(f"{P} processes x {V} emulated ranks must equal world_size {spec.world_size}")
+
+    # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's).
+    torch.manual_seed(spec.seed)
+    workload = resolve_workload(spec.workload)(dict(spec.workload_options))
+    model: torch.nn.Module = workload.model.to(device)
+    comm = CommStats(world_size=P)
+    if P > 1:
+        model = DistributedDataParallel(model)
+        model.register_comm_hook(comm, timed_allreduce_hook)
+    raw_model = model.module if isinstance(model, DistributedDataParallel) else model
+    mean_loss = workload.loss_reduction == "mean"
+
+    # Logical rank r reads indices r, r+W, r+2W... of a per-epoch seeded shuffle (set_epoch).
+    samplers = [DistributedSampler(workload.train_set, num_replicas=W, rank=ctx.rank * V + v, shuffle=True,
+                                   seed=spec.seed) for v in range(V)]
+    loaders = [DataLoader(workload.train_set, batch_size=b, sampler=s, drop_last=False) for s in samplers]
+    per_rank = len(samplers[0])  # DistributedSampler pads, so every logical rank gets as many
+    micro_sizes = [min(b, per_rank - i) for i in range(0, per_rank, b)]
+    steps_per_epoch = math.ceil(len(micro_sizes) / A)
+    optimizer = build_optimizer(model.parameters(), spec)
+    peak_lr = spec.lr
+
+    # Noise scale pairs: under DDP, each process's gradient (small) against the reduced one (big);
+    # on one process, each micro-batch against the accumulated step. W x A = 1 has no pair.
+    noise = NoiseScale()
+    per_micro = P == 1 and A * V > 1
+    measurable = W * A > 1
+
+    samples_seen = 0
+    steps = 0
+    train_seconds = 0.0
+    start = time.perf_counter()
+    metrics: dict[str, Any] = {}
+    for epoch in range(spec.epochs):
+        noise.reset()
+        comm.seconds = 0.0
+        epoch_start = time.perf_counter()
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+        batches = [iter(loader) for loader in loaders]
+        train_loss_sum, train_count = 0.0, 0
+        for step in range(steps_per_epoch):
+            micro = range(step * A, min((step + 1) * A, len(micro_sizes)))
+            # This process's samples in the step: its micro-batches times its virtual ranks.
+            step_samples = sum(micro_sizes[i] for i in micro) * V
+            order = [v for _ in micro for v in range(V)]
+            comm.local_sq_norm = 0.0
+            previous = None
+            micro_sq, micro_n = 0.0, 0
+            for j, v in enumerate(order):
+                x, y = next(batches[v])
+                x, y = x.to(device), y.to(device)
+                last = j == len(order) - 1
+                # Skip the all-reduce on all but the last micro-step: gradients accumulate
+                # locally and are reduced once (SCIENCE.md, the "DDP slower than one process"
+                # caveat). The forward pass must sit inside no_sync too.
+                sync = model.no_sync() if (P > 1 and not last) else contextlib.nullcontext()
+                with sync:
+                    loss = workload.loss_fn(model(x), y)
+                    # Make the step's gradient equal one process's gradient on all B samples.
+                    # mean: weight each micro-batch by its share of this process's samples
+                    # (exact also for a short last batch); DDP then averages the P processes.
+                    # sum: accumulation already sums; multiply by P to undo DDP's averaging.
+                    scale = len(y) / step_samples if mean_loss else float(P)
+                    (loss * scale).backward()
+                if per_micro:
+                    # This micro-batch's own gradient is the change it made to the accumulated
+                    # one; rescale it to a mean over its len(y) samples.
+                    current = grad_vector(raw_model)
+                    delta = current if previous is None else current - previous
+                    previous = current
+                    # mean loss: delta = scale x (micro-batch mean gradient); sum loss: delta is
+                    # the micro-batch's gradient sum.
+                    micro_sq += float(delta.pow(2).sum()) / (scale if mean_loss else len(y)) ** 2
+                    micro_n += 1
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    raise TrialFailed("diverged",
+                                      f"non-finite training loss {value} in epoch {epoch + 1}, step {steps + 1}")
+                train_loss_sum += value * (len(y) if mean_loss else 1)
+                train_count += len(y)
+            # The LR for this step is the schedule at the step's start, in epochs done.
+            lr = lr_at(epoch + step / steps_per_epoch, base_lr=spec.base_lr, peak_lr=peak_lr,
+                       warmup_epochs=spec.warmup_epochs, schedule=spec.schedule, total_epochs=spec.epochs)
+            if measurable:
+                big_sq = float(grad_vector(raw_model).pow(2).sum())
+                # Turn both into squared norms of mean gradients (a sum loss gives sums).
+                big_sq = big_sq if mean_loss else big_sq / (step_samples * P) ** 2
+                if per_micro:
+                    noise.add(micro_sq / micro_n, step_samples / len(order), big_sq, step_samples)
+                elif P > 1:
+                    local = torch.tensor([comm.local_sq_norm], dtype=torch.float64)
+                    dist.all_reduce(local)  # the one extra scalar all-reduce per step
+                    local_sq = float(local) / P
+                    local_sq = local_sq if mean_loss else local_sq / (P * step_samples) ** 2
+                    noise.add(local_sq, step_samples, big_sq, step_samples * P)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            ctx.lr_trace.append(lr)
+            steps += 1
+        samples_seen += per_rank * W
+        epoch_seconds = time.perf_counter() - epoch_start
+        train_seconds += epoch_seconds
+
+        if ctx.is_main:
+            metrics = {
+                "epoch": epoch + 1,
+                "samples_seen": samples_seen,
+                "steps": steps,
+                "train_loss": train_loss_sum / max(train_count, 1),
+                **evaluate(raw_model, workload, device),
+                "lr": optimizer.param_groups[0]["lr"],
+                "runtime_s": time.perf_counter() - start,
+                "comm_fraction": min(1.0, comm.seconds / epoch_seconds) if P > 1 else 0.0,
+                "allreduce_calls": comm.calls,
+                "noise_scale": noise.value() if measurable else None,
+            }
+            if not math.isfinite(metrics["val_loss"]):
+                raise TrialFailed("diverged", f"non-finite validation loss after epoch {epoch + 1}")
+            ctx.report(metrics)
+    if ctx.is_main and ctx.run_dir is not None and spec.save_model:
+        torch.save(raw_model.state_dict(), ctx.run_dir / "model.pt")
+    if P > 1:
+        # Hold every rank until rank 0 finished its last evaluation, so no rank tears the group
+        # down while another still runs.
+        dist.barrier()
+    return metrics if ctx.is_main else None
+

@@ -1,0 +1,101 @@
+"""``TrialSpec``: everything one trial needs, as one frozen, picklable value.
+
+The orchestrator turns a sampled configuration into a ``TrialSpec``; the launcher hands it to
+every rank. It holds plain data only, so it crosses process boundaries unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hpsearch.search_spaces.space import CORE_PARAMETERS
+from hpsearch.trials.scaling import effective_batch_size, scaled_lr
+
+__all__ = ["TrialSpec"]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One trial's configuration.
+
+    Attributes:
+        per_device_batch_size: b, samples per rank per micro-step.
+        world_size: W, DDP ranks.
+        grad_accum_steps: A, micro-steps per optimizer step.
+        lr_rule: ``constant``, ``linear`` or ``sqrt``.
+        base_lr: The LR tuned for ``base_batch_size``.
+        base_batch_size: B0.
+        warmup_epochs: Linear warmup from ``base_lr`` to the scaled LR.
+        schedule: After warmup: ``none``, ``cosine`` or ``step`` (see ``scaling.lr_at``).
+        workload: Built-in workload name or ``"pkg.module:function"``.
+        workload_options: Passed to the workload factory.
+        epochs: Passes over the training set.
+        hyperparameters: Every other parameter (``momentum``, ``weight_decay``, ``optimizer``...).
+        device: ``cpu`` or ``cuda`` (already resolved, never ``auto``).
+        cpus_per_worker: torch threads per rank.
+        seed: Seeds model init, data order and the train/validation split.
+        emulated_ranks: Virtual ranks per process (V). The trial runs W / V processes, each
+            playing V ranks as gradient accumulation in the sample order those ranks would
+            read, so fewer devices preview a W-device run with identical math.
+        save_model: Rank 0 writes the final weights to ``model.pt`` in the run folder.
+    """
+
+    per_device_batch_size: int
+    base_lr: float
+    world_size: int = 1
+    grad_accum_steps: int = 1
+    lr_rule: str = "linear"
+    base_batch_size: int = 8
+    warmup_epochs: float = 0.0
+    schedule: str = "none"
+    workload: str = "digits_cnn"
+    workload_options: Mapping[str, Any] = field(default_factory=dict)
+    epochs: int = 10
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+    cpus_per_worker: int = 1
+    seed: int = 0
+    emulated_ranks: int = 1
+    save_model: bool = False
+
+    @property
+    def effective_batch_size(self) -> int:
+        """B = b x W x A."""
+        return effective_batch_size(self.per_device_batch_size, self.world_size, self.grad_accum_steps)
+
+    @property
+    def processes(self) -> int:
+        """Real processes (devices) the trial uses: W / emulated_ranks."""
+        return self.world_size // self.emulated_ranks
+
+    @property
+    def lr(self) -> float:
+        """The applied peak LR, ``rule(base_lr, B / B0)``."""
+        return scaled_lr(self.lr_rule, self.base_lr, self.effective_batch_size, self.base_batch_size)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], **settings: Any) -> TrialSpec:
+        """Build a spec from one sampled configuration.
+
+        Args:
+            params: Parameter name -> value, as sampled (core names and any others).
+            **settings: The non-searched fields (``workload``, ``epochs``, ``base_batch_size``...).
+
+        Example:
+            >>> TrialSpec.from_params({"per_device_batch_size": 32, "base_lr": 0.01,
+            ...                        "momentum": 0.9}, epochs=2).hyperparameters
+            {'momentum': 0.9}
+        """
+        core = {k: params[k] for k in CORE_PARAMETERS if k in params}
+        extra = {k: v for k, v in params.items() if k not in CORE_PARAMETERS}
+        return cls(**core, hyperparameters=extra, **settings)
+
+    def __post_init__(self) -> None:
+        if self.emulated_ranks < 1 or self.world_size % self.emulated_ranks:
+            raise ValueError(f"emulated_ranks must divide world_size {self.world_size}, got {self.emulated_ranks}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form (for logs and the trial's record)."""
+        return asdict(self)

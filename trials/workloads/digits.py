@@ -1,0 +1,89 @@
+"""scikit-learn's bundled 8x8 digits: a CPU-sized stand-in for CIFAR-10 that needs no download.
+
+1,797 images of 10 classes. The train/validation split is fixed by ``split_seed`` so every
+trial of a study, and every rank of a trial, sees the same split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.workloads.base import Workload, check_options
+from torch import nn
+from torch.utils.data import TensorDataset
+
+__all__ = ["digits_cnn", "digits_mlp", "load_digits_split"]
+
+
+def load_digits_split(
+    val_fraction: float = 0.2, split_seed: int = 0
+) -> tuple[TensorDataset, TensorDataset]:
+    """The digits data as (train, validation) tensors, pixels scaled to [0, 1], shape (N, 1, 8, 8).
+
+    Example:
+        >>> train, val = load_digits_split()
+        >>> len(train), len(val)
+        (1438, 359)
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise WorkloadError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    x = torch.tensor(data.data / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
+    y = torch.tensor(data.target, dtype=torch.long)
+    order = torch.from_numpy(np.random.default_rng(split_seed).permutation(len(y)))
+    n_val = int(round(len(y) * val_fraction))
+    val_idx, train_idx = order[:n_val], order[n_val:]
+    return TensorDataset(x[train_idx], y[train_idx]), TensorDataset(x[val_idx], y[val_idx])
+
+
+def digits_cnn(options: Mapping[str, Any]) -> Workload:
+    """A small two-layer CNN on digits (the default workload).
+
+    Options:
+        channels (int, 16): width of the first convolution (the second has twice as many).
+        val_fraction (float, 0.2), split_seed (int, 0): the validation split.
+        loss_reduction ("mean" or "sum", "mean"): how the cross-entropy reduces over a batch.
+    """
+    check_options(options, {"channels", "val_fraction", "split_seed", "loss_reduction"})
+    c = int(options.get("channels", 16))
+    train, val = load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
+    model = nn.Sequential(
+        nn.Conv2d(1, c, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(c, 2 * c, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(2 * c * 4 * 4, 64),
+        nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+    return _classifier(model, train, val, options)
+
+
+def digits_mlp(options: Mapping[str, Any]) -> Workload:
+    """A one-hidden-layer MLP on digits.
+
+    Options:
+        hidden (int, 64): hidden units.
+        val_fraction (float, 0.2), split_seed (int, 0): the validation split.
+        loss_reduction ("mean" or "sum", "mean"): how the cross-entropy reduces over a batch.
+    """
+    check_options(options, {"hidden", "val_fraction", "split_seed", "loss_reduction"})
+    h = int(options.get("hidden", 64))
+    train, val = load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, h), nn.ReLU(), nn.Linear(h, 10))
+    return _classifier(model, train, val, options)
+
+
+def _classifier(model: nn.Module, train: TensorDataset, val: TensorDataset, options: Mapping[str, Any]) -> Workload:
+    reduction = options.get("loss_reduction", "mean")
+    if reduction not in ("mean", "sum"):
+        raise WorkloadError(f"loss_reduction must be mean or sum, got {reduction!r}")
+    return Workload(model, train, val, nn.CrossEntropyLoss(reduction=reduction), reduction, num_classes=10)
