@@ -32,6 +32,7 @@ __all__ = ["run_trial"]
 Report = Callable[[dict[str, Any]], None]
 
 _POLL_S = 0.2
+_SIGNAL_SET = {int(s) for s in signal.Signals}
 
 
 def run_trial(
@@ -64,7 +65,7 @@ def run_trial(
     run.mkdir(parents=True, exist_ok=True)
     metrics_path = run / "metrics.jsonl"
     metrics_path.unlink(missing_ok=True)
-    for stale in run.glob("failure-rank*.json"):
+    for stale in run.glob("failure-rank*"):
         stale.unlink()
 
     store = None
@@ -148,7 +149,8 @@ class _Tail:
 def _failure(run: Path, exc: Exception, exit_codes: list[int | None]) -> TrialFailed:
     """The root cause of a failed trial, in order of evidence:
 
-    1. a rank killed by a signal (the OOM killer, a user's kill -9): the survivors' own reports
+    1. a rank killed by a signal (the OOM killer, a user's kill -9, a segfault; SIGTERM and
+       SIGABRT excepted, see below): the survivors' own reports
        then only describe the hole it left, and how they describe it depends on where they
        were (a ``DistBackendError`` in a collective, or a ``RuntimeError`` re-raised from a
        communication hook's future), so they cannot outrank it;
@@ -157,13 +159,19 @@ def _failure(run: Path, exc: Exception, exit_codes: list[int | None]) -> TrialFa
     3. what PyTorch's process context saw.
     """
     reports = [json.loads(p.read_text()) for p in sorted(run.glob("failure-rank*.json"))]
-    for rank, code in enumerate(exit_codes):
-        # SIGTERM is how the process context stops the surviving ranks: not a cause.
-        if code is not None and code < 0 and -code != signal.SIGTERM:
-            return TrialFailed("rank_exited", f"rank {rank} was killed by {signal.Signals(-code).name}")
+    killed = [(rank, signal.Signals(-code)) for rank, code in enumerate(exit_codes)
+              if code is not None and code < 0 and -code in _SIGNAL_SET]
+    # SIGTERM is how the process context stops the surviving ranks; SIGABRT is what a C++
+    # runtime raises in a rank whose peer went away mid-collective: symptoms, not causes.
+    for rank, sig in killed:
+        if sig not in (signal.SIGTERM, signal.SIGABRT):
+            return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")
     for info in reports:
         if info["reason"] != "peer_lost":
             return TrialFailed(info["reason"], info["detail"])
+    for rank, sig in killed:
+        if sig != signal.SIGTERM:
+            return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")
     if reports:
         return TrialFailed(reports[0]["reason"], reports[0]["detail"])
     rank = getattr(exc, "error_index", "?")
@@ -235,7 +243,12 @@ def _rank_main(
 
 
 def _write_failure(run: Path, rank: int, reason: str, detail: str) -> None:
-    (run / f"failure-rank{rank}.json").write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank}))
+    # Written aside and renamed into place: the process context may SIGTERM this rank while it
+    # writes, and the launcher must never read half a report.
+    final = run / f"failure-rank{rank}.json"
+    partial = final.with_suffix(".json.partial")
+    partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank}))
+    os.replace(partial, final)
 
 
 def _die_with_parent(parent_pid: int) -> None:
