@@ -29,6 +29,7 @@ from hpsearch.search_spaces.space import (
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
     Choice,
+    Constraints,
     Fixed,
     Objective,
     Parameter,
@@ -40,6 +41,7 @@ from hpsearch.search_spaces.space import (
 
 __all__ = [
     "TOP_KEYS",
+    "parse_constraints",
     "parse_objectives",
     "parse_resources",
     "parse_scaling",
@@ -57,12 +59,15 @@ TOP_KEYS = (
     "objectives",
     "search",
     "resources",
+    "constraints",
 )
 _WORKLOAD_KEYS = ("name", "epochs", "options")
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed")
 _RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks")
+_SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
+_CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
 
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _STUDY_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -239,15 +244,7 @@ def parse_search(
                 f"max_concurrent must be 'auto' or an integer >= 1, got {show(raw)}",
             )
         max_concurrent = check_int(doc, raw, path + ("max_concurrent",), minimum=1, maximum=100_000)
-    raw = section.get("scheduler", "none")
-    if isinstance(raw, str) and raw.lower() == "asha":
-        fail(
-            doc,
-            path + ("scheduler",),
-            "scheduler must be 'none' in this version; ASHA early stopping comes in a later "
-            "version, got 'asha'",
-        )
-    check_one_of(doc, raw, path + ("scheduler",), ("none",), label="scheduler")
+    scheduler, grace_epochs, reduction_factor = _scheduler(doc, section, path, objectives)
     seed = SearchSettings.seed
     if "seed" in section:
         # numpy, under every Optuna sampler, takes seeds in [0, 2**32).
@@ -256,9 +253,62 @@ def parse_search(
         sampler=sampler,
         n_trials=n_trials,
         max_concurrent=max_concurrent,
-        scheduler="none",
+        scheduler=scheduler,  # type: ignore[arg-type]
         seed=seed,
+        grace_epochs=grace_epochs,
+        reduction_factor=reduction_factor,
     )
+
+
+def _scheduler(
+    doc: Document, section: Mapping[str, Any], path: KeyPath, objectives: tuple[Objective, ...]
+) -> tuple[str, float, int]:
+    """``scheduler: none | asha`` or ``scheduler: {name: asha, grace_epochs: 1, reduction_factor: 3}``."""
+    raw = section.get("scheduler", "none")
+    path = path + ("scheduler",)
+    options: Mapping[str, Any] = {}
+    if isinstance(raw, Mapping):
+        options = raw
+        check_keys(doc, options, path, _SCHEDULER_KEYS)
+        if "name" not in options:
+            fail(doc, path, "scheduler needs a 'name' (none or asha)")
+        name = check_one_of(doc, options["name"], path + ("name",), ("none", "asha"), label="scheduler")
+    else:
+        name = check_one_of(doc, raw, path, ("none", "asha"), label="scheduler")
+    grace, factor = SearchSettings.grace_epochs, SearchSettings.reduction_factor
+    if name == "asha":
+        if len(objectives) > 1:
+            fail(
+                doc,
+                path,
+                "scheduler 'asha' stops trials on one metric, so it needs a single objective; "
+                f"this space has {len(objectives)} ({', '.join(o.metric for o in objectives)}). "
+                "A multi-objective study runs every trial to its full budget",
+            )
+        if "grace_epochs" in options:
+            grace = check_number(doc, options["grace_epochs"], path + ("grace_epochs",), above=0)
+        if "reduction_factor" in options:
+            factor = check_int(doc, options["reduction_factor"], path + ("reduction_factor",), minimum=2, maximum=100)
+    elif set(options) - {"name"}:
+        extra = sorted(set(options) - {"name"})[0]
+        fail(doc, path + (extra,), f"{extra} applies to scheduler 'asha' only, got scheduler {show(name)}")
+    return name, grace, factor
+
+
+def parse_constraints(doc: Document, root: Mapping[str, Any]) -> Constraints:
+    section = _section(doc, root, "constraints", _CONSTRAINT_KEYS)
+    path: KeyPath = ("constraints",)
+    max_batch = None
+    if section.get("max_effective_batch_size") is not None:
+        max_batch = check_int(doc, section["max_effective_batch_size"], path + ("max_effective_batch_size",),
+                              minimum=1, maximum=2**40)
+    max_lr = None
+    if section.get("max_lr") is not None:
+        max_lr = check_number(doc, section["max_lr"], path + ("max_lr",), above=0)
+    skip = False
+    if "skip_equivalent" in section:
+        skip = check_bool(doc, section["skip_equivalent"], path + ("skip_equivalent",))
+    return Constraints(max_effective_batch_size=max_batch, max_lr=max_lr, skip_equivalent=skip)
 
 
 def _sampler(doc: Document, raw: Any, path: KeyPath) -> str:

@@ -24,6 +24,7 @@ from hpsearch.search_spaces._parameters import parameter_form, parse_parameters
 from hpsearch.search_spaces._rules import check_keys, check_mapping, check_string, fail
 from hpsearch.search_spaces._sections import (
     TOP_KEYS,
+    parse_constraints,
     parse_objectives,
     parse_resources,
     parse_scaling,
@@ -181,6 +182,7 @@ def _build(doc: Document, *, default_study: str, source_path: str | None) -> Sea
         objectives=objectives,
         search=parse_search(doc, root, objectives, parameters),
         resources=parse_resources(doc, root),
+        constraints=parse_constraints(doc, root),
         source_text=doc.text,
         source_path=source_path,
     )

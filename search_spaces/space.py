@@ -13,6 +13,7 @@ from typing import Any, Literal, Union
 __all__ = [
     "LR_SCHEDULES",
     "Choice",
+    "Constraints",
     "FloatRange",
     "Fixed",
     "IntRange",
@@ -120,13 +121,47 @@ class SearchSettings:
     """How trials are proposed and scheduled.
 
     ``max_concurrent`` is ``None`` for ``auto``: as many trials as the cluster's resources fit.
+    ``scheduler: asha`` stops unpromising trials early (single-objective studies only). Its
+    budget is counted in samples seen, so trials of different batch sizes compare at equal
+    data: the first rung is at ``grace_epochs`` epochs' worth of samples, and each rung keeps
+    the best ``1 / reduction_factor`` of the trials that reach it.
     """
 
     sampler: str = "tpe"
     n_trials: int = 10
     max_concurrent: int | None = None
-    scheduler: Literal["none"] = "none"
+    scheduler: Literal["none", "asha"] = "none"
     seed: int = 0
+    grace_epochs: float = 1.0
+    reduction_factor: int = 3
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Configurations the search skips without training them.
+
+    A skipped configuration is recorded as a PRUNED trial with ``status_reason`` ``constraint``
+    or ``equivalent``, so samplers learn to avoid it, and it does not count towards
+    ``n_trials``.
+
+    Attributes:
+        max_effective_batch_size: Skip trials whose ``b x W x A`` is above this.
+        max_lr: Skip trials whose scaled peak learning rate is above this.
+        skip_equivalent: Skip a configuration whose effective setting (effective batch,
+            applied learning rate and every other hyperparameter) equals one already tried:
+            for instance ``b=32, W=2`` after ``b=64, W=1`` with the same rule, or any rule at
+            ``B = B0``, where all rules give ``base_lr``. Such trials train the same
+            optimisation and differ only in how the batch is split across devices.
+    """
+
+    max_effective_batch_size: int | None = None
+    max_lr: float | None = None
+    skip_equivalent: bool = False
+
+    @property
+    def any(self) -> bool:
+        """Whether any constraint is set."""
+        return self.max_effective_batch_size is not None or self.max_lr is not None or self.skip_equivalent
 
 
 @dataclass(frozen=True)
@@ -164,6 +199,7 @@ class SearchSpace:
     objectives: tuple[Objective, ...]
     search: SearchSettings
     resources: ResourceSpec
+    constraints: Constraints = Constraints()
     storage: str | None = None
     source_text: str = ""
     source_path: str | None = None

@@ -19,14 +19,16 @@ from hpsearch.errors import (
     ColumnError,
     HPSearchError,
     ResourceError,
+    SearchInterrupted,
     SpaceError,
     StoreError,
+    StudyBusyError,
     StudyExistsError,
     StudyNotFoundError,
     TrialFailed,
     WorkloadError,
 )
-from hpsearch.search import Search, load, start
+from hpsearch.search import Search, load, resume, start
 from hpsearch.search_spaces import SearchSpace, load_space
 
 try:
@@ -39,9 +41,11 @@ __all__ = [
     "HPSearchError",
     "ResourceError",
     "Search",
+    "SearchInterrupted",
     "SearchSpace",
     "SpaceError",
     "StoreError",
+    "StudyBusyError",
     "StudyExistsError",
     "StudyNotFoundError",
     "TrialFailed",
@@ -49,5 +53,6 @@ __all__ = [
     "__version__",
     "load",
     "load_space",
+    "resume",
     "start",
 ]

@@ -49,27 +49,79 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None,
           no_progress: bool, as_json: bool) -> None:
-    """Run a search defined by SPACE_FILE and print its trials and frontier."""
+    """Run a search defined by SPACE_FILE and print its trials and frontier.
+
+    Ctrl-C stops it cleanly: finished trials are kept, the running ones are marked
+    'interrupted', and 'hpsearch resume STUDY' finishes the study.
+    """
     import hpsearch
-    from hpsearch.dashboards.figures import write_figure_html
-    from hpsearch.progress import ProgressDisplay
-    from hpsearch.search import frontier_axes, frontier_path
-    from hpsearch.store import redact_url
 
     space = hpsearch.load_space(space_file)
-    objective = space.objectives[0].metric
-    display = ProgressDisplay(space.search.n_trials, objective, space.objectives[0].direction == "maximize",
-                              enabled=not no_progress and not as_json)
-
-    def on_plan(plan: Any) -> None:
-        display.set_total(plan.n_trials)
-        if not as_json:
-            click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {plan.n_trials} trials, "
-                       f"up to {plan.max_concurrent} at once on {plan.device}", err=True)
-
+    display, on_plan = _progress(space.search.n_trials, space.objectives[0].metric,
+                                 space.objectives[0].direction == "maximize", enabled=not no_progress and not as_json,
+                                 quiet=as_json)
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
                                 on_event=display.on_event, on_plan=on_plan)
+    _report(search, as_json)
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
+@click.option("--n-trials", type=click.IntRange(min=1),
+              help="A new total of finished trials for the study (default: the space's n_trials).")
+@click.option("--no-progress", is_flag=True, help="No live progress display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+def resume(study: str, storage: str | None, address: str | None, n_trials: int | None,
+           no_progress: bool, as_json: bool) -> None:
+    """Finish STUDY after its search was killed or interrupted (or extend it with --n-trials).
+
+    Finished trials stay as they are; trials left running become FAIL 'interrupted' and their
+    configurations run again, until the study has n_trials finished trials.
+    """
+    import hpsearch
+    from hpsearch.orchestrator import space_of_study
+
+    space = space_of_study(hpsearch.load(study, storage=storage).study)
+    display, on_plan = _progress(0, space.objectives[0].metric, space.objectives[0].direction == "maximize",
+                                 enabled=not no_progress and not as_json, quiet=as_json)
+    with display:
+        search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
+                                 on_event=display.on_event, on_plan=on_plan)
+    _report(search, as_json)
+
+
+def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, quiet: bool) -> tuple[Any, Any]:
+    """The live display and the callback that announces the plan once the search is planned."""
+    from hpsearch.progress import ProgressDisplay
+    from hpsearch.store import redact_url
+
+    display = ProgressDisplay(n_trials, objective, maximize, enabled=enabled)
+
+    def on_plan(plan: Any) -> None:
+        display.set_total(plan.n_trials)
+        if quiet:
+            return
+        resumed = ""
+        if plan.finished or plan.requeued:
+            resumed = f" ({plan.finished} already finished, {plan.requeued} interrupted trial(s) queued to run again)"
+        if plan.n_trials == 0:
+            click.echo(f"study {plan.study_name!r} has nothing left to run{resumed}", err=True)
+            return
+        click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {plan.n_trials} trials to run{resumed}, "
+                   f"up to {plan.max_concurrent} at once on {plan.device}", err=True)
+
+    return display, on_plan
+
+
+def _report(search: Any, as_json: bool) -> None:
+    """The end of start and resume: the trial table, the frontier, and its HTML file."""
+    from hpsearch.dashboards.figures import write_figure_html
+    from hpsearch.search import frontier_axes, frontier_path
+    from hpsearch.store import redact_url
+
     x, y = frontier_axes(search.objectives)
     html = frontier_path(search)
     write_figure_html(search.frontier_figure(x=x, y=y), html)

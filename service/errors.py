@@ -13,8 +13,10 @@ __all__ = [
     "ColumnError",
     "HPSearchError",
     "ResourceError",
+    "SearchInterrupted",
     "SpaceError",
     "StoreError",
+    "StudyBusyError",
     "StudyExistsError",
     "StudyNotFoundError",
     "TrialFailed",
@@ -39,6 +41,23 @@ class StudyExistsError(StoreError):
     """``start`` was asked to create a study whose name the store already holds."""
 
     http_status = 409
+
+
+class StudyBusyError(StoreError):
+    """Another orchestrator is writing this study (or, for SQLite, this database file, which
+    takes one writer). Raised before anything is written."""
+
+    exit_code = 3
+    http_status = 409
+
+
+class SearchInterrupted(HPSearchError):
+    """The search was stopped by Ctrl-C or SIGTERM. The study is consistent: finished trials
+    are kept, the ones cut short are FAIL with ``status_reason`` ``interrupted``, and
+    ``hpsearch resume`` runs them again."""
+
+    exit_code = 130
+    http_status = 503
 
 
 class ResourceError(HPSearchError):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,28 +21,46 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from hpsearch.errors import ResourceError, StudyExistsError, TrialFailed
+from hpsearch.errors import (
+    ResourceError,
+    SearchInterrupted,
+    SpaceError,
+    StudyExistsError,
+    TrialFailed,
+    WorkloadError,
+)
+from hpsearch.locks import study_lock
 from hpsearch.progress import SearchEvent
-from hpsearch.sampler import create_sampler, grid_size
-from hpsearch.search_spaces import SearchSpace
+from hpsearch.sampler import REASON_INTERRUPTED, create_sampler, grid_points, occupies_its_configuration
+from hpsearch.search_spaces import SearchSpace, parse_space
 from hpsearch.settings import Settings, default_runs_dir
 from hpsearch.store import (
+    ATTR_N_TRIALS,
     ATTR_OBJECTIVES,
     ATTR_SPACE_TEXT,
     ATTR_VERSIONS,
+    load_study,
     open_storage,
     redact_url,
     sqlite_file,
 )
 
-__all__ = ["SearchPlan", "plan_search", "run_search"]
+__all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "space_of_study"]
 
 log = logging.getLogger("hpsearch")
+
+_SEARCH_SAMPLERS = ("grid", "bruteforce")
 
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """What a search will do, decided before any trial runs."""
+    """What a search will do, decided before any trial runs.
+
+    Attributes:
+        n_trials: Trials to launch in this run (for ``resume``, the ones still missing).
+        finished: Trials the study had already finished (``resume``; 0 for a new study).
+        requeued: Configurations of interrupted trials queued to run again (``resume``).
+    """
 
     study_name: str
     storage: str
@@ -48,6 +68,23 @@ class SearchPlan:
     n_trials: int
     device: str
     max_concurrent: int
+    finished: int = 0
+    requeued: int = 0
+
+
+def trial_settings(space: SearchSpace, device: str) -> dict[str, Any]:
+    """The ``TrialSpec`` fields every trial of ``space`` shares (all but the parameters)."""
+    return dict(
+        base_batch_size=space.scaling.base_batch_size,
+        warmup_epochs=space.scaling.warmup_epochs,
+        schedule=space.scaling.schedule,
+        workload=space.workload.name,
+        workload_options=dict(space.workload.options),
+        epochs=space.workload.epochs,
+        device=device,
+        cpus_per_worker=space.resources.cpus_per_worker,
+        seed=space.search.seed,
+    )
 
 
 def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster: dict[str, Any]) -> SearchPlan:
@@ -58,6 +95,7 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
 
     Raises:
         ResourceError: some trial of the space could never be placed on any node.
+        SpaceError: the constraints leave no configuration of a grid to run.
     """
     nodes = cluster["nodes"]
     has_gpu = any(n.get("GPU", 0) > 0 for n in nodes)
@@ -76,10 +114,12 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
             "resources.cpus_per_worker, or add a bigger node"
         )
     n_trials = space.search.n_trials
-    size = grid_size(space)
-    # The space loader stores sampler names in their short form.
-    if space.search.sampler in ("grid", "bruteforce") and size:
-        n_trials = min(n_trials, size)
+    if space.search.sampler in _SEARCH_SAMPLERS:
+        runnable = runnable_grid_points(space, trial_settings(space, device))
+        if not runnable:
+            raise SpaceError("the constraints skip every configuration of the grid; loosen them",
+                             key_path="constraints", source=space.source_path or "<space>")
+        n_trials = min(n_trials, len(runnable))
     max_concurrent = space.search.max_concurrent
     if max_concurrent is None:
         # As many of the smallest trials as the cluster holds: Tune asks the searcher for a
@@ -90,6 +130,25 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
     runs = default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
     return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent)
+
+
+def runnable_grid_points(space: SearchSpace, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The grid's configurations that the constraints let run (one of each equivalent set)."""
+    from hpsearch.constraints import equivalence_key, violation
+    from hpsearch.searcher import trial_spec
+
+    runnable, seen = [], set()
+    for point in grid_points(space):
+        spec = trial_spec(point, space, settings)
+        if violation(spec, space.constraints) is not None:
+            continue
+        if space.constraints.skip_equivalent:
+            key = equivalence_key(spec)
+            if key in seen:
+                continue
+            seen.add(key)
+        runnable.append(point)
+    return runnable
 
 
 def run_search(
@@ -107,25 +166,139 @@ def run_search(
 
     Raises:
         StudyExistsError: the store already has a study of that name.
+        StudyBusyError: another search writes this SQLite file or this study.
         ResourceError: a trial could never fit on the cluster.
         WorkloadError: the workload cannot be resolved.
+        SearchInterrupted: Ctrl-C or SIGTERM stopped the search (the study stays consistent).
+    """
+    storage = open_storage(settings.storage)
+    with study_lock(settings.storage, study_name):
+        if study_name in {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}:
+            raise StudyExistsError(
+                f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
+                f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
+            )
+        samples_per_epoch = _check_workload(space)
+        with _ray_session(settings.ray_address) as cluster:
+            plan = plan_search(space, study_name, settings, cluster)
+            if on_plan is not None:
+                on_plan(plan)
+            study = _create_study(storage, study_name, space)
+            _run_tune(space, study, plan, on_event, samples_per_epoch)
+    return plan
+
+
+def space_of_study(study: optuna.Study) -> SearchSpace:
+    """The space a study was started with, parsed again from the text it keeps.
+
+    Raises:
+        SpaceError: the study was not made by hpsearch, or its text no longer validates.
+    """
+    text = study.user_attrs.get(ATTR_SPACE_TEXT)
+    if not text:
+        raise SpaceError(f"study {study.study_name!r} has no space text: it was not started by hpsearch start",
+                         source=f"study {study.study_name}")
+    return parse_space(str(text), source=f"study {study.study_name}", default_study=study.study_name)
+
+
+def resume_search(
+    study_name: str,
+    settings: Settings,
+    *,
+    n_trials: int | None = None,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    on_plan: Callable[[SearchPlan], None] | None = None,
+) -> SearchPlan:
+    """Finish a study whose search was stopped (killed, interrupted, or extended).
+
+    Completed, pruned and failed trials stay as they are. Trials left RUNNING by a dead
+    orchestrator become FAIL with ``status_reason`` ``interrupted`` and their configurations
+    are queued to run first. Then trials run until the study has ``n_trials`` finished ones
+    (the space's ``n_trials``, or the new total given here, which the study keeps).
+
+    Raises:
+        StudyNotFoundError: no such study in the store.
+        StudyBusyError: another search writes this study (or this SQLite file).
+        SpaceError: the study was not started by hpsearch, or its space no longer validates.
+        SearchInterrupted: Ctrl-C or SIGTERM stopped the search again.
+    """
+    from hpsearch.searcher import counts_toward_n_trials
+
+    storage = open_storage(settings.storage)
+    with study_lock(settings.storage, study_name):
+        study = load_study(study_name, storage)
+        space = space_of_study(study)
+        if n_trials is not None:
+            study.set_user_attr(ATTR_N_TRIALS, n_trials)
+        target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
+        requeued = _requeue_interrupted(study)
+        samples_per_epoch = _check_workload(space)
+        with _ray_session(settings.ray_address) as cluster:
+            plan = plan_search(space, study_name, settings, cluster)
+            finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
+            to_run = max(0, target - finished)
+            if space.search.sampler in _SEARCH_SAMPLERS:
+                runnable = {_key(p) for p in runnable_grid_points(space, trial_settings(space, plan.device))}
+                taken = {_key(t.params) for t in study.get_trials(deepcopy=False)
+                         if t.params and occupies_its_configuration(t)}
+                to_run = min(to_run, len(runnable - taken))
+            plan = SearchPlan(plan.study_name, plan.storage, plan.runs_dir, to_run, plan.device,
+                              plan.max_concurrent, finished=finished, requeued=requeued)
+            if on_plan is not None:
+                on_plan(plan)
+            if to_run:
+                study = optuna.load_study(study_name=study_name, storage=storage, sampler=create_sampler(space))
+                _run_tune(space, study, plan, on_event, samples_per_epoch)
+    return plan
+
+
+def _requeue_interrupted(study: optuna.Study) -> int:
+    """Mark the trials a dead orchestrator left RUNNING as interrupted, and queue the
+    configuration of every interrupted trial not queued yet to run again. Returns how many
+    were queued."""
+    from optuna.trial import TrialState
+
+    storage = study._storage
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        storage.set_trial_user_attr(t._trial_id, "status_reason", REASON_INTERRUPTED)
+        storage.set_trial_user_attr(t._trial_id, "status_detail", "the search stopped before this trial finished")
+        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+    # A finished trial cannot be written to again, so a rerun points back at its original
+    # (``rerun_of``) and an interrupted trial counts as queued once some trial does.
+    trials = study.get_trials(deepcopy=False)
+    rerun = {t.user_attrs.get("rerun_of") for t in trials}
+    queued = 0
+    for t in trials:
+        interrupted = t.state == TrialState.FAIL and t.user_attrs.get("status_reason") == REASON_INTERRUPTED
+        if interrupted and t.number not in rerun and t.params:
+            study.enqueue_trial(dict(t.params), user_attrs={"rerun_of": t.number})
+            queued += 1
+    return queued
+
+
+def _key(params: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted(params.items()))
+
+
+def _check_workload(space: SearchSpace) -> int | None:
+    """Resolve the workload before anything is written; for ASHA, also build it once to learn
+    how many samples an epoch holds (the scheduler's budget unit).
+
+    Raises:
+        WorkloadError: the workload cannot be found or built.
     """
     from hpsearch.trials.workloads.base import resolve_workload
 
-    storage = open_storage(settings.storage)
-    if study_name in {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}:
-        raise StudyExistsError(
-            f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
-            "pick a new name with --study NAME or use another --storage"
-        )
-    resolve_workload(space.workload.name)
-    with _ray_session(settings.ray_address) as cluster:
-        plan = plan_search(space, study_name, settings, cluster)
-        if on_plan is not None:
-            on_plan(plan)
-        study = _create_study(storage, study_name, space)
-        _run_tune(space, study, plan, on_event)
-    return plan
+    factory = resolve_workload(space.workload.name)
+    if space.search.scheduler != "asha":
+        return None
+    try:
+        workload = factory(dict(space.workload.options))
+    except WorkloadError:
+        raise
+    except Exception as exc:  # a user's factory: report what it raised, not a traceback
+        raise WorkloadError(f"workload {space.workload.name!r} failed to build: {type(exc).__name__}: {exc}") from exc
+    return len(workload.train_set)  # type: ignore[arg-type]
 
 
 def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace) -> optuna.Study:
@@ -144,27 +317,19 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
         study.set_metric_names([o.metric for o in space.objectives])
     study.set_user_attr(ATTR_SPACE_TEXT, space.source_text)
     study.set_user_attr(ATTR_OBJECTIVES, [o.metric for o in space.objectives])
+    study.set_user_attr(ATTR_N_TRIALS, space.search.n_trials)
     study.set_user_attr(ATTR_VERSIONS, {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")})
     return study
 
 
-def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan, on_event: Callable[[SearchEvent], None] | None) -> None:
-    from hpsearch.searcher import StudySearcher
+def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
+              on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int | None) -> None:
+    from hpsearch.searcher import InterruptStopper, StudySearcher
     from ray import tune
 
-    trial_settings = dict(
-        base_batch_size=space.scaling.base_batch_size,
-        warmup_epochs=space.scaling.warmup_epochs,
-        schedule=space.scaling.schedule,
-        workload=space.workload.name,
-        workload_options=dict(space.workload.options),
-        epochs=space.workload.epochs,
-        device=plan.device,
-        cpus_per_worker=space.resources.cpus_per_worker,
-        seed=space.search.seed,
-    )
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
-    searcher = StudySearcher(study, space, plan.n_trials, trial_settings, plan.runs_dir, on_event=on_event)
+    searcher = StudySearcher(study, space, plan.n_trials, trial_settings(space, plan.device), plan.runs_dir,
+                             on_event=on_event)
 
     def resources(config: dict[str, Any]) -> Any:
         spec = config["spec"]
@@ -173,20 +338,72 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan, on_even
         # its ranks land on one node.
         return tune.PlacementGroupFactory([need], strategy="STRICT_PACK")
 
+    stopper = InterruptStopper(searcher)
     tuner = tune.Tuner(
         tune.with_resources(_trainable, resources),
         tune_config=tune.TuneConfig(
-            search_alg=searcher, num_samples=plan.n_trials, max_concurrent_trials=plan.max_concurrent
+            search_alg=searcher, num_samples=plan.n_trials, max_concurrent_trials=plan.max_concurrent,
+            scheduler=_scheduler(space, samples_per_epoch),
         ),
         run_config=tune.RunConfig(
-            name="tune", storage_path=str(plan.runs_dir), verbose=0,
+            name="tune", storage_path=str(plan.runs_dir), verbose=0, stop=stopper,
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
     try:
-        tuner.fit()
+        with _stop_on_signals(searcher):
+            tuner.fit()
     finally:
-        searcher.fail_open_trials("interrupted", "the search stopped before this trial finished")
+        searcher.fail_open_trials(REASON_INTERRUPTED, "the search stopped before this trial finished")
+    if searcher.interrupted:
+        raise SearchInterrupted(
+            f"search interrupted; finished trials are kept and the ones cut short are marked "
+            f"'interrupted': run 'hpsearch resume {plan.study_name}' to finish the study"
+        )
+
+
+def _scheduler(space: SearchSpace, samples_per_epoch: int | None) -> Any:
+    """ASHA on the first objective with its budget in samples seen, or ``None``."""
+    if space.search.scheduler != "asha":
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    assert samples_per_epoch is not None
+    objective = space.objectives[0]
+    return ASHAScheduler(
+        time_attr="samples_seen",
+        metric=objective.metric,
+        mode="max" if objective.direction == "maximize" else "min",
+        max_t=space.workload.epochs * samples_per_epoch,
+        grace_period=max(1, round(space.search.grace_epochs * samples_per_epoch)),
+        reduction_factor=space.search.reduction_factor,
+        # A trial that reached the full budget finishes and is judged COMPLETE, never stopped
+        # at its last report.
+        stop_last_trials=False,
+    )
+
+
+@contextmanager
+def _stop_on_signals(searcher: Any) -> Iterator[None]:
+    """On the first Ctrl-C or SIGTERM, stop the search cleanly: running trials end as
+    ``interrupted``. A second Ctrl-C interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: Any) -> None:
+        searcher.interrupted = True  # InterruptStopper ends the Tune experiment on its next step
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _trainable(config: dict[str, Any]) -> None:
@@ -201,14 +418,23 @@ def _trainable(config: dict[str, Any]) -> None:
     from hpsearch.trials.spec import TrialSpec
     from ray import tune
 
-    node = ray.util.get_node_ip_address()
+    # The node's IP and its Ray node id: several nodes may share an IP (containers, or a test
+    # cluster on one machine); the id tells them apart.
+    where = {"node": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id()}
     spec = TrialSpec(**config["spec"])
+
+    def forward(metrics: dict[str, Any]) -> None:
+        # The last epoch goes out once, merged into the final report below: a scheduler that
+        # stops a trial on that report would otherwise cut off its final measurements.
+        if metrics["epoch"] < spec.epochs:
+            tune.report({**metrics, **where})
+
     try:
-        final = run_trial(spec, config["run_dir"], report=lambda m: tune.report({**m, "node": node}))
+        final = run_trial(spec, config["run_dir"], report=forward)
     except TrialFailed as exc:
-        tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, "node": node})
+        tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
         return
-    tune.report({**final, "epochs_completed": final["epoch"], "node": node, FINAL_KEY: True})
+    tune.report({**final, "epochs_completed": final["epoch"], **where, FINAL_KEY: True})
 
 
 def _trial_resources(world_size: int, space: SearchSpace, device: str) -> dict[str, float]:
@@ -234,6 +460,8 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
     # Tune's newer console output prints its own tables even at verbose=0; hpsearch shows its
     # own progress, so use the classic reporter, which verbose=0 silences.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # hpsearch handles Ctrl-C itself (the study must record which trials were cut short).
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
     import ray
 
     started = not ray.is_initialized()

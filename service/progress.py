@@ -14,10 +14,12 @@ class SearchEvent:
     """Something that happened to one trial during a search.
 
     Attributes:
-        kind: ``started``, ``result`` (one epoch), ``completed`` or ``failed``.
+        kind: ``started``, ``result`` (one epoch), ``completed``, ``pruned`` (stopped early),
+            ``failed``, ``skipped`` (a constraint skipped the configuration) or ``exhausted``
+            (the sampler found nothing left to run; ``number`` is -1).
         number: The Optuna trial number.
         data: ``params`` (started), ``result`` (result), ``values`` (completed),
-            ``reason``/``detail`` (failed).
+            ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted).
     """
 
     kind: str
@@ -47,6 +49,8 @@ class ProgressDisplay:
         self.maximize = maximize
         self.running: set[int] = set()
         self.failed = 0
+        self.pruned = 0
+        self.skipped = 0
         self.done = 0
         self.best: float | None = None
         self.started = time.monotonic()
@@ -72,10 +76,16 @@ class ProgressDisplay:
         """Update the display from one search event."""
         if event.kind == "started":
             self.running.add(event.number)
-        elif event.kind in ("completed", "failed"):
+        elif event.kind == "skipped":
+            self.skipped += 1
+        elif event.kind == "exhausted":
+            self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False)
+        elif event.kind in ("completed", "failed", "pruned"):
             self.running.discard(event.number)
             self.done += 1
-            if event.kind == "failed":
+            if event.kind == "pruned":
+                self.pruned += 1
+            elif event.kind == "failed":
                 self.failed += 1
                 self.console.print(f"[yellow]trial {event.number} failed: {event.data.get('reason')}[/] "
                                    f"{event.data.get('detail', '')}".rstrip(), highlight=False)
@@ -86,8 +96,10 @@ class ProgressDisplay:
         best = "-" if self.best is None else f"{self.best:.4g}"
         self._progress.update(
             self._task, completed=self.done,
-            info=f"running {len(self.running)}  failed {self.failed}  best {self.objective} {best}  "
-                 f"left ~{self._eta()}",
+            info=f"running {len(self.running)}  failed {self.failed}  "
+                 + (f"stopped early {self.pruned}  " if self.pruned else "")
+                 + (f"skipped {self.skipped}  " if self.skipped else "")
+                 + f"best {self.objective} {best}  left ~{self._eta()}",
         )
 
     def _eta(self) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import SpaceError
@@ -19,9 +21,14 @@ from hpsearch.search_spaces import (
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["create_sampler", "distributions", "grid_size"]
-
-
+__all__ = [
+    "REASON_INTERRUPTED",
+    "create_sampler",
+    "distributions",
+    "grid_points",
+    "grid_size",
+    "occupies_its_configuration",
+]
 
 def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
     """One Optuna distribution per parameter, fixed ones as a one-value categorical so that every
@@ -59,21 +66,99 @@ def grid_size(space: SearchSpace) -> int | None:
     return math.prod(sizes)
 
 
+#: ``status_reason`` of a trial cut short by a stopped search; its configuration runs again.
+REASON_INTERRUPTED = "interrupted"
+
+
+def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
+    """Every configuration of an all-choices space, in the space's parameter order.
+
+    Raises:
+        SpaceError: some parameter is a range.
+    """
+    grid: dict[str, list[Any]] = {}
+    for key, p in space.parameters.items():
+        if isinstance(p, Fixed):
+            grid[key] = [p.value]
+        elif isinstance(p, Choice):
+            grid[key] = list(p.choices)
+        else:
+            raise SpaceError("the grid sampler needs every searched parameter as {choices: [...]}",
+                             key_path=f"parameters.{key}", source=space.source_path or "<space>")
+    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+
+
+def occupies_its_configuration(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a trial's configuration counts as tried: every trial but the ones an interrupted
+    search cut short, which ``resume`` runs again."""
+    from optuna.trial import TrialState
+
+    return not (trial.state == TrialState.FAIL and trial.user_attrs.get("status_reason") == REASON_INTERRUPTED)
+
+
+def _configuration(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """A trial's parameters; for a queued (WAITING) trial, the ones it was queued with."""
+    return dict(trial.params) or dict(trial.system_attrs.get("fixed_params", {}))
+
+
+def _point_key(point: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((k, float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                        for k, v in point.items()))
+
+
 def _grid_sampler_class() -> type:
     import optuna
 
-    class AskTellGridSampler(optuna.samplers.GridSampler):
-        """Optuna's grid sampler without its end-of-grid ``study.stop()``.
+    class StudyGridSampler(optuna.samplers.BaseSampler):
+        """Every configuration of the grid once, in a seeded random order.
 
-        That call is only allowed inside ``study.optimize``; from the ask/tell searcher it raised
-        ``RuntimeError`` on the last grid point and Tune marked a finished trial as errored. The
-        searcher stops asking at the grid size instead.
+        Unlike Optuna's ``GridSampler``, the configurations still to run are read from the study
+        each time: a trial cut short by an interrupted search (FAIL, ``interrupted``) frees its
+        configuration again, a configuration queued for a rerun counts as taken, and the grid
+        never calls ``study.stop()`` (only allowed inside ``study.optimize``; from the ask/tell
+        searcher it raised on the last grid point).
         """
 
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            return None
+        def __init__(self, points: list[dict[str, Any]], seed: int | None = None) -> None:
+            import numpy as np
 
-    return AskTellGridSampler
+            order = np.random.default_rng(seed).permutation(len(points))
+            self._points = [points[i] for i in order]
+            self._rng = np.random.default_rng(seed)
+            self._chosen: dict[int, dict[str, Any]] = {}
+
+        def remaining(self, study: optuna.Study) -> list[dict[str, Any]]:
+            """The configurations no trial of the study holds yet, in the order they will run."""
+            taken = {_point_key(_configuration(t)) for t in study.get_trials(deepcopy=False)
+                     if occupies_its_configuration(t)}
+            return [p for p in self._points if _point_key(p) not in taken]
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return {}
+
+        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> dict[str, Any]:
+            return {}
+
+        def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            if "fixed_params" in trial.system_attrs:  # a queued configuration: nothing to choose
+                return
+            left = self.remaining(study)
+            if left:
+                self._chosen[trial._trial_id] = left[0]
+
+        def sample_independent(self, study: Any, trial: optuna.trial.FrozenTrial, param_name: str,
+                               param_distribution: Any) -> Any:
+            point = self._chosen.get(trial._trial_id)
+            if point is not None and param_name in point:
+                return point[param_name]
+            # The grid is used up (the searcher stops asking before this): any grid value.
+            values = param_distribution.choices
+            return values[int(self._rng.integers(len(values)))]
+
+        def after_trial(self, study: Any, trial: optuna.trial.FrozenTrial, state: Any, values: Any) -> None:
+            self._chosen.pop(trial._trial_id, None)
+
+    return StudyGridSampler
 
 
 def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
@@ -91,17 +176,9 @@ def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
         raise SpaceError(f"sampler must be one of {', '.join(SAMPLER_CLASS_NAMES)} or an optuna.samplers class name, got {name!r}",
                          key_path="search.sampler", source=space.source_path or "<space>")
     seed = space.search.seed
-    if cls is optuna.samplers.GridSampler:
-        grid: dict[str, list[Any]] = {}
-        for key, p in space.parameters.items():
-            if isinstance(p, Fixed):
-                grid[key] = [p.value]
-            elif isinstance(p, Choice):
-                grid[key] = list(p.choices)
-            else:
-                raise SpaceError("the grid sampler needs every searched parameter as {choices: [...]}",
-                                 key_path=f"parameters.{key}", source=space.source_path or "<space>")
-        return _grid_sampler_class()(grid, seed=seed)
+    if cls in (optuna.samplers.GridSampler, optuna.samplers.BruteForceSampler):
+        # Both would call study.stop() at the end of the grid; the study grid sampler does not.
+        return _grid_sampler_class()(grid_points(space), seed=seed)
     try:
         return cls(seed=seed)
     except TypeError:  # a sampler without a seed argument

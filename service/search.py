@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
     from hpsearch.orchestrator import SearchPlan
 
-__all__ = ["Search", "frontier_axes", "load", "start", "metric_direction"]
+__all__ = ["Search", "frontier_axes", "load", "metric_direction", "resume", "start"]
 
 #: Metrics where lower is better; every other column is taken as higher-is-better on a frontier.
 _LOWER_IS_BETTER = {"runtime_s", "device_seconds", "val_loss", "train_loss", "comm_fraction"}
@@ -121,6 +121,16 @@ class Search:
 
         return _checked(frontier_figure, self.trials_dataframe(), x, y)
 
+    def pareto_front(self) -> pd.DataFrame:
+        """The study's Pareto-optimal COMPLETE trials on its own objectives, as Optuna computes
+        them (``study.best_trials``), in the layout of ``trials_dataframe``; for a
+        single-objective study, the best trial(s)."""
+        df = self.trials_dataframe()
+        numbers = sorted(t.number for t in self.study.best_trials) if len(df) else []
+        if not numbers:
+            return df.iloc[0:0]
+        return df.set_index("number").loc[numbers].reset_index()
+
     @property
     def best_trial(self) -> optuna.trial.FrozenTrial | None:
         """The COMPLETE trial best on the first objective, or ``None`` before any completes."""
@@ -205,6 +215,40 @@ def start(
     name = study or space.study
     run_search(space, name, settings, on_event=on_event, on_plan=on_plan)
     return Search(name, settings.storage)
+
+
+def resume(
+    study: str,
+    *,
+    storage: str | None = None,
+    address: str | None = None,
+    n_trials: int | None = None,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    on_plan: Callable[[SearchPlan], None] | None = None,
+) -> Search:
+    """Finish a study whose search was stopped (killed, interrupted) or extend it.
+
+    Finished trials stay as they are; trials left RUNNING become FAIL with ``status_reason``
+    ``interrupted`` and their configurations run again; trials run until the study has
+    ``n_trials`` finished ones (skipped and interrupted trials do not count).
+
+    Args:
+        study: The study's name.
+        storage: Store URL; default: ``HPSEARCH_STORAGE``, then ``sqlite:///hpsearch.db``.
+        address: Ray cluster to join; default ``RAY_ADDRESS``, else a local Ray.
+        n_trials: A new total of finished trials (kept by the study for later resumes).
+
+    Raises:
+        StudyNotFoundError, StudyBusyError, SpaceError, ResourceError, StoreError.
+
+    Example:
+        >>> hpsearch.resume("digits-quickstart").summary()["states"]  # doctest: +SKIP
+    """
+    from hpsearch.orchestrator import resume_search
+
+    settings = resolve_settings(storage=storage, ray_address=address)
+    resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan)
+    return Search(study, settings.storage)
 
 
 def load(study: str, storage: str | optuna.storages.BaseStorage | None = None) -> Search:

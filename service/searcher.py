@@ -15,25 +15,34 @@ SQLite study).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
 import optuna
+from hpsearch.constraints import REASON_CONSTRAINT, REASON_EQUIVALENT, equivalence_key, violation
 from hpsearch.progress import SearchEvent
-from hpsearch.sampler import distributions
+from hpsearch.sampler import REASON_INTERRUPTED, distributions, occupies_its_configuration
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.trials.spec import TrialSpec
 from optuna.trial import TrialState
+from ray.tune import Stopper
 from ray.tune.search import Searcher
 
-__all__ = ["StudySearcher", "RECORDED_METRICS"]
+__all__ = ["RECORDED_METRICS", "InterruptStopper", "StudySearcher", "counts_toward_n_trials", "trial_spec"]
+
+#: ``status_reason`` of a trial ASHA stopped before its last epoch.
+REASON_EARLY_STOPPED = "early_stopped"
+#: Reasons of trials that did not run to an end of their own: they do not count as finished.
+NOT_RUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_CONSTRAINT, REASON_EQUIVALENT})
+#: How many configurations in a row the constraints may skip before the search gives up asking.
+MAX_SKIPS_IN_A_ROW = 1000
 
 #: Result keys copied to the trial's user attrs when it completes (DESIGN.md names).
 RECORDED_METRICS: tuple[str, ...] = (
     "val_accuracy", "val_loss", "train_loss", "epochs_completed", "samples_seen", "runtime_s",
     "device_seconds", "samples_per_s", "comm_fraction", "allreduce_calls", "noise_scale", "noise_scale_note",
-    "emulated_ranks", "device", "node",
+    "emulated_ranks", "device", "node", "node_id", "lr",
 )
 #: Per-epoch series kept in the ``curves`` user attr.
 CURVE_METRICS: tuple[str, ...] = ("samples_seen", "val_accuracy", "val_loss", "train_loss", "lr", "runtime_s",
@@ -44,13 +53,29 @@ FAILED_KEY = "hpsearch_failed"
 FINAL_KEY = "hpsearch_final"
 
 
+def counts_toward_n_trials(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a trial is finished for ``n_trials``: it ran to an end of its own (COMPLETE,
+    stopped early by ASHA, or failed), not skipped by a constraint nor cut short by a stopped
+    search."""
+    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    return trial.state in finished and trial.user_attrs.get("status_reason") not in NOT_RUN_REASONS
+
+
+def trial_spec(params: dict[str, Any], space: SearchSpace, trial_settings: dict[str, Any]) -> TrialSpec:
+    """The ``TrialSpec`` of one configuration of ``space``."""
+    settings = dict(trial_settings)
+    if space.resources.emulate_ranks:
+        settings["emulated_ranks"] = int(params["world_size"])
+    return TrialSpec.from_params(params, **settings)
+
+
 class StudySearcher(Searcher):
     """Proposes configurations from the study's sampler and records results in the study.
 
     Args:
         study: The Optuna study (its storage is written from this process only).
         space: The validated space.
-        n_trials: How many trials to propose in this run.
+        n_trials: How many trials to launch in this run (skipped configurations not counted).
         trial_settings: The non-searched ``TrialSpec`` fields (workload, epochs, device...).
         runs_dir: Parent of each trial's run folder.
         on_event: Called with each ``SearchEvent`` (progress display).
@@ -72,11 +97,19 @@ class StudySearcher(Searcher):
         self.trial_settings = trial_settings
         self.runs_dir = runs_dir
         self.on_event = on_event
+        #: Set by the orchestrator on Ctrl-C/SIGTERM: trials stopped from then on are
+        #: ``interrupted``, not early-stopped.
+        self.interrupted = False
         self._distributions = distributions(space)
         self._metrics = [o.metric for o in space.objectives]
         self._trials: dict[str, optuna.Trial] = {}
         self._curves: dict[str, dict[str, list[Any]]] = {}
-        self._asked = 0
+        self._launched = 0
+        self._tried: set[Hashable] = set()
+        if space.constraints.skip_equivalent:
+            for t in study.get_trials(deepcopy=False):
+                if t.params and occupies_its_configuration(t) and t.user_attrs.get("status_reason") not in NOT_RUN_REASONS:
+                    self._tried.add(equivalence_key(trial_spec(dict(t.params), space, trial_settings)))
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its searcher into the experiment state; the study (a live database
@@ -90,36 +123,68 @@ class StudySearcher(Searcher):
         return True
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        if self._asked >= self.n_trials:
+        if self._launched >= self.n_trials or self.interrupted:
             return Searcher.FINISHED
-        self._asked += 1
-        trial = self.study.ask(self._distributions)
-        params = dict(trial.params)
-        settings = dict(self.trial_settings)
-        if self.space.resources.emulate_ranks:
-            settings["emulated_ranks"] = int(params["world_size"])
-        spec = TrialSpec.from_params(params, **settings)
-        trial.set_user_attr("effective_batch_size", spec.effective_batch_size)
-        trial.set_user_attr("base_batch_size", spec.base_batch_size)
-        trial.set_user_attr("lr", spec.lr)
-        trial.set_user_attr("warmup_epochs", spec.warmup_epochs)
-        self._trials[trial_id] = trial
-        self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
-        self._emit("started", trial.number, params=params)
-        return {"spec": spec.to_dict(), "number": trial.number, "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}")}
+        remaining = getattr(self.study.sampler, "remaining", None)
+        for _ in range(MAX_SKIPS_IN_A_ROW):
+            if remaining is not None and not remaining(self.study) and not self._queued():
+                return Searcher.FINISHED  # the grid is used up
+            trial = self.study.ask(self._distributions)
+            params = dict(trial.params)
+            spec = trial_spec(params, self.space, self.trial_settings)
+            trial.set_user_attr("effective_batch_size", spec.effective_batch_size)
+            trial.set_user_attr("base_batch_size", spec.base_batch_size)
+            trial.set_user_attr("lr", spec.lr)
+            trial.set_user_attr("warmup_epochs", spec.warmup_epochs)
+            skip = self._skip(spec)
+            if skip is not None:
+                reason, detail = skip
+                trial.set_user_attr("status_reason", reason)
+                trial.set_user_attr("status_detail", detail)
+                self.study.tell(trial, state=TrialState.PRUNED)
+                self._emit("skipped", trial.number, reason=reason, detail=detail)
+                continue
+            self._tried.add(equivalence_key(spec))
+            self._launched += 1
+            self._trials[trial_id] = trial
+            self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
+            self._emit("started", trial.number, params=params)
+            return {"spec": spec.to_dict(), "number": trial.number,
+                    "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}")}
+        self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
+                                           "configurations in a row; stopping the search")
+        return Searcher.FINISHED
+
+    def _queued(self) -> bool:
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def _skip(self, spec: TrialSpec) -> tuple[str, str] | None:
+        broken = violation(spec, self.space.constraints)
+        if broken is not None:
+            return REASON_CONSTRAINT, broken
+        if self.space.constraints.skip_equivalent and equivalence_key(spec) in self._tried:
+            return REASON_EQUIVALENT, (f"same effective batch {spec.effective_batch_size}, lr {spec.lr:.4g} and "
+                                       "other settings as a trial already tried")
+        return None
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         trial = self._trials.get(trial_id)
-        if trial is None or result.get(FAILED_KEY) or result.get(FINAL_KEY) or "epoch" not in result:
+        if trial is None or result.get(FAILED_KEY) or "epoch" not in result:
             return
         curves = self._curves[trial_id]
         for key in CURVE_METRICS:
             curves[key].append(_finite_or_none(result.get(key)))
         trial.set_user_attr("curves", curves)
         trial.set_user_attr("epochs_completed", result["epoch"])
-        if len(self._metrics) == 1 and _is_finite(result.get(self._metrics[0])):
+        trial.set_user_attr("samples_seen", result.get("samples_seen"))
+        value = result.get(self._metrics[0])
+        if _is_finite(value) and "samples_seen" in result:
             # Intermediate values on a samples-seen axis, so batch sizes compare fairly.
-            trial.report(float(result[self._metrics[0]]), step=int(result["samples_seen"]))
+            step = int(result["samples_seen"])
+            if len(self._metrics) == 1:
+                trial.report(float(value), step=step)
+            else:
+                trial.storage.set_trial_intermediate_value(trial._trial_id, step, float(value))
         self._emit("result", trial.number, result=result)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -131,11 +196,20 @@ class StudySearcher(Searcher):
         for key in RECORDED_METRICS:
             if key in result and result[key] is not None:
                 trial.set_user_attr(key, _finite_or_none(result[key]))
-        if error or result.get(FAILED_KEY):
-            reason = result.get("status_reason") or "error"
-            detail = result.get("status_detail") or ("the trial process raised; see its error file in the Tune run folder" if error else "")
-            self._fail(trial, reason, detail)
-            return
+        if result.get(FAILED_KEY):
+            self._fail(trial, result.get("status_reason") or "error", result.get("status_detail") or "")
+        elif result.get(FINAL_KEY):
+            self._complete(trial, result)
+        elif self.interrupted:
+            self._fail(trial, REASON_INTERRUPTED, "the search was stopped before this trial finished")
+        elif error:
+            self._fail(trial, "error", "the trial process raised; see its error file in the Tune run folder")
+        elif self.space.search.scheduler == "asha":
+            self._prune(trial, result)
+        else:
+            self._fail(trial, "stopped", "the trial stopped before its last epoch without a failure report")
+
+    def _complete(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
         values = [result.get(m) for m in self._metrics]
         missing = [m for m, v in zip(self._metrics, values) if v is None]
         if missing:
@@ -146,6 +220,18 @@ class StudySearcher(Searcher):
             return
         self.study.tell(trial, [float(v) for v in values])
         self._emit("completed", trial.number, values=[float(v) for v in values])
+
+    def _prune(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
+        epochs = result.get("epoch", 0)
+        samples = result.get("samples_seen", 0)
+        trial.set_user_attr("epochs_completed", epochs)
+        trial.set_user_attr("samples_seen", samples)
+        trial.set_user_attr("status_reason", REASON_EARLY_STOPPED)
+        detail = (f"ASHA stopped it after {epochs} of {self.space.workload.epochs} epochs ({samples} samples "
+                  f"seen): {self._metrics[0]} {result.get(self._metrics[0])} did not make its rung's cutoff")
+        trial.set_user_attr("status_detail", detail)
+        self.study.tell(trial, state=TrialState.PRUNED)
+        self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 
     def fail_open_trials(self, reason: str, detail: str) -> None:
         """Record every trial still open (the search stopped under it) as FAIL with ``reason``."""
@@ -163,6 +249,19 @@ class StudySearcher(Searcher):
     def _emit(self, kind: str, number: int, **data: Any) -> None:
         if self.on_event is not None:
             self.on_event(SearchEvent(kind, number, data))
+
+
+class InterruptStopper(Stopper):
+    """Ends the whole Tune experiment once the searcher was told the search is interrupted."""
+
+    def __init__(self, searcher: StudySearcher) -> None:
+        self.searcher = searcher
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.searcher.interrupted
 
 
 def _is_finite(v: Any) -> bool:

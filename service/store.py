@@ -32,6 +32,8 @@ __all__ = [
 ATTR_SPACE_TEXT = "hpsearch.space_text"
 ATTR_VERSIONS = "hpsearch.versions"
 ATTR_OBJECTIVES = "hpsearch.objectives"
+#: The study's target number of finished trials (the space's, or a total given to ``resume``).
+ATTR_N_TRIALS = "hpsearch.n_trials"
 
 
 def redact_url(url: str) -> str:

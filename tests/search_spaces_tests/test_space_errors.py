@@ -296,8 +296,19 @@ def test_file_stem_that_is_not_a_study_name_asks_for_study(tmp_path: pathlib.Pat
         ("search: {n_trials: '10'}\n", "search.n_trials", 4, "must be an integer, got a string"),
         ("search: {max_concurrent: many}\n", "search.max_concurrent", 4, "'auto' or an integer"),
         ("search: {max_concurrent: 0}\n", "search.max_concurrent", 4, ">= 1"),
-        ("search: {scheduler: asha}\n", "search.scheduler", 4, "later version"),
-        ("search: {scheduler: median}\n", "search.scheduler", 4, "must be one of 'none'"),
+        ("search: {scheduler: median}\n", "search.scheduler", 4, "must be one of 'none', 'asha'"),
+        ("search: {scheduler: {grace_epochs: 1}}\n", "search.scheduler", 4, "needs a 'name'"),
+        ("search: {scheduler: {name: asha, grace_epochs: 0}}\n", "search.scheduler.grace_epochs", 4, "> 0"),
+        ("search: {scheduler: {name: asha, reduction_factor: 1}}\n", "search.scheduler.reduction_factor", 4,
+         ">= 2"),
+        ("search: {scheduler: {name: asha, grace: 1}}\n", "search.scheduler.grace", 4,
+         "did you mean 'grace_epochs'?"),
+        ("search: {scheduler: {name: none, grace_epochs: 1}}\n", "search.scheduler.grace_epochs", 4,
+         "applies to scheduler 'asha' only"),
+        ("constraints: {max_effective_batch_size: 0}\n", "constraints.max_effective_batch_size", 4, ">= 1"),
+        ("constraints: {max_lr: 0}\n", "constraints.max_lr", 4, "max_lr must be > 0"),
+        ("constraints: {skip_equivalent: 1}\n", "constraints.skip_equivalent", 4, "true or false"),
+        ("constraints: {max_batch: 64}\n", "constraints.max_batch", 4, "unknown key 'max_batch'"),
         ("search: {sampler: tpee}\n", "search.sampler", 4, "did you mean 'tpe'?"),
         ("search: {seed: -1}\n", "search.seed", 4, ">= 0"),
         ("search: {seed: 4294967296}\n", "search.seed", 4, "<= 4294967295"),
@@ -412,3 +423,19 @@ def test_absurdly_deep_nesting_is_refused_cleanly() -> None:
     error = error_of("a: " + "[" * 5000 + "]" * 5000 + "\n")
 
     assert "nested too deeply" in error.reason
+
+
+def test_asha_with_two_objectives_is_refused_at_the_scheduler_key() -> None:
+    text = VALID_PARAMETERS + (
+        "objectives:\n"
+        "  - {metric: val_accuracy, direction: maximize}\n"
+        "  - {metric: runtime_s, direction: minimize}\n"
+        "search:\n"
+        "  scheduler: asha\n"
+    )
+    with pytest.raises(SpaceError) as caught:
+        parse_space(text, source="space.yaml")
+
+    assert caught.value.key_path == "search.scheduler"
+    assert caught.value.line == text.splitlines().index("  scheduler: asha") + 1
+    assert "single objective" in caught.value.reason
