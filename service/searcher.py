@@ -196,12 +196,14 @@ class StudySearcher(Searcher):
         for key in RECORDED_METRICS:
             if key in result and result[key] is not None:
                 trial.set_user_attr(key, _finite_or_none(result[key]))
-        if result.get(FAILED_KEY):
-            self._fail(trial, result.get("status_reason") or "error", result.get("status_detail") or "")
-        elif result.get(FINAL_KEY):
+        if result.get(FINAL_KEY):
             self._complete(trial, result)
         elif self.interrupted:
+            # Whatever ended it after Ctrl-C (a terminal sends SIGINT to every process of the
+            # search) is the interruption, not a fault of the trial.
             self._fail(trial, REASON_INTERRUPTED, "the search was stopped before this trial finished")
+        elif result.get(FAILED_KEY):
+            self._fail(trial, result.get("status_reason") or "error", result.get("status_detail") or "")
         elif error:
             self._fail(trial, "error", "the trial process raised; see its error file in the Tune run folder")
         elif self.space.search.scheduler == "asha":

@@ -192,6 +192,9 @@ def _rank_main(
 ) -> None:
     """Entry point of one spawned rank (module level so that ``spawn`` can import it)."""
     _die_with_parent(parent_pid)
+    # Ctrl-C in a terminal reaches every process of the foreground group; a rank stops only
+    # when its launcher stops it, so that the trial's end is recorded as the search decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     import torch.distributed as dist
     from hpsearch.trials.errors import HPSearchError

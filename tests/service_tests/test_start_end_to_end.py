@@ -65,7 +65,12 @@ def test_every_grid_point_completes_with_the_contract_attrs(finished: tuple[Path
         assert a["epochs_completed"] == 2
         assert len(a["curves"]["val_accuracy"]) == 2
         assert a["device"] == "cpu"
+        assert a["node"] and a["node_id"]
         assert 0.0 <= a["val_accuracy"] <= 1.0
+        # A multi-objective study gets intermediate values too: the first objective, every
+        # epoch, on a samples-seen axis.
+        assert list(t.intermediate_values) == a["curves"]["samples_seen"]
+        assert list(t.intermediate_values.values()) == pytest.approx(a["curves"]["val_accuracy"])
     assert "per_device_batch_size" in study.user_attrs["hpsearch.space_text"]
     assert study.metric_names == ["val_accuracy", "runtime_s"]
 

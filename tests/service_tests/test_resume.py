@@ -1,0 +1,183 @@
+"""A search survives its orchestrator: ``kill -9`` then ``hpsearch resume``, and Ctrl-C.
+
+Real CLI processes, a real local Ray, real DDP ranks and a real SQLite study; the store is read
+while the search writes it, as ``hpsearch status`` or the dashboard would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from hpsearch.searcher import counts_toward_n_trials
+from hpsearch.store import open_storage
+from optuna.trial import TrialState
+
+SPACE = """\
+study: {study}
+workload: {{name: digits_mlp, epochs: {epochs}}}
+scaling: {{base_batch_size: 8}}
+parameters:
+  per_device_batch_size: {{choices: [16, 32, 64]}}
+  world_size: {{choices: [1, 2]}}
+  lr_rule: {{choices: [linear, sqrt]}}
+  base_lr: 0.01
+objectives:
+  - {{metric: val_accuracy, direction: maximize}}
+  - {{metric: runtime_s, direction: minimize}}
+search: {{sampler: {sampler}, n_trials: {n_trials}, seed: 0}}
+resources: {{device: cpu}}
+"""
+
+
+def _start(work: Path, *args: str) -> subprocess.Popen[str]:
+    # Its own session, as a terminal job is its own process group: Ctrl-C goes to the group.
+    return subprocess.Popen([sys.executable, "-m", "hpsearch", *args], cwd=work, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _hpsearch(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpsearch", *args], cwd=work, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _trials(work: Path, study: str) -> list[optuna.trial.FrozenTrial]:
+    storage = open_storage(f"sqlite:///{work / 'hpsearch.db'}")
+    return optuna.load_study(study_name=study, storage=storage).get_trials()
+
+
+def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the search ended (exit {proc.returncode}) before the condition held:\n{out}\n{err}")
+        try:
+            if condition():
+                return
+        except KeyError:  # the study is not created yet
+            pass
+        time.sleep(0.5)
+    pytest.fail("timed out waiting for the search")
+
+
+def _running_in(work: Path) -> list[psutil.Process]:
+    """Live processes working under ``work``: Tune chdirs each trial into its run folder, and the
+    trial's ranks inherit it."""
+    out = []
+    for p in psutil.process_iter(["cwd", "cmdline"]):
+        try:
+            if p.info["cwd"] and Path(p.info["cwd"]).is_relative_to(work) and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _states(trials: list[optuna.trial.FrozenTrial]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in trials:
+        counts[t.state.name] = counts.get(t.state.name, 0) + 1
+    return counts
+
+
+def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE.format(study="killed", epochs=25, sampler="random", n_trials=5))
+    proc = _start(tmp_path, "start", "space.yaml", "--no-progress")
+
+    def two_done_one_running() -> bool:
+        states = _states(_trials(tmp_path, "killed"))
+        return states.get("COMPLETE", 0) >= 2 and states.get("RUNNING", 0) >= 1
+
+    _wait_for(two_done_one_running, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    before = _trials(tmp_path, "killed")
+    completed = {t.number: (t.params, t.values, t.user_attrs["runtime_s"]) for t in before
+                 if t.state == TrialState.COMPLETE}
+    orphans = {t.number: t.params for t in before if t.state == TrialState.RUNNING}
+    assert orphans, "the kill left no trial RUNNING: nothing to test"
+
+    try:
+        # The trials' processes die with the orchestrator: its Ray workers, and their ranks by
+        # PR_SET_PDEATHSIG. Ray's own node agents of the dead session can linger (an upstream
+        # behaviour); they hold no trial and are cleaned up below.
+        deadline = time.monotonic() + 60
+        while any("ray::" not in " ".join(p.info["cmdline"] or []) or "_trainable" in " ".join(p.info["cmdline"] or [])
+                  for p in _running_in(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = [" ".join(p.info["cmdline"] or []) for p in _running_in(tmp_path)]
+        assert all(c.startswith("ray::") and "_trainable" not in c for c in left), left
+
+        result = _hpsearch(tmp_path, "resume", "killed", "--no-progress")
+    finally:
+        for p in _running_in(tmp_path):
+            p.kill()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(orphans)} interrupted trial(s) queued to run again" in result.stderr
+
+    after = {t.number: t for t in _trials(tmp_path, "killed")}
+    # n_trials counts finished trials only: five of them, plus the interrupted ones.
+    assert sum(counts_toward_n_trials(t) for t in after.values()) == 5
+    assert len(after) == 5 + len(orphans)
+    assert {t.state for t in after.values()} <= {TrialState.COMPLETE, TrialState.FAIL}
+    for number, (params, values, runtime) in completed.items():
+        t = after[number]
+        assert (t.state, t.params, t.values, t.user_attrs["runtime_s"]) == (TrialState.COMPLETE, params, values, runtime)
+    for number, params in orphans.items():
+        assert after[number].state == TrialState.FAIL
+        assert after[number].user_attrs["status_reason"] == "interrupted"
+        [rerun] = [t for t in after.values() if t.user_attrs.get("rerun_of") == number]
+        assert rerun.params == params
+        assert rerun.state == TrialState.COMPLETE
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(SPACE.format(study="grid", epochs=25, sampler="grid", n_trials=100))
+    (tmp_path / "other.yaml").write_text(SPACE.format(study="other", epochs=1, sampler="grid", n_trials=1))
+    proc = _start(tmp_path, "start", "space.yaml", "--no-progress")
+
+    def one_done_one_running() -> bool:
+        states = _states(_trials(tmp_path, "grid"))
+        return states.get("COMPLETE", 0) >= 1 and states.get("RUNNING", 0) >= 1
+
+    _wait_for(one_done_one_running, proc)
+    # While it runs: status shows the running trials, and a second search on the same SQLite
+    # file is refused before it writes anything.
+    status = _hpsearch(tmp_path, "status", "grid")
+    assert status.returncode == 0, status.stderr
+    assert "running: trial #" in status.stdout
+    second = _hpsearch(tmp_path, "start", "other.yaml", "--no-progress")
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert "is being written by another hpsearch search (study 'grid', pid" in second.stderr
+    assert "Traceback" not in second.stderr
+    with pytest.raises(KeyError):
+        _trials(tmp_path, "other")
+
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "hpsearch resume grid" in err
+    assert "Traceback" not in err
+    interrupted = _trials(tmp_path, "grid")
+    assert TrialState.RUNNING not in {t.state for t in interrupted}
+    cut = [t for t in interrupted if t.state == TrialState.FAIL]
+    assert cut and all(t.user_attrs["status_reason"] == "interrupted" for t in cut)
+    assert _running_in(tmp_path) == []  # no rank, worker or Ray process left behind
+
+    result = _hpsearch(tmp_path, "resume", "grid", "--no-progress")
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = _trials(tmp_path, "grid")
+    done = [tuple(sorted(t.params.items())) for t in trials if t.state == TrialState.COMPLETE]
+    # Every one of the 3 x 2 x 2 grid points completed exactly once, across the two runs.
+    assert len(done) == len(set(done)) == 12
+    assert {t.number for t in interrupted if t.state == TrialState.COMPLETE} <= {
+        t.number for t in trials if t.state == TrialState.COMPLETE}

@@ -1,0 +1,146 @@
+"""Samplers, constraints and the Pareto front on real Optuna studies (no Ray needed)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from hpsearch.constraints import equivalence_key, violation
+from hpsearch.orchestrator import runnable_grid_points, trial_settings
+from hpsearch.sampler import create_sampler, distributions
+from hpsearch.search import Search
+from hpsearch.search_spaces import SAMPLERS, Constraints, parse_space
+from hpsearch.store import open_storage
+from hpsearch.trials.spec import TrialSpec
+from optuna.trial import TrialState
+
+RANGE_SPACE = """\
+parameters:
+  per_device_batch_size: {choices: [8, 16, 32, 64]}
+  world_size: {choices: [1, 2]}
+  lr_rule: {choices: [constant, linear, sqrt]}
+  base_lr: {low: 0.001, high: 0.1, log: true}
+search: {sampler: SAMPLER, seed: SEED}
+objectives:
+"""
+ONE = "  - {metric: val_accuracy, direction: maximize}\n"
+TWO = ONE + "  - {metric: runtime_s, direction: minimize}\n"
+
+GRID_SPACE = """\
+scaling: {base_batch_size: 8}
+parameters:
+  per_device_batch_size: {choices: [8, 16, 32]}
+  world_size: {choices: [1, 2]}
+  lr_rule: {choices: [constant, linear, sqrt]}
+  base_lr: 0.01
+search: {sampler: grid, seed: 3}
+"""
+
+
+def _proposals(space_text: str, n: int) -> list[dict]:
+    space = parse_space(space_text)
+    study = optuna.create_study(directions=[o.direction for o in space.objectives], sampler=create_sampler(space))
+    out = []
+    for i in range(n):
+        trial = study.ask(distributions(space))
+        out.append(trial.params)
+        study.tell(trial, [float(i % 3)] * len(space.objectives))
+    return out
+
+
+@pytest.mark.parametrize("sampler", [s for s in SAMPLERS if s not in ("grid", "bruteforce", "cmaes", "gp")]
+                         + ["TPESampler", "QMCSampler"])
+def test_every_named_sampler_is_seeded(sampler: str) -> None:
+    objectives = TWO if sampler in ("nsga2", "nsga3", "random", "tpe", "qmc", "TPESampler", "QMCSampler") else ONE
+    def text(seed: int) -> str:
+        return RANGE_SPACE.replace("SAMPLER", sampler).replace("SEED", str(seed)) + objectives
+
+    first, again = _proposals(text(5), 12), _proposals(text(5), 12)
+    other = _proposals(text(6), 12)
+
+    assert first == again
+    assert first != other
+
+
+def test_the_grid_runs_every_configuration_once_and_frees_interrupted_ones() -> None:
+    space = parse_space(GRID_SPACE)
+    sampler = create_sampler(space)
+    study = optuna.create_study(sampler=sampler, direction="maximize")
+    seen = []
+    for _ in range(5):
+        trial = study.ask(distributions(space))
+        seen.append(tuple(sorted(trial.params.items())))
+        study.tell(trial, 0.5)
+    cut = study.ask(distributions(space))
+    cut.set_user_attr("status_reason", "interrupted")
+    study.tell(cut, state=TrialState.FAIL)
+    # A queued rerun holds its configuration: the grid does not hand it out a second time.
+    study.enqueue_trial(dict(cut.params))
+
+    left = sampler.remaining(study)
+    assert len(left) == 18 - 5 - 1
+    rest = []
+    while sampler.remaining(study) or study.get_trials(states=(TrialState.WAITING,)):
+        trial = study.ask(distributions(space))
+        rest.append(tuple(sorted(trial.params.items())))
+        study.tell(trial, 0.5)
+
+    assert len(seen + rest) == 18
+    assert len(set(seen + rest)) == 18
+    assert tuple(sorted(cut.params.items())) in rest
+
+
+def test_the_constraints_name_the_cap_a_configuration_breaks() -> None:
+    spec = TrialSpec(per_device_batch_size=256, world_size=2, base_lr=0.01, lr_rule="linear", base_batch_size=8)
+
+    assert violation(spec, Constraints(max_effective_batch_size=512)) is None
+    assert "above max_effective_batch_size 256" in violation(spec, Constraints(max_effective_batch_size=256))
+    assert "scaled lr 0.64 (linear rule at B 512) is above max_lr 0.5" == violation(spec, Constraints(max_lr=0.5))
+
+
+def test_equivalent_configurations_share_a_key_and_different_ones_do_not() -> None:
+    def key(**kw: object) -> object:
+        return equivalence_key(TrialSpec(**{"base_lr": 0.01, "base_batch_size": 8, **kw}))
+
+    # Any rule at B = B0 gives base_lr; b x W x A splits of one B with one rule train alike.
+    assert key(per_device_batch_size=8, lr_rule="constant") == key(per_device_batch_size=8, lr_rule="sqrt")
+    assert key(per_device_batch_size=64, lr_rule="linear") == key(per_device_batch_size=32, world_size=2,
+                                                                   lr_rule="linear")
+    assert key(per_device_batch_size=64, lr_rule="linear") == key(per_device_batch_size=16, world_size=2,
+                                                                   grad_accum_steps=2, lr_rule="linear")
+    # sqrt from 0.01 and linear from 0.005 both reach lr 0.02 at B=32.
+    assert key(per_device_batch_size=32, lr_rule="sqrt") == key(per_device_batch_size=32, lr_rule="linear",
+                                                                base_lr=0.005)
+    assert key(per_device_batch_size=32, lr_rule="sqrt") != key(per_device_batch_size=32, lr_rule="linear")
+    assert key(per_device_batch_size=8, hyperparameters={"momentum": 0.9}) != key(per_device_batch_size=8)
+    # The warmup starts at base_lr, so with a warmup base_lr tells trials apart.
+    assert key(per_device_batch_size=32, lr_rule="sqrt", warmup_epochs=1) != key(
+        per_device_batch_size=32, lr_rule="linear", base_lr=0.005, warmup_epochs=1)
+
+
+def test_the_grid_plan_counts_only_configurations_the_constraints_let_run() -> None:
+    space = parse_space(GRID_SPACE + "constraints: {max_effective_batch_size: 32, skip_equivalent: true}\n")
+
+    runnable = runnable_grid_points(space, trial_settings(space, "cpu"))
+
+    batches = sorted({p["per_device_batch_size"] * p["world_size"] for p in runnable})
+    assert batches == [8, 16, 32]
+    # B=8: the three rules coincide (1). B=16 and B=32: three rules each, but b x W splits of
+    # one B are equivalent (3 + 3). B=64 is over the cap.
+    assert len(runnable) == 1 + 3 + 3
+
+
+def test_the_pareto_front_is_optunas_on_the_studys_own_objectives(storage_url: str, unique_name: str) -> None:
+    study = optuna.create_study(study_name=unique_name, storage=open_storage(storage_url),
+                                directions=["maximize", "minimize"])
+    study.set_metric_names(["val_accuracy", "runtime_s"])
+    points = [(0.90, 10.0), (0.95, 20.0), (0.85, 5.0), (0.80, 30.0), (0.95, 25.0)]
+    for accuracy, runtime in points:
+        study.add_trial(optuna.trial.create_trial(
+            params={"per_device_batch_size": 8}, distributions={"per_device_batch_size": optuna.distributions.CategoricalDistribution([8])},
+            values=[accuracy, runtime], user_attrs={"val_accuracy": accuracy, "runtime_s": runtime}))
+
+    front = Search(unique_name, storage_url).pareto_front()
+
+    assert sorted(front["number"]) == [0, 1, 2]
+    assert sorted(front["number"]) == sorted(t.number for t in study.best_trials)
+    assert list(front.columns[:2]) == ["number", "state"]
