@@ -171,7 +171,14 @@ class StudySearcher(Searcher):
         trial = self._trials.get(trial_id)
         if trial is None or result.get(FAILED_KEY) or "epoch" not in result:
             return
+        self._record_epoch(trial_id, trial, result)
+        self._emit("result", trial.number, result=result)
+
+    def _record_epoch(self, trial_id: str, trial: optuna.Trial, result: dict[str, Any]) -> None:
+        """One epoch's report: the curves, the progress attrs and the intermediate value."""
         curves = self._curves[trial_id]
+        if len(curves["samples_seen"]) >= result["epoch"]:
+            return  # already recorded
         for key in CURVE_METRICS:
             curves[key].append(_finite_or_none(result.get(key)))
         trial.set_user_attr("curves", curves)
@@ -185,14 +192,16 @@ class StudySearcher(Searcher):
                 trial.report(float(value), step=step)
             else:
                 trial.storage.set_trial_intermediate_value(trial._trial_id, step, float(value))
-        self._emit("result", trial.number, result=result)
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        trial = self._trials.pop(trial_id, None)
-        self._curves.pop(trial_id, None)
+        trial = self._trials.get(trial_id)
         if trial is None:
             return
         result = result or {}
+        if "epoch" in result and not result.get(FAILED_KEY):
+            # Tune hands the report a scheduler stopped the trial on to this method only.
+            self._record_epoch(trial_id, trial, result)
+        del self._trials[trial_id], self._curves[trial_id]
         for key in RECORDED_METRICS:
             if key in result and result[key] is not None:
                 trial.set_user_attr(key, _finite_or_none(result[key]))

@@ -9,6 +9,7 @@ import pytest
 from hpsearch.search_spaces import (
     CORE_PARAMETERS,
     Choice,
+    Constraints,
     Fixed,
     FloatRange,
     IntRange,
@@ -281,3 +282,16 @@ def test_parsing_the_space_does_not_change_the_callers_mapping() -> None:
         "workload": {"options": {"a": 1}},
     }
     assert space.workload.options == {"a": 1}
+
+
+def test_asha_and_constraints_read_in_both_forms() -> None:
+    base = "parameters:\n  per_device_batch_size: {choices: [8, 64]}\n  base_lr: 0.1\n"
+
+    short = parse_space(base + "search: {scheduler: asha}\n")
+    long = parse_space(base + "search:\n  scheduler: {name: asha, grace_epochs: 0.5, reduction_factor: 4}\n"
+                       "constraints: {max_effective_batch_size: 256, max_lr: 0.5, skip_equivalent: true}\n")
+
+    assert (short.search.scheduler, short.search.grace_epochs, short.search.reduction_factor) == ("asha", 1.0, 3)
+    assert (long.search.scheduler, long.search.grace_epochs, long.search.reduction_factor) == ("asha", 0.5, 4)
+    assert long.constraints == Constraints(max_effective_batch_size=256, max_lr=0.5, skip_equivalent=True)
+    assert short.constraints == Constraints() and not short.constraints.any

@@ -1,0 +1,63 @@
+"""Packing trials onto a cluster: whole reservations, concurrency from resources, early refusal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hpsearch.errors import ResourceError
+from hpsearch.orchestrator import plan_search
+from hpsearch.search_spaces import parse_space
+from hpsearch.settings import Settings
+
+SPACE = """\
+parameters:
+  per_device_batch_size: 32
+  world_size: {choices: WORLD}
+  base_lr: 0.01
+resources: {device: DEVICE, cpus_per_worker: CPUS}
+"""
+
+
+def _space(world: str = "[1, 2]", device: str = "cpu", cpus: int = 1):  # noqa: ANN202
+    return parse_space(SPACE.replace("WORLD", world).replace("DEVICE", device).replace("CPUS", str(cpus)))
+
+
+def _plan(space, *nodes: dict[str, float]):  # noqa: ANN001, ANN202
+    return plan_search(space, "s", Settings(storage="sqlite:///x.db"), {"nodes": list(nodes)})
+
+
+def test_concurrency_is_as_many_of_the_smallest_trials_as_every_node_holds() -> None:
+    assert _plan(_space(), {"CPU": 2}).max_concurrent == 2
+    assert _plan(_space(), {"CPU": 8}, {"CPU": 3}).max_concurrent == 11
+    assert _plan(_space("[2, 4]", cpus=2), {"CPU": 8}, {"CPU": 6}).max_concurrent == 2 + 1
+    gpu = _space("[1, 2]", device="cuda")
+    assert _plan(gpu, {"CPU": 32, "GPU": 4}, {"CPU": 32, "GPU": 2}).max_concurrent == 6
+    assert _plan(gpu, {"CPU": 32, "GPU": 4}).device == "cuda"
+
+
+def test_a_trial_bigger_than_every_node_is_refused_before_the_search() -> None:
+    with pytest.raises(ResourceError) as caught:
+        _plan(_space("[1, 8]"), {"CPU": 4}, {"CPU": 6})
+    assert "a trial with world_size 8 needs 8 CPU on one node, but the largest node has 6 CPU" in str(caught.value)
+
+    with pytest.raises(ResourceError, match="no node of the Ray cluster has a GPU"):
+        _plan(_space(device="cuda"), {"CPU": 64})
+    with pytest.raises(ResourceError, match="needs 4 CPU, 4 GPU on one node"):
+        _plan(_space("[4]", device="cuda"), {"CPU": 64, "GPU": 2}, {"CPU": 64, "GPU": 3})
+
+
+def test_start_refuses_a_space_this_machine_can_never_run_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(
+        "study: too-big\n" + SPACE.replace("WORLD", "[1, 64]").replace("DEVICE", "cpu").replace("CPUS", "1"))
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "error: a trial with world_size 64 needs 64 CPU on one node" in result.stderr
+    assert "Traceback" not in result.stderr
+    listing = subprocess.run([sys.executable, "-m", "hpsearch", "ls"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=60)
+    assert listing.stdout.strip() == "no studies"

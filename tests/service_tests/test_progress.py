@@ -1,0 +1,44 @@
+"""The live progress line of ``hpsearch start``: done, running, failed, best so far, time left."""
+
+from __future__ import annotations
+
+import pytest
+from hpsearch.progress import ProgressDisplay, SearchEvent
+
+
+def test_the_progress_line_counts_trials_by_outcome_and_tracks_the_best(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    display = ProgressDisplay(5, "val_accuracy", maximize=True)
+    with display:
+        for number in (0, 1, 2):
+            display.on_event(SearchEvent("started", number))
+        display.on_event(SearchEvent("completed", 0, {"values": [0.91, 3.0]}))
+        display.on_event(SearchEvent("completed", 1, {"values": [0.95, 9.0]}))
+        display.on_event(SearchEvent("skipped", 3, {"reason": "equivalent"}))
+        display.on_event(SearchEvent("started", 4))
+        display.on_event(SearchEvent("pruned", 4, {"reason": "early_stopped"}))
+        display.on_event(SearchEvent("failed", 2, {"reason": "diverged", "detail": "non-finite loss"}))
+
+    err = capsys.readouterr().err
+    assert "trial 2 failed: diverged non-finite loss" in err
+    assert "4/5" in err
+    assert "running 0  failed 1  stopped early 1  skipped 1  best val_accuracy 0.95" in err
+    assert "left ~" in err
+
+
+def test_a_minimised_objective_keeps_the_lowest_value_as_best(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    display = ProgressDisplay(2, "val_loss", maximize=False)
+    with display:
+        display.on_event(SearchEvent("started", 0))
+        display.on_event(SearchEvent("started", 1))
+        display.on_event(SearchEvent("completed", 0, {"values": [0.4]}))
+        display.on_event(SearchEvent("completed", 1, {"values": [0.7]}))
+
+    err = capsys.readouterr().err
+    assert "running 0  failed 0  best val_loss 0.4" in err
+    assert "left ~0s" in err
