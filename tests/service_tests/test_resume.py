@@ -26,7 +26,7 @@ study: {study}
 workload: {{name: digits_mlp, epochs: {epochs}}}
 scaling: {{base_batch_size: 8}}
 parameters:
-  per_device_batch_size: {{choices: [16, 32, 64]}}
+  per_device_batch_size: {{choices: {batches}}}
   world_size: {{choices: [1, 2]}}
   lr_rule: {{choices: [linear, sqrt]}}
   base_lr: 0.01
@@ -49,9 +49,12 @@ def _hpsearch(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
-def _trials(work: Path, study: str) -> list[optuna.trial.FrozenTrial]:
-    storage = open_storage(f"sqlite:///{work / 'hpsearch.db'}")
-    return optuna.load_study(study_name=study, storage=storage).get_trials()
+def _grid_db(work: Path) -> str:
+    return f"sqlite:///{work / 'hpsearch.db'}"
+
+
+def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=study, storage=open_storage(url)).get_trials()
 
 
 def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str], timeout: float = 180) -> None:
@@ -89,18 +92,22 @@ def _states(trials: list[optuna.trial.FrozenTrial]) -> dict[str, int]:
     return counts
 
 
-def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(tmp_path: Path) -> None:
-    (tmp_path / "space.yaml").write_text(SPACE.format(study="killed", epochs=25, sampler="random", n_trials=5))
-    proc = _start(tmp_path, "start", "space.yaml", "--no-progress")
+def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
+    storage_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    study = unique_name
+    (tmp_path / "space.yaml").write_text(SPACE.format(study=study, epochs=25, sampler="random", n_trials=5,
+                                                           batches="[16, 32, 64]"))
+    proc = _start(tmp_path, "start", "space.yaml", "--no-progress", "--storage", storage_url)
 
     def two_done_one_running() -> bool:
-        states = _states(_trials(tmp_path, "killed"))
+        states = _states(_trials(storage_url, study))
         return states.get("COMPLETE", 0) >= 2 and states.get("RUNNING", 0) >= 1
 
     _wait_for(two_done_one_running, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()
-    before = _trials(tmp_path, "killed")
+    before = _trials(storage_url, study)
     completed = {t.number: (t.params, t.values, t.user_attrs["runtime_s"]) for t in before
                  if t.state == TrialState.COMPLETE}
     orphans = {t.number: t.params for t in before if t.state == TrialState.RUNNING}
@@ -117,14 +124,14 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(tmp_p
         left = [" ".join(p.info["cmdline"] or []) for p in _running_in(tmp_path)]
         assert all(c.startswith("ray::") and "_trainable" not in c for c in left), left
 
-        result = _hpsearch(tmp_path, "resume", "killed", "--no-progress")
+        result = _hpsearch(tmp_path, "resume", study, "--no-progress", "--storage", storage_url)
     finally:
         for p in _running_in(tmp_path):
             p.kill()
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(orphans)} interrupted trial(s) queued to run again" in result.stderr
 
-    after = {t.number: t for t in _trials(tmp_path, "killed")}
+    after = {t.number: t for t in _trials(storage_url, study)}
     # n_trials counts finished trials only: five of them, plus the interrupted ones.
     assert sum(counts_toward_n_trials(t) for t in after.values()) == 5
     assert len(after) == 5 + len(orphans)
@@ -141,12 +148,14 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(tmp_p
 
 
 def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> None:
-    (tmp_path / "space.yaml").write_text(SPACE.format(study="grid", epochs=25, sampler="grid", n_trials=100))
-    (tmp_path / "other.yaml").write_text(SPACE.format(study="other", epochs=1, sampler="grid", n_trials=1))
+    (tmp_path / "space.yaml").write_text(SPACE.format(study="grid", epochs=15, sampler="grid", n_trials=100,
+                                                           batches="[32, 64]"))
+    (tmp_path / "other.yaml").write_text(SPACE.format(study="other", epochs=1, sampler="grid", n_trials=1,
+                                                           batches="[32]"))
     proc = _start(tmp_path, "start", "space.yaml", "--no-progress")
 
     def one_done_one_running() -> bool:
-        states = _states(_trials(tmp_path, "grid"))
+        states = _states(_trials(_grid_db(tmp_path), "grid"))
         return states.get("COMPLETE", 0) >= 1 and states.get("RUNNING", 0) >= 1
 
     _wait_for(one_done_one_running, proc)
@@ -160,14 +169,14 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> No
     assert "is being written by another hpsearch search (study 'grid', pid" in second.stderr
     assert "Traceback" not in second.stderr
     with pytest.raises(KeyError):
-        _trials(tmp_path, "other")
+        _trials(_grid_db(tmp_path), "other")
 
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     assert "hpsearch resume grid" in err
     assert "Traceback" not in err
-    interrupted = _trials(tmp_path, "grid")
+    interrupted = _trials(_grid_db(tmp_path), "grid")
     assert TrialState.RUNNING not in {t.state for t in interrupted}
     cut = [t for t in interrupted if t.state == TrialState.FAIL]
     assert cut and all(t.user_attrs["status_reason"] == "interrupted" for t in cut)
@@ -175,9 +184,9 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> No
 
     result = _hpsearch(tmp_path, "resume", "grid", "--no-progress")
     assert result.returncode == 0, result.stdout + result.stderr
-    trials = _trials(tmp_path, "grid")
+    trials = _trials(_grid_db(tmp_path), "grid")
     done = [tuple(sorted(t.params.items())) for t in trials if t.state == TrialState.COMPLETE]
-    # Every one of the 3 x 2 x 2 grid points completed exactly once, across the two runs.
-    assert len(done) == len(set(done)) == 12
+    # Every one of the 2 x 2 x 2 grid points completed exactly once, across the two runs.
+    assert len(done) == len(set(done)) == 8
     assert {t.number for t in interrupted if t.state == TrialState.COMPLETE} <= {
         t.number for t in trials if t.state == TrialState.COMPLETE}

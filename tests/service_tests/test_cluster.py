@@ -1,0 +1,181 @@
+"""`hpsearch start --address` on a real two-node Ray cluster: the trials spread over both nodes.
+
+The cluster is two raylets on this machine, started with the ``ray`` CLI as an operator starts
+one: a head node and a worker node of one CPU each, each with its own temp dir. Both nodes have
+the machine's IP, so only the trials' ``node_id`` tells them apart. The cluster uses token
+authentication (Ray's default) with a token of its own in ``RAY_AUTH_TOKEN``, so it neither
+reads nor writes ``~/.ray/auth_token``. Teardown kills exactly this cluster's processes:
+``ray stop`` would stop every Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import hpsearch
+import psutil
+import pytest
+
+RAY_CLI = Path(sys.executable).with_name("ray")
+
+SPACE = """\
+workload: {name: digits_mlp, epochs: 3}
+parameters:
+  per_device_batch_size: {choices: [16, 32, 64, 128]}
+  world_size: 1
+  base_lr: 0.01
+search: {sampler: grid, n_trials: 4}
+resources: {device: cpu, cpus_per_worker: 1}
+"""
+
+#: A short-lived driver: waits until the cluster has `want` alive nodes, prints them as JSON.
+ALIVE_NODES = """\
+import json, logging, sys, time
+import ray
+address, want = sys.argv[1], int(sys.argv[2])
+ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+deadline = time.monotonic() + 60
+while True:
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    if len(alive) >= want or time.monotonic() > deadline:
+        break
+    time.sleep(0.2)
+print(json.dumps([{"node_id": n["NodeID"], "ip": n["NodeManagerAddress"], "cpus": n["Resources"].get("CPU", 0)}
+                  for n in alive]))
+ray.shutdown()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class TwoNodeCluster:
+    """A head node and a worker node on this machine, one CPU each, started with ``ray start``."""
+
+    def __init__(self) -> None:
+        # Short on purpose: Ray puts Unix sockets under the temp dir, and a socket path may
+        # not exceed 107 bytes, which pytest's tmp_path plus Ray's session folder would.
+        self.root = Path(tempfile.mkdtemp(prefix="hpray-", dir="/tmp"))
+        # Not 6379, Ray's default, which another service (Redis, another Ray) may hold.
+        self.address = f"127.0.0.1:{_free_port()}"
+        # Every process of the cluster inherits this environment; the marker finds them all.
+        self.marker = str(self.root)
+        self.env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "HPSEARCH_STORAGE")}
+        self.env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_USAGE_STATS_ENABLED="0",
+                        HPSEARCH_TEST_RAY_CLUSTER=self.marker)
+
+    def start(self) -> None:
+        self._ray_start("head", "--head", f"--port={self.address.rsplit(':', 1)[1]}", "--include-dashboard=false")
+        self._ray_start("worker", f"--address={self.address}")
+
+    def _ray_start(self, name: str, *args: str) -> None:
+        # The dashboard agent's HTTP port is 52365 unless given, the same for both nodes; it is
+        # bound only where ray[default] is installed, and there the second node would clash.
+        command = [str(RAY_CLI), "start", *args, "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats",
+                   f"--temp-dir={self.root / name}", f"--dashboard-agent-listen-port={_free_port()}",
+                   "--object-store-memory=100000000"]
+        result = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"ray start ({name}) failed:\n{result.stdout}\n{result.stderr}"
+
+    def alive_nodes(self, want: int = 2) -> list[dict[str, Any]]:
+        """The alive nodes (``node_id``, ``ip``, ``cpus``), from a driver in another process."""
+        result = subprocess.run([sys.executable, "-c", ALIVE_NODES, self.address, str(want)], env=self.env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return list(json.loads(result.stdout.strip().splitlines()[-1]))
+
+    def processes(self) -> set[psutil.Process]:
+        """This cluster's live processes: those that carry its marker in their command line
+        or environment, and their descendants (Ray workers rename themselves; trial ranks)."""
+        found: set[psutil.Process] = set()
+        for p in psutil.process_iter(["cmdline"]):
+            if p.pid == os.getpid():
+                continue
+            with suppress(psutil.Error):
+                if (self.marker in " ".join(p.info["cmdline"] or ())
+                        or p.environ().get("HPSEARCH_TEST_RAY_CLUSTER") == self.marker):
+                    found.add(p)
+                    found.update(p.children(recursive=True))
+        return {p for p in found if _alive(p)}
+
+    def stop(self) -> list[str]:
+        """Kill every process of the cluster, as ``ray stop --force`` would but on this cluster
+        only; return a description of any that survive."""
+        procs = self.processes()
+        for _ in range(3):  # a process may start (a worker) while the others are killed
+            for p in procs:
+                with suppress(psutil.NoSuchProcess):
+                    p.kill()
+            psutil.wait_procs(procs, timeout=10)
+            procs = {p for p in procs if _alive(p)} | self.processes()
+            if not procs:
+                break
+        shutil.rmtree(self.root, ignore_errors=True)
+        survivors = []
+        for p in procs:
+            with suppress(psutil.NoSuchProcess):
+                survivors.append(f"{p.pid} {p.name()}")
+        return survivors
+
+
+@pytest.fixture
+def cluster() -> Iterator[TwoNodeCluster]:
+    c = TwoNodeCluster()
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.postgres
+def test_a_search_joined_to_a_two_node_cluster_runs_its_trials_on_both_nodes(
+    postgres_url: str, unique_name: str, cluster: TwoNodeCluster, tmp_path: Path
+) -> None:
+    nodes = cluster.alive_nodes()
+    assert len(nodes) == 2 and all(n["cpus"] == 1 for n in nodes)
+    # Two nodes, one IP: only the node id can tell where a trial ran.
+    assert len({n["ip"] for n in nodes}) == 1
+
+    (tmp_path / "space.yaml").write_text(SPACE)
+    result = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "start", "space.yaml", "--address", cluster.address,
+         "--storage", postgres_url, "--study", unique_name, "--no-progress"],
+        cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    df = hpsearch.load(unique_name, storage=postgres_url).trials_dataframe()
+    assert sorted(df.per_device_batch_size) == [16, 32, 64, 128]
+    assert set(df.state) == {"COMPLETE"}
+    assert set(df.node_id) == {n["node_id"] for n in nodes}
+    assert set(df.node) == {n["ip"] for n in nodes}
+    # One CPU per node and one per trial: trials that ran at the same time ran on different nodes.
+    spans = list(zip(df.datetime_start, df.datetime_complete, df.node_id))
+    overlapping = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    assert overlapping, "no two trials ran at the same time"
+    assert all(a[2] != b[2] for a, b in overlapping)
+
+    assert cluster.stop() == [], "processes of the Ray cluster survived its teardown"
+    assert not cluster.root.exists()
