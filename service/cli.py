@@ -201,8 +201,15 @@ def export(study: str, storage: str | None, fmt: str, output: Path | None) -> No
     """Write every trial of STUDY, with all params and attrs, as CSV or JSON."""
     import hpsearch
 
-    df = hpsearch.load(study, storage=storage).trials_dataframe()
-    text = df.to_csv(index=False) if fmt == "csv" else df.to_json(orient="records", date_format="iso", indent=1)
+    df = hpsearch.load(study, storage=storage).trials_dataframe(all_attrs=True)
+    if fmt == "csv":
+        # Nested attrs (the per-epoch curves) become JSON text in their cell.
+        for column in df.columns:
+            if df[column].map(lambda v: isinstance(v, (dict, list))).any():
+                df[column] = df[column].map(lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v)
+        text = df.to_csv(index=False)
+    else:
+        text = df.to_json(orient="records", date_format="iso", indent=1, double_precision=15)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -260,6 +267,8 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
         return
     states = ", ".join(f"{k.lower()} {v}" for k, v in sorted(summary["states"].items())) or "no trials"
     click.echo(f"study {study!r}: {summary['n_trials']} trials ({states})")
+    if summary["target"] is not None:
+        click.echo(f"finished {summary['finished']} of {summary['target']} (skipped and interrupted trials do not count)")
     best_trial = summary["best_trial"]
     if best_trial is not None:
         values = ", ".join(f"{m} {_fmt(v)}" for m, v in best_trial["values"].items())

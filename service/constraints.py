@@ -8,12 +8,7 @@ from typing import Any
 from hpsearch.search_spaces import Constraints
 from hpsearch.trials.spec import TrialSpec
 
-__all__ = ["REASON_CONSTRAINT", "REASON_EQUIVALENT", "equivalence_key", "violation"]
-
-#: ``status_reason`` of a configuration skipped for breaking a cap.
-REASON_CONSTRAINT = "constraint"
-#: ``status_reason`` of a configuration skipped as equivalent to one already tried.
-REASON_EQUIVALENT = "equivalent"
+__all__ = ["equivalence_key", "violation"]
 
 
 def violation(spec: TrialSpec, constraints: Constraints) -> str | None:

@@ -10,6 +10,7 @@ from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 
 __all__ = [
+    "ClusterError",
     "ColumnError",
     "HPSearchError",
     "ResourceError",
@@ -66,6 +67,13 @@ class ResourceError(HPSearchError):
 
     exit_code = 2
     http_status = 400
+
+
+class ClusterError(HPSearchError):
+    """The Ray cluster named by ``--address`` / ``RAY_ADDRESS`` cannot be joined."""
+
+    exit_code = 2
+    http_status = 503
 
 
 class ColumnError(HPSearchError, KeyError):

@@ -22,6 +22,7 @@ from typing import Any
 
 import optuna
 from hpsearch.errors import (
+    ClusterError,
     ResourceError,
     SearchInterrupted,
     SpaceError,
@@ -31,7 +32,8 @@ from hpsearch.errors import (
 )
 from hpsearch.locks import study_lock
 from hpsearch.progress import SearchEvent
-from hpsearch.sampler import REASON_INTERRUPTED, create_sampler, grid_points, occupies_its_configuration
+from hpsearch.reasons import REASON_INTERRUPTED, counts_toward_n_trials, occupies_its_configuration
+from hpsearch.sampler import create_sampler, grid_points
 from hpsearch.search_spaces import SearchSpace, parse_space
 from hpsearch.settings import Settings, default_runs_dir
 from hpsearch.store import (
@@ -222,8 +224,6 @@ def resume_search(
         SpaceError: the study was not started by hpsearch, or its space no longer validates.
         SearchInterrupted: Ctrl-C or SIGTERM stopped the search again.
     """
-    from hpsearch.searcher import counts_toward_n_trials
-
     storage = open_storage(settings.storage)
     with study_lock(settings.storage, study_name):
         study = load_study(study_name, storage)
@@ -466,15 +466,42 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
 
     started = not ray.is_initialized()
     if started:
-        ray.init(
-            address=address or "local",
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-        )
+        if address:
+            _check_reachable(address)
+        try:
+            ray.init(
+                address=address or "local",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+        except ConnectionError as exc:
+            if not address:
+                raise
+            raise ClusterError(
+                f"cannot join the Ray cluster at {address}: {str(exc).splitlines()[0]}. Check the "
+                "address ('ray status' on the head node prints it); if the cluster uses token "
+                "authentication, set RAY_AUTH_MODE=token and the cluster's RAY_AUTH_TOKEN here"
+            ) from None
     try:
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
         yield {"nodes": nodes}
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a ``host:port`` where nothing listens: Ray itself retries for minutes."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto" and other forms: left to Ray
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ClusterError(
+            f"cannot join the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}); "
+            "check the address ('ray status' on the head node prints it) and that the head node runs"
+        ) from None

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import SpaceError
+from hpsearch.reasons import occupies_its_configuration
 from hpsearch.search_spaces import (
     SAMPLER_CLASS_NAMES,
     Choice,
@@ -21,14 +22,7 @@ from hpsearch.search_spaces import (
 if TYPE_CHECKING:
     import optuna
 
-__all__ = [
-    "REASON_INTERRUPTED",
-    "create_sampler",
-    "distributions",
-    "grid_points",
-    "grid_size",
-    "occupies_its_configuration",
-]
+__all__ = ["create_sampler", "distributions", "grid_points", "grid_size"]
 
 def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
     """One Optuna distribution per parameter, fixed ones as a one-value categorical so that every
@@ -66,10 +60,6 @@ def grid_size(space: SearchSpace) -> int | None:
     return math.prod(sizes)
 
 
-#: ``status_reason`` of a trial cut short by a stopped search; its configuration runs again.
-REASON_INTERRUPTED = "interrupted"
-
-
 def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
     """Every configuration of an all-choices space, in the space's parameter order.
 
@@ -86,14 +76,6 @@ def grid_points(space: SearchSpace) -> list[dict[str, Any]]:
             raise SpaceError("the grid sampler needs every searched parameter as {choices: [...]}",
                              key_path=f"parameters.{key}", source=space.source_path or "<space>")
     return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-
-
-def occupies_its_configuration(trial: optuna.trial.FrozenTrial) -> bool:
-    """Whether a trial's configuration counts as tried: every trial but the ones an interrupted
-    search cut short, which ``resume`` runs again."""
-    from optuna.trial import TrialState
-
-    return not (trial.state == TrialState.FAIL and trial.user_attrs.get("status_reason") == REASON_INTERRUPTED)
 
 
 def _configuration(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:

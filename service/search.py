@@ -13,6 +13,7 @@ from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace, load_space, space_from_mapping
 from hpsearch.settings import resolve_settings
 from hpsearch.store import (
+    ATTR_N_TRIALS,
     ATTR_SPACE_TEXT,
     load_study,
     open_storage,
@@ -76,9 +77,12 @@ class Search:
         """The space file text the search was started with."""
         return str(self.study.user_attrs.get(ATTR_SPACE_TEXT, ""))
 
-    def trials_dataframe(self) -> pd.DataFrame:
+    def trials_dataframe(self, *, all_attrs: bool = False) -> pd.DataFrame:
         """One row per trial: ``number``, ``state``, every param and user attr as a column, the
         objective values under their metric names, and timing columns.
+
+        The per-epoch ``curves`` and the long ``status_detail`` are left out unless
+        ``all_attrs`` is true (``hpsearch export`` sets it).
 
         Example:
             >>> df = search.trials_dataframe()  # doctest: +SKIP
@@ -90,7 +94,7 @@ class Search:
         for t in self.study.get_trials(deepcopy=False):
             row: dict[str, Any] = {"number": t.number, "state": t.state.name}
             row.update(t.params)
-            row.update({k: v for k, v in t.user_attrs.items() if k not in _NOT_COLUMNS})
+            row.update({k: v for k, v in t.user_attrs.items() if all_attrs or k not in _NOT_COLUMNS})
             if t.values is not None:
                 row.update(dict(zip(self.objectives, t.values)))
             row["datetime_start"] = t.datetime_start
@@ -147,12 +151,17 @@ class Search:
         states: dict[str, int] = {}
         for t in self.study.get_trials(deepcopy=False):
             states[t.state.name] = states.get(t.state.name, 0) + 1
+        from hpsearch.reasons import counts_toward_n_trials
+
         best = self.best_trial
+        target = self.study.user_attrs.get(ATTR_N_TRIALS)
         return {
             "study": self.study_name,
             "objectives": self.objectives,
             "directions": [d.name.lower() for d in self.study.directions],
             "n_trials": sum(states.values()),
+            "finished": sum(counts_toward_n_trials(t) for t in self.study.get_trials(deepcopy=False)),
+            "target": None if target is None else int(target),
             "states": states,
             "best_trial": None if best is None else {
                 "number": best.number, "values": dict(zip(self.objectives, best.values)), "params": best.params,

@@ -20,21 +20,24 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from hpsearch.constraints import REASON_CONSTRAINT, REASON_EQUIVALENT, equivalence_key, violation
+from hpsearch.constraints import equivalence_key, violation
 from hpsearch.progress import SearchEvent
-from hpsearch.sampler import REASON_INTERRUPTED, distributions, occupies_its_configuration
+from hpsearch.reasons import (
+    NOT_RUN_REASONS,
+    REASON_CONSTRAINT,
+    REASON_EARLY_STOPPED,
+    REASON_EQUIVALENT,
+    REASON_INTERRUPTED,
+    occupies_its_configuration,
+)
+from hpsearch.sampler import distributions
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.trials.spec import TrialSpec
 from optuna.trial import TrialState
 from ray.tune import Stopper
 from ray.tune.search import Searcher
 
-__all__ = ["RECORDED_METRICS", "InterruptStopper", "StudySearcher", "counts_toward_n_trials", "trial_spec"]
-
-#: ``status_reason`` of a trial ASHA stopped before its last epoch.
-REASON_EARLY_STOPPED = "early_stopped"
-#: Reasons of trials that did not run to an end of their own: they do not count as finished.
-NOT_RUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_CONSTRAINT, REASON_EQUIVALENT})
+__all__ = ["RECORDED_METRICS", "InterruptStopper", "StudySearcher", "trial_spec"]
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
 
@@ -51,14 +54,6 @@ CURVE_METRICS: tuple[str, ...] = ("samples_seen", "val_accuracy", "val_loss", "t
 #: Result flags set by the trial driver: a failure report, and the final (post-training) report.
 FAILED_KEY = "hpsearch_failed"
 FINAL_KEY = "hpsearch_final"
-
-
-def counts_toward_n_trials(trial: optuna.trial.FrozenTrial) -> bool:
-    """Whether a trial is finished for ``n_trials``: it ran to an end of its own (COMPLETE,
-    stopped early by ASHA, or failed), not skipped by a constraint nor cut short by a stopped
-    search."""
-    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return trial.state in finished and trial.user_attrs.get("status_reason") not in NOT_RUN_REASONS
 
 
 def trial_spec(params: dict[str, Any], space: SearchSpace, trial_settings: dict[str, Any]) -> TrialSpec:

@@ -61,3 +61,20 @@ def test_start_refuses_a_space_this_machine_can_never_run_and_writes_nothing(tmp
     listing = subprocess.run([sys.executable, "-m", "hpsearch", "ls"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=60)
     assert listing.stdout.strip() == "no studies"
+
+
+def test_an_address_where_no_cluster_answers_is_a_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once the socket closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "space.yaml").write_text(
+        "study: nowhere\n" + SPACE.replace("WORLD", "[1]").replace("DEVICE", "cpu").replace("CPUS", "1"))
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--address",
+                             f"127.0.0.1:{port}", "--no-progress"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"error: cannot join the Ray cluster at 127.0.0.1:{port}: nothing answers there" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
-from hpsearch.searcher import counts_toward_n_trials
+from hpsearch.reasons import counts_toward_n_trials
 from hpsearch.store import open_storage
 from optuna.trial import TrialState
 

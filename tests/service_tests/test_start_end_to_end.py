@@ -91,11 +91,25 @@ def test_ls_and_export_read_the_finished_study(finished: tuple[Path, subprocess.
     [entry] = json.loads(listing.stdout)
     assert entry["name"] == "tiny" and entry["states"] == {"COMPLETE": 4}
 
+    study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{work / 'hpsearch.db'}")
+    every_column = {k for t in study.get_trials() for k in (*t.params, *t.user_attrs)}
     exported = _hpsearch("export", "tiny", "--format", "csv", cwd=work)
     assert exported.returncode == 0, exported.stderr
     rows = list(csv.DictReader(io.StringIO(exported.stdout)))
     assert len(rows) == 4
+    assert every_column <= set(rows[0])
     assert {"lr_rule", "effective_batch_size", "lr", "val_accuracy", "runtime_s", "device_seconds"} <= set(rows[0])
+    assert len(json.loads(rows[0]["curves"])["val_accuracy"]) == 2
+
+    exported = _hpsearch("export", "tiny", "--format", "json", cwd=work)
+    assert exported.returncode == 0, exported.stderr
+    records = {r["number"]: r for r in json.loads(exported.stdout)}
+    for t in study.get_trials():
+        record = records[t.number]
+        assert {k: record[k] for k in t.params} == t.params
+        assert record["curves"]["samples_seen"] == t.user_attrs["curves"]["samples_seen"]
+        assert record["curves"]["val_accuracy"] == pytest.approx(t.user_attrs["curves"]["val_accuracy"])
+        assert record["val_accuracy"] == pytest.approx(t.user_attrs["val_accuracy"])
 
 
 def test_starting_the_same_study_again_is_refused_and_changes_nothing(finished: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
@@ -203,5 +217,6 @@ def test_best_and_status_report_the_finished_study(finished: tuple[Path, subproc
     status = _hpsearch("status", "tiny", cwd=work)
     assert status.returncode == 0, status.stderr
     assert "4 trials (complete 4)" in status.stdout
+    assert "finished 4 of 10" in status.stdout  # n_trials 10, of which the grid has 4
     assert f"best so far: trial #{top.number}" in status.stdout
     assert "running:" not in status.stdout
