@@ -278,6 +278,26 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
                    f"W={r['world_size']} B={r['effective_batch_size']}, epochs done {_fmt(r['epochs_completed'])}")
 
 
+@cli.command()
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind; 0.0.0.0 exposes the (read-only, unauthenticated) dashboard to the network.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+def dashboard(storage: str | None, host: str, port: int) -> None:
+    """Serve the web dashboard of a store: studies, frontiers, trial tables, trial pages."""
+    from hpsearch.dashboards.app import serve
+    from hpsearch.settings import resolve_settings
+    from hpsearch.store import open_storage, redact_url
+
+    url = resolve_settings(storage=storage).storage
+    open_storage(url)  # a bad URL is an error now, not on the first page
+    try:
+        serve(url, host, port, on_ready=lambda address: click.echo(
+            f"hpsearch dashboard of {redact_url(url)} at {address} (Ctrl-C stops it)", err=True))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def _plain(v: Any) -> Any:
     """A pandas cell as plain JSON-able data (NaN becomes None)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):

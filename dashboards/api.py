@@ -1,0 +1,273 @@
+"""The dashboard's JSON API as plain functions: what each endpoint returns, without HTTP.
+
+Every function takes a ``StudyCache`` (one per store) and returns JSON-ready data, or raises an
+``HPSearchError`` whose ``http_status`` the web layer answers with (404 for an unknown study or
+trial, 400 for a bad parameter). ``hpsearch.dashboards.app`` maps URLs onto these.
+
+Reading a study is incremental: Optuna's storage re-reads only trials that changed since the
+last read, and the trials table is rebuilt only when some trial changed, so a page polling a
+10,000-trial study every few seconds costs little.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.errors import ColumnError, HPSearchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from hpsearch.search import Search
+
+__all__ = [
+    "BadRequest",
+    "StudyCache",
+    "figure_json",
+    "list_studies",
+    "study_detail",
+    "trial_detail",
+    "trials_csv",
+    "trials_page",
+]
+
+#: Rows per page of the trials table unless the client asks otherwise, and the most it may ask.
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+
+
+class BadRequest(HPSearchError):
+    """A query parameter the API cannot use (not a number, an unknown column...)."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class NotFound(HPSearchError):
+    """No such trial (or page)."""
+
+    exit_code = 2
+    http_status = 404
+
+
+@dataclass
+class _Entry:
+    search: Search
+    version: tuple[Any, ...] = ()
+    frame: pd.DataFrame | None = None
+
+
+class StudyCache:
+    """The studies of one store, with each study's trials table kept until a trial changes."""
+
+    def __init__(self, storage: str) -> None:
+        self.storage = storage
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+
+    def search(self, name: str) -> Search:
+        """The study ``name`` (raises ``StudyNotFoundError``)."""
+        from hpsearch.search import load
+
+        with self._lock:
+            entry = self._entries.get(name)
+        if entry is None:
+            entry = _Entry(load(name, storage=self.storage))
+            with self._lock:
+                self._entries[name] = entry
+        return entry.search
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """The study's ``trials_dataframe(all_attrs=True)``, rebuilt only when a trial changed."""
+        search = self.search(name)
+        trials = search.study.get_trials(deepcopy=False)
+        # A trial changes by state, by a new epoch (intermediate values, curves) or by its end.
+        version = tuple((t.number, t.state, len(t.intermediate_values), len(t.user_attrs), t.datetime_complete)
+                        for t in trials)
+        entry = self._entries[name]
+        if entry.frame is None or entry.version != version:
+            entry.frame, entry.version = search.trials_dataframe(all_attrs=True), version
+        return entry.frame
+
+    def revision(self, name: str) -> str:
+        """A short token that changes whenever a trial of the study changes."""
+        import hashlib
+
+        self.frame(name)
+        return hashlib.blake2b(repr(self._entries[name].version).encode(), digest_size=8).hexdigest()
+
+
+def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
+    """``GET /api/studies``: every study with its state counts, best values and last activity."""
+    from hpsearch.store import list_studies as summaries
+
+    return [_plain(asdict(s)) for s in summaries(cache.storage)]
+
+
+def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
+    """``GET /api/studies/{name}``: the summary, the space text, versions and the columns."""
+    from hpsearch.store import ATTR_SPACE_TEXT, ATTR_VERSIONS
+
+    search = cache.search(name)
+    frame = cache.frame(name)
+    summary = search.summary()
+    summary.update(
+        space_text=search.study.user_attrs.get(ATTR_SPACE_TEXT, ""),
+        versions=search.study.user_attrs.get(ATTR_VERSIONS, {}),
+        columns=[c for c in frame.columns if c != "curves"],
+        numeric_columns=[c for c in frame.columns if _numeric(frame[c])],
+        figures=list(FIGURES),
+        # Changes whenever a trial does: a page redraws its figures and table only then.
+        revision=cache.revision(name),
+    )
+    return _plain(summary)
+
+
+def trials_page(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[str, Any]:
+    """``GET /api/studies/{name}/trials``: one page of the trials table.
+
+    Query parameters: ``offset`` and ``limit`` (at most ``MAX_LIMIT``); ``sort`` (a column,
+    ``-column`` for descending; missing values last); ``state`` (``COMPLETE``, ``FAIL``...);
+    ``q`` (rows where any cell contains this text, case-insensitive); ``columns`` (comma list).
+    """
+    frame = cache.frame(name).drop(columns=["curves", "status_detail"], errors="ignore")
+    offset = _int(query, "offset", 0, minimum=0)
+    limit = _int(query, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    rows = frame
+    if query.get("state"):
+        states = {s.strip().upper() for s in query["state"].split(",")}
+        rows = rows[rows["state"].isin(states)] if len(rows) else rows
+    if query.get("q"):
+        needle = query["q"].lower()
+        text = rows.astype(str).apply(lambda col: col.str.lower().str.contains(needle, regex=False))
+        rows = rows[text.any(axis=1)] if len(rows) else rows
+    sort = query.get("sort", "number")
+    column = sort.lstrip("-")
+    if column not in frame.columns:
+        raise BadRequest(f"cannot sort by {column!r}: no such column; columns: {', '.join(map(str, frame.columns))}")
+    if len(rows):
+        rows = rows.sort_values(column, ascending=not sort.startswith("-"), na_position="last", kind="stable")
+    if query.get("columns"):
+        wanted = ["number", *[c for c in query["columns"].split(",") if c and c != "number"]]
+        unknown = [c for c in wanted if c not in frame.columns]
+        if unknown:
+            raise BadRequest(f"unknown columns {unknown}")
+        rows = rows[wanted]
+    page = rows.iloc[offset:offset + limit]
+    return {
+        "total": len(rows),
+        "offset": offset,
+        "limit": limit,
+        "columns": list(page.columns),
+        "rows": [_plain(r) for r in page.to_dict(orient="records")],
+    }
+
+
+def trials_csv(cache: StudyCache, name: str) -> str:
+    """``GET /api/studies/{name}/trials.csv``: every trial, every param and attr (curves as JSON)."""
+    import json
+
+    frame = cache.frame(name).copy()
+    if "curves" in frame.columns:
+        frame["curves"] = frame["curves"].map(lambda v: json.dumps(v) if isinstance(v, dict) else v)
+    return str(frame.to_csv(index=False))
+
+
+def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
+    """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason."""
+    search = cache.search(name)
+    if not number.isdigit():
+        raise BadRequest(f"a trial number is a whole number, got {number!r}")
+    trials = search.study.get_trials(deepcopy=False)
+    found = [t for t in trials if t.number == int(number)]
+    if not found:
+        raise NotFound(f"study {name!r} has no trial #{number} (it has {len(trials)} trials)")
+    t = found[0]
+    attrs = dict(t.user_attrs)
+    return _plain({
+        "number": t.number,
+        "state": t.state.name,
+        "params": t.params,
+        "values": None if t.values is None else dict(zip(search.objectives, t.values)),
+        "user_attrs": {k: v for k, v in attrs.items() if k != "curves"},
+        "curves": attrs.get("curves", {}),
+        "intermediate_values": {str(k): v for k, v in sorted(t.intermediate_values.items())},
+        "status_reason": attrs.get("status_reason"),
+        "status_detail": attrs.get("status_detail"),
+        "datetime_start": t.datetime_start,
+        "datetime_complete": t.datetime_complete,
+    })
+
+
+#: Figures the study page draws: name -> (function in hpsearch.dashboards.figures, its axes).
+FIGURES: dict[str, tuple[str, dict[str, str]]] = {
+    "frontier": ("frontier_figure", {"x": "runtime_s", "y": "val_accuracy"}),
+    "device_frontier": ("frontier_figure", {"x": "device_seconds", "y": "val_accuracy"}),
+}
+
+
+def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str]) -> str:
+    """``GET /api/studies/{name}/figures/{kind}``: a plotly figure as JSON, for ``Plotly.react``.
+
+    ``frontier`` and ``device_frontier`` take ``x`` and ``y`` (any numeric column)."""
+    from hpsearch.dashboards import figures
+    from hpsearch.search import metric_direction
+
+    if kind not in FIGURES:
+        raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES)}")
+    function, defaults = FIGURES[kind]
+    frame = cache.frame(name)
+    axes = {k: query.get(k, v) for k, v in defaults.items()}
+    completed = len(frame) and bool((frame["state"] == "COMPLETE").any())
+    for column in axes.values():
+        if completed and column not in frame.columns:
+            raise ColumnError(f"no column {column!r} in this study's trials")
+    directions = {f"{k}_direction": metric_direction(v) for k, v in axes.items()}
+    fig = getattr(figures, function)(frame, **axes, **directions)
+    return str(fig.to_json())
+
+
+def _int(query: Mapping[str, str], key: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
+    raw = query.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{key} must be a whole number, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise BadRequest(f"{key} must be {bound}, got {value}")
+    return value
+
+
+def _numeric(column: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.api.types.is_numeric_dtype(column)) and not pd.api.types.is_bool_dtype(column)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready data: NaN, NaT and infinities become None, numpy scalars Python ones,
+    datetimes ISO text."""
+    import pandas as pd
+
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if pd.api.types.is_scalar(value) and pd.isna(value):
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value if isinstance(value, (int, float, str, bool)) else str(value)

@@ -1,0 +1,231 @@
+// hpsearch dashboard: each page draws itself from the JSON API and refreshes in place while a
+// study runs (no full page reload). Text from the store is always set as textContent.
+"use strict";
+
+const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh") ?? 5) * 1000;
+const TABLE_COLUMNS = ["number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
+  "effective_batch_size", "base_lr", "lr", "val_accuracy", "val_loss", "runtime_s", "device_seconds",
+  "samples_per_s", "comm_fraction", "noise_scale", "epochs_completed", "status_reason"];
+const HEADERS = { per_device_batch_size: "b", world_size: "W", grad_accum_steps: "A", effective_batch_size: "B",
+  number: "#" };
+const PLOT_CONFIG = { responsive: true, displaylogo: false };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    node.append(child instanceof Node ? child : document.createTextNode(child ?? ""));
+  }
+  return node;
+}
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function fmt(value) {
+  if (value === null || value === undefined || value === "") return "-";
+  if (typeof value === "number") {
+    if (Number.isInteger(value)) return String(value);
+    return Math.abs(value) >= 1e4 || Math.abs(value) < 1e-3 ? value.toExponential(2) : value.toPrecision(3);
+  }
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+function showError(main, error) {
+  main.replaceChildren(el("p", { class: "error" }, String(error.message || error)));
+}
+
+function every(fn) {
+  const tick = async () => {
+    try {
+      await fn();
+      document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    } catch (error) {
+      document.getElementById("refreshed").textContent = `update failed: ${error.message}`;
+    }
+  };
+  if (REFRESH_MS > 0) setInterval(tick, REFRESH_MS);
+  return tick();
+}
+
+// ---- the studies of the store -------------------------------------------------------------
+
+async function studiesPage(main) {
+  main.replaceChildren(el("h1", {}, "Studies"), el("div", { class: "table-wrap", id: "studies" }));
+  await every(async () => {
+    const studies = await api("/api/studies");
+    const rows = studies.map((s) => el("tr", { onclick: () => { location.href = studyUrl(s.name); } },
+      el("td", { class: "text" }, el("a", { href: studyUrl(s.name) }, s.name)),
+      el("td", {}, fmt(s.n_trials)),
+      el("td", { class: "text" }, Object.entries(s.states).map(([k, v]) => `${k.toLowerCase()} ${v}`).join("  ")),
+      el("td", { class: "text" }, s.best_values
+        ? s.objectives.map((m, i) => `${m} ${fmt(s.best_values[i])}`).join(", ") : "-"),
+      el("td", { class: "text" }, s.last_activity ? s.last_activity.replace("T", " ").slice(0, 19) : "-")));
+    const table = el("table", {},
+      el("thead", {}, el("tr", {}, ["study", "trials", "states", "best", "last activity"].map(
+        (h, i) => el("th", { class: i === 1 ? "" : "text" }, h)))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { class: "text", colspan: 5 }, "no studies yet"))));
+    document.getElementById("studies").replaceChildren(table);
+  });
+}
+
+function studyUrl(name) { return `/studies/${encodeURIComponent(name)}`; }
+
+// ---- one study: figures and the trial table -------------------------------------------------
+
+async function studyPage(main, { name }) {
+  const base = `/api/studies/${encodeURIComponent(name)}`;
+  document.getElementById("crumbs").textContent = `/ ${name}`;
+  const table = { offset: 0, limit: 50, sort: "number", q: "", state: "", total: 0 };
+  let revision = null;
+  const summaryBox = el("div", { class: "summary", id: "summary" });
+  const figureBox = el("div", { class: "figures", id: "figures" });
+  const tableBox = el("div", { class: "table-wrap", id: "trials" });
+  const pager = el("span", { class: "muted", id: "pager" });
+  const search = el("input", { type: "search", placeholder: "filter rows", id: "filter" });
+  const stateSelect = el("select", { id: "state" }, ["", "COMPLETE", "PRUNED", "FAIL", "RUNNING"].map(
+    (s) => el("option", { value: s }, s || "all states")));
+  let debounce;
+  search.addEventListener("input", () => {
+    clearTimeout(debounce);
+    debounce = setTimeout(() => { table.q = search.value; table.offset = 0; drawTable(); }, 250);
+  });
+  stateSelect.addEventListener("change", () => { table.state = stateSelect.value; table.offset = 0; drawTable(); });
+  const controls = el("div", { class: "controls" }, search, stateSelect,
+    el("button", { onclick: () => { table.offset = Math.max(0, table.offset - table.limit); drawTable(); } }, "previous"),
+    el("button", { onclick: () => {
+      if (table.offset + table.limit < table.total) { table.offset += table.limit; drawTable(); }
+    } }, "next"),
+    pager, el("a", { href: `${base}/trials.csv`, download: `${name}-trials.csv` }, "download CSV"));
+  const space = el("pre", { class: "space", id: "space" });
+  main.replaceChildren(el("h1", {}, name), summaryBox, figureBox, el("h2", {}, "Trials"), controls, tableBox,
+    el("details", {}, el("summary", {}, "space file"), space));
+
+  let summary;
+  async function drawTable() {
+    const wanted = TABLE_COLUMNS.filter((c) => summary.columns.includes(c))
+      .concat(summary.objectives.filter((m) => !TABLE_COLUMNS.includes(m) && summary.columns.includes(m)));
+    const query = new URLSearchParams({ offset: table.offset, limit: table.limit, sort: table.sort,
+      columns: wanted.join(",") });
+    if (table.q) query.set("q", table.q);
+    if (table.state) query.set("state", table.state);
+    const page = await api(`${base}/trials?${query}`);
+    table.total = page.total;
+    const header = el("tr", {}, page.columns.map((c) => {
+      const sorted = table.sort.replace("-", "") === c;
+      const th = el("th", { class: `${numeric(c) ? "" : "text"} ${sorted ? (table.sort.startsWith("-") ? "sorted-desc" : "sorted-asc") : ""}`,
+        title: c, "data-column": c }, HEADERS[c] || c);
+      th.addEventListener("click", () => {
+        table.sort = table.sort === c ? `-${c}` : c;
+        table.offset = 0;
+        drawTable();
+      });
+      return th;
+    }));
+    const rows = page.rows.map((r) => el("tr", { onclick: () => { location.href = `${studyUrl(name)}/trials/${r.number}`; } },
+      page.columns.map((c) => el("td", { class: `${numeric(c) ? "" : "text"} ${c === "state" ? `state-${r[c]}` : ""}` }, fmt(r[c])))));
+    tableBox.replaceChildren(el("table", {}, el("thead", {}, header), el("tbody", {}, rows)));
+    pager.textContent = page.total
+      ? `${page.offset + 1}-${Math.min(page.offset + page.limit, page.total)} of ${page.total}` : "no trials";
+  }
+  function numeric(column) { return summary.numeric_columns.includes(column); }
+
+  async function drawFigures() {
+    for (const figure of summary.figures) {
+      let box = document.getElementById(`figure-${figure}`);
+      if (!box) {
+        box = el("div", { class: "figure", id: `figure-${figure}` });
+        figureBox.append(box);
+      }
+      try {
+        const fig = await api(`${base}/figures/${figure}`);
+        await Plotly.react(box, fig.data, fig.layout, PLOT_CONFIG);
+      } catch (error) {
+        box.replaceChildren(el("p", { class: "note" }, `${figure}: ${error.message}`));
+      }
+    }
+  }
+
+  await every(async () => {
+    summary = await api(base);
+    const best = summary.best_trial;
+    summaryBox.replaceChildren(
+      el("div", {}, el("span", {}, "trials"), `${summary.n_trials} (${Object.entries(summary.states)
+        .map(([k, v]) => `${k.toLowerCase()} ${v}`).join(", ")})`),
+      el("div", {}, el("span", {}, "finished"), summary.target ? `${summary.finished} of ${summary.target}` : fmt(summary.finished)),
+      el("div", {}, el("span", {}, "objectives"), summary.objectives.map((m, i) => `${summary.directions[i]} ${m}`).join(", ")),
+      el("div", {}, el("span", {}, "best"), best
+        ? el("a", { href: `${studyUrl(name)}/trials/${best.number}` },
+          `#${best.number}: ${Object.entries(best.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")}`)
+        : "none yet"));
+    space.textContent = summary.space_text;
+    if (summary.revision !== revision) {
+      revision = summary.revision;
+      await Promise.all([drawTable(), drawFigures()]);
+    }
+  });
+}
+
+// ---- one trial -------------------------------------------------------------------------------
+
+async function trialPage(main, { name, number }) {
+  const base = `/api/studies/${encodeURIComponent(name)}/trials/${number}`;
+  document.getElementById("crumbs").replaceChildren("/ ", el("a", { href: studyUrl(name) }, name), ` / trial #${number}`);
+  const curves = el("div", { class: "figure", id: "curves" });
+  const head = el("div");
+  const tables = el("div");
+  main.replaceChildren(head, curves, tables);
+  let finished = false;
+  await every(async () => {
+    if (finished) return;
+    const t = await api(base);
+    finished = !["RUNNING", "WAITING"].includes(t.state);
+    head.replaceChildren(el("h1", {}, `trial #${t.number} `, el("span", { class: `state-${t.state}` }, t.state)),
+      t.status_reason ? el("div", { class: "reason", id: "reason" },
+        `${t.status_reason}${t.status_detail ? `: ${t.status_detail}` : ""}`) : "");
+    tables.replaceChildren(
+      el("h2", {}, "Parameters"), kv(t.params),
+      el("h2", {}, "Values"), kv(t.values || {}),
+      el("h2", {}, "Measurements and attributes"), kv(t.user_attrs),
+      el("h2", {}, "Times"), kv({ started: t.datetime_start, completed: t.datetime_complete }));
+    const c = t.curves || {};
+    if (c.samples_seen && c.samples_seen.length) {
+      const traces = [
+        { x: c.samples_seen, y: c.val_accuracy, name: "val_accuracy", mode: "lines+markers" },
+        { x: c.samples_seen, y: c.val_loss, name: "val_loss", mode: "lines+markers", yaxis: "y2" },
+        { x: c.samples_seen, y: c.train_loss, name: "train_loss", mode: "lines+markers", yaxis: "y2" },
+      ];
+      await Plotly.react(curves, traces, {
+        title: { text: "learning curves" }, xaxis: { title: { text: "samples seen" } },
+        yaxis: { title: { text: "val accuracy" } },
+        yaxis2: { title: { text: "loss" }, overlaying: "y", side: "right" }, legend: { orientation: "h" },
+      }, PLOT_CONFIG);
+    } else {
+      curves.replaceChildren(el("p", { class: "note" }, "no epoch reported"));
+    }
+  });
+}
+
+function kv(object) {
+  const rows = Object.entries(object).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "text" }, fmt(v))));
+  return el("table", { class: "kv" }, el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "-"))));
+}
+
+// ---- start -----------------------------------------------------------------------------------
+
+window.addEventListener("DOMContentLoaded", () => {
+  const main = document.getElementById("main");
+  const page = document.body.dataset.page;
+  const args = JSON.parse(document.body.dataset.args || "{}");
+  const pages = { studies: studiesPage, study: studyPage, trial: trialPage };
+  pages[page](main, args).catch((error) => showError(main, error));
+});
