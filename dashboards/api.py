@@ -102,10 +102,14 @@ class StudyCache:
 
 
 def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
-    """``GET /api/studies``: every study with its state counts, best values and last activity."""
-    from hpsearch.store import list_studies as summaries
+    """``GET /api/studies``: every study with its state counts, best values and last activity.
 
-    return [_plain(asdict(s)) for s in summaries(cache.storage)]
+    Each study is read through the cache, so a poll re-reads only the trials that changed."""
+    import optuna
+    from hpsearch.store import open_storage, summarize_study
+
+    summaries = optuna.get_all_study_summaries(open_storage(cache.storage), include_best_trial=False)
+    return [_plain(asdict(summarize_study(cache.search(s.study_name).study, s.datetime_start))) for s in summaries]
 
 
 def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ __all__ = [
     "open_storage",
     "redact_url",
     "sqlite_file",
+    "summarize_study",
 ]
 
 #: Study user-attr keys hpsearch writes.
@@ -157,19 +158,20 @@ def list_studies(storage: str | optuna.storages.BaseStorage) -> list[StudySummar
     import optuna
 
     backend = open_storage(storage)
-    out = []
-    for s in optuna.get_all_study_summaries(backend, include_best_trial=False):
-        study = optuna.load_study(study_name=s.study_name, storage=backend)
-        trials = study.get_trials(deepcopy=False)
-        states: dict[str, int] = {}
-        for t in trials:
-            states[t.state.name] = states.get(t.state.name, 0) + 1
-        objectives = tuple(study.metric_names or [f"value{i}" for i in range(len(study.directions))])
-        best = _best_values(study, trials)
-        stamps = [d for t in trials for d in (t.datetime_start, t.datetime_complete) if d is not None]
-        out.append(StudySummary(s.study_name, len(trials), states, objectives, best,
-                                s.datetime_start, max(stamps) if stamps else None))
-    return out
+    return [summarize_study(optuna.load_study(study_name=s.study_name, storage=backend), s.datetime_start)
+            for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
+
+
+def summarize_study(study: optuna.Study, started: datetime | None) -> StudySummary:
+    """One study's line of ``hpsearch ls`` (``started``: from Optuna's study summary)."""
+    trials = study.get_trials(deepcopy=False)
+    states: dict[str, int] = {}
+    for t in trials:
+        states[t.state.name] = states.get(t.state.name, 0) + 1
+    objectives = tuple(study.metric_names or [f"value{i}" for i in range(len(study.directions))])
+    stamps = [d for t in trials for d in (t.datetime_start, t.datetime_complete) if d is not None]
+    return StudySummary(study.study_name, len(trials), states, objectives, _best_values(study, trials),
+                        started, max(stamps) if stamps else None)
 
 
 def _best_values(study: optuna.Study, trials: list[Any]) -> tuple[float, ...] | None:
