@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,6 +125,103 @@ class Search:
 
         return _checked(frontier_figure, self.trials_dataframe(), x, y)
 
+    def device_seconds_frontier_figure(self, y: str = "val_accuracy") -> go.Figure:
+        """The device-seconds-vs-accuracy frontier: what each trial cost in devices x time
+        (``runtime_s`` x processes), so a fast 8-device trial is weighed against a slower
+        1-device one. The same as ``frontier_figure(x="device_seconds", y=y)``.
+
+        Raises:
+            ColumnError: ``y`` is not a column of this study's completed trials.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> search.device_seconds_frontier_figure().layout.xaxis.title.text
+            'device-seconds'
+        """
+        return self.frontier_figure(x="device_seconds", y=y)
+
+    def accuracy_vs_batch_figure(self, metric: str = "val_accuracy") -> go.Figure:
+        """``metric`` against effective batch size, one line per LR rule; each point is the best
+        COMPLETE trial of its rule and batch (``hpsearch.dashboards.plots.accuracy_vs_batch_info``).
+
+        Raises:
+            ColumnError: ``metric`` is not a column of this study's completed trials.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=60)
+            >>> fig = search.accuracy_vs_batch_figure()
+            >>> [trace.name for trace in fig.data], fig.layout.xaxis.type
+            (['constant', 'linear', 'sqrt'], 'log')
+        """
+        from hpsearch.dashboards.figures import accuracy_vs_batch_figure
+
+        df = self.trials_dataframe()
+        _require_columns(df, metric)
+        return accuracy_vs_batch_figure(df, metric=metric, direction=metric_direction(metric))
+
+    def learning_curves_figure(
+        self, trials: Sequence[int] | None = None, metric: str = "val_accuracy", limit: int = 20
+    ) -> go.Figure:
+        """Per-epoch ``metric`` against samples seen, one line per trial: the trials numbered in
+        ``trials`` (any state), or by default the ``limit`` best COMPLETE trials.
+
+        Raises:
+            ColumnError: no trial recorded a ``metric`` curve (while some recorded curves).
+            ValueError: ``trials`` names a trial number the study does not have.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=60)
+            >>> len(search.learning_curves_figure(limit=5).data)
+            5
+            >>> [trace.name for trace in search.learning_curves_figure(trials=[3, 7], metric="val_loss").data]
+            ['trial 3', 'trial 7']
+        """
+        from hpsearch.dashboards.figures import learning_curves_figure
+        from hpsearch.dashboards.plots import curve_metrics
+
+        df = self.trials_dataframe(all_attrs=True)
+        recorded = curve_metrics(df)
+        if recorded and metric not in recorded:
+            raise ColumnError(f"no curve {metric!r} in this study's trials; curves: {', '.join(recorded)}")
+        return learning_curves_figure(
+            df, trials=trials, metric=metric, direction=metric_direction(metric), limit=limit
+        )
+
+    def throughput_figure(self) -> go.Figure:
+        """Training samples per second per device, and the share of step time in all-reduce,
+        against world size: COMPLETE trials as points, the median and quartiles per world size.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> search.throughput_figure().layout.yaxis.title.text
+            'throughput per device (samples/s)'
+        """
+        from hpsearch.dashboards.figures import throughput_figure
+
+        return throughput_figure(self.trials_dataframe())
+
+    def noise_scale_figure(self) -> go.Figure:
+        """The gradient noise scale of COMPLETE trials against their effective batch, by LR rule.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> search.noise_scale_figure().layout.yaxis.title.text
+            'gradient noise scale'
+        """
+        from hpsearch.dashboards.figures import noise_scale_figure
+
+        return noise_scale_figure(self.trials_dataframe())
+
     def pareto_front(self) -> pd.DataFrame:
         """The study's Pareto-optimal COMPLETE trials on its own objectives, as Optuna computes
         them (``study.best_trials``), in the layout of ``trials_dataframe``; for a
@@ -179,12 +276,17 @@ def frontier_axes(objectives: list[str]) -> tuple[str, str]:
 
 def _checked(fn: Callable[..., Any], df: Any, x: str, y: str) -> Any:
     """Call a frontier function, turning its missing-column ValueError into ``ColumnError``."""
-    # Only completed trials carry metrics; a study with none yet gets an empty frontier.
+    _require_columns(df, x, y)
+    return fn(df, x=x, y=y, x_direction=metric_direction(x), y_direction=metric_direction(y))
+
+
+def _require_columns(df: Any, *columns: str) -> None:
+    """Raise ``ColumnError`` for a column the study's completed trials lack."""
+    # Only completed trials carry metrics; a study with none yet gets an empty figure.
     completed = len(df) and bool((df["state"] == "COMPLETE").any())
-    for column in (x, y):
+    for column in columns:
         if completed and column not in df.columns:
             raise ColumnError(f"no column {column!r} in this study's trials; columns: {', '.join(map(str, df.columns))}")
-    return fn(df, x=x, y=y, x_direction=metric_direction(x), y_direction=metric_direction(y))
 
 
 def start(

@@ -1,0 +1,147 @@
+"""The synthetic study: the records a real search writes, a realistic shape, every store."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from hpsearch import Search, load
+from hpsearch.dashboards.plots import accuracy_vs_batch_info
+from hpsearch.dashboards.synthetic import synthetic_study
+from hpsearch.errors import StudyExistsError
+from hpsearch.search_spaces import parse_space
+from hpsearch.store import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
+
+# DESIGN.md, "What each trial must record".
+PARAMS = {"per_device_batch_size", "world_size", "grad_accum_steps", "lr_rule", "base_lr"}
+COMPLETE_ATTRS = {
+    "effective_batch_size", "base_batch_size", "lr", "warmup_epochs", "val_accuracy", "val_loss", "train_loss",
+    "epochs_completed", "samples_seen", "runtime_s", "device_seconds", "samples_per_s", "comm_fraction", "device",
+    "curves",
+}
+CURVES = {"samples_seen", "val_accuracy", "val_loss", "train_loss", "lr", "runtime_s", "comm_fraction", "noise_scale"}
+
+
+@pytest.fixture(scope="module")
+def search() -> Search:
+    return synthetic_study(optuna.storages.InMemoryStorage(), "synthetic", n_trials=400, seed=3)
+
+
+@pytest.fixture(scope="module")
+def study(search: Search) -> optuna.Study:
+    return search.study
+
+
+def _by_state(study: optuna.Study, state: str) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False) if t.state.name == state]
+
+
+def test_study_keeps_objectives_space_and_target_like_a_real_search(study: optuna.Study) -> None:
+    assert study.metric_names == ["val_accuracy", "runtime_s"]
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    assert study.user_attrs[ATTR_OBJECTIVES] == ["val_accuracy", "runtime_s"]
+    assert study.user_attrs[ATTR_N_TRIALS] == 400
+    assert set(study.user_attrs[ATTR_VERSIONS]) == {"hpsearch", "optuna", "ray", "torch"}
+    space = parse_space(study.user_attrs[ATTR_SPACE_TEXT])
+    assert space.study == "synthetic"
+    assert [o.metric for o in space.objectives] == ["val_accuracy", "runtime_s"]
+    assert "no trial was run" in study.user_attrs[ATTR_SPACE_TEXT]
+
+
+def test_completed_trials_carry_every_contract_attr_curve_and_intermediate_value(study: optuna.Study) -> None:
+    done = _by_state(study, "COMPLETE")
+    assert len(done) > 300
+    for trial in done:
+        assert PARAMS <= set(trial.params)
+        assert COMPLETE_ATTRS <= set(trial.user_attrs)
+        attrs, params = trial.user_attrs, trial.params
+        assert attrs["effective_batch_size"] == (
+            params["per_device_batch_size"] * params["world_size"] * params["grad_accum_steps"])
+        assert trial.values == [attrs["val_accuracy"], attrs["runtime_s"]]
+        assert attrs["device_seconds"] == pytest.approx(attrs["runtime_s"] * params["world_size"])
+        assert attrs["samples_per_s"] == pytest.approx(attrs["samples_seen"] / attrs["runtime_s"])
+        curves = attrs["curves"]
+        assert set(curves) == CURVES
+        assert len(curves["samples_seen"]) == attrs["epochs_completed"] == 10
+        assert curves["samples_seen"][-1] == attrs["samples_seen"]
+        assert trial.intermediate_values == dict(zip(curves["samples_seen"], curves["val_accuracy"]))
+        # A noise scale only where two gradients can be compared, as the trial engine records it.
+        measurable = params["world_size"] * params["grad_accum_steps"] > 1
+        assert ("noise_scale" in attrs) == measurable
+        assert ("noise_scale_note" in attrs) == (not measurable)
+
+
+def test_a_few_trials_diverge_and_a_few_are_stopped_early(study: optuna.Study) -> None:
+    failed, pruned = _by_state(study, "FAIL"), _by_state(study, "PRUNED")
+    assert 0 < len(failed) < 60 and 0 < len(pruned) < 40
+    assert {t.user_attrs["status_reason"] for t in failed} == {"diverged"}
+    assert {t.user_attrs["status_reason"] for t in pruned} == {"early_stopped"}
+    # Divergence comes from an LR far too large: the linear rule at large batches.
+    assert all(t.params["lr_rule"] != "constant" for t in failed)
+    for trial in pruned:
+        assert trial.user_attrs["epochs_completed"] in (1, 3)
+        assert len(trial.user_attrs["curves"]["val_accuracy"]) == trial.user_attrs["epochs_completed"]
+        assert trial.values is None
+
+
+def test_accuracy_falls_with_batch_at_constant_lr_and_linear_diverges_at_large_batch(search: Search) -> None:
+    df = search.trials_dataframe()
+    lines = {line.name: {p.effective_batch_size: p.value for p in line.points}
+             for line in accuracy_vs_batch_info(df).lines}
+    constant, sqrt = lines["constant"], lines["sqrt"]
+    large = max(set(constant) & set(sqrt))
+    assert constant[min(constant)] - constant[large] > 0.3
+    assert sqrt[large] > constant[large]
+    failed = df[df["state"] == "FAIL"]
+    assert failed["effective_batch_size"].median() > df["effective_batch_size"].median()
+
+
+def test_runtime_falls_with_world_size(search: Search) -> None:
+    df = search.trials_dataframe()
+    done = df[(df["state"] == "COMPLETE") & (df["per_device_batch_size"] == 128) & (df["grad_accum_steps"] == 1)]
+    medians = done.groupby("world_size")["runtime_s"].median()
+    assert list(medians.index) == [1, 2, 4, 8]
+    assert np.all(np.diff(medians.to_numpy()) < 0)
+
+
+def test_same_seed_writes_the_same_study_and_another_seed_does_not() -> None:
+    def frame(seed: int) -> pd.DataFrame:
+        return synthetic_study(optuna.storages.InMemoryStorage(), "s", n_trials=40, seed=seed).trials_dataframe(
+            all_attrs=True)
+
+    pd.testing.assert_frame_equal(frame(7), frame(7))
+    assert not frame(7)["base_lr"].equals(frame(8)["base_lr"])
+
+
+def test_bulk_written_store_reads_back_like_optunas_own_writes(storage_url: str, unique_name: str) -> None:
+    # The SQL stores take a bulk insert; the in-memory store goes through study.add_trials.
+    written = synthetic_study(storage_url, unique_name, n_trials=60, seed=5).study.get_trials()
+    reference = synthetic_study(optuna.storages.InMemoryStorage(), unique_name, n_trials=60, seed=5).study.get_trials()
+    assert len(written) == len(reference) == 60
+    for got, want in zip(written, reference):
+        assert (got.number, got.state, got.params, got.distributions) == (
+            want.number, want.state, want.params, want.distributions)
+        assert got.user_attrs == want.user_attrs
+        assert got.values == want.values
+        assert got.intermediate_values == want.intermediate_values
+        assert (got.datetime_start, got.datetime_complete) == (want.datetime_start, want.datetime_complete)
+        assert got.system_attrs == want.system_attrs == {}
+
+
+def test_study_written_to_a_url_opens_with_load(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/demo.db"
+    synthetic_study(url, "demo", n_trials=30)
+    summary = load("demo", storage=url).summary()
+    assert summary["n_trials"] == 30
+    assert summary["best_trial"] is not None and math.isfinite(summary["best_trial"]["values"]["val_accuracy"])
+
+
+def test_existing_study_name_is_refused() -> None:
+    storage = optuna.storages.InMemoryStorage()
+    synthetic_study(storage, "taken", n_trials=1)
+    with pytest.raises(StudyExistsError, match="'taken'"):
+        synthetic_study(storage, "taken", n_trials=1)
