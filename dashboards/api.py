@@ -207,31 +207,57 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     })
 
 
-#: Figures the study page draws: name -> (function in hpsearch.dashboards.figures, its axes).
-FIGURES: dict[str, tuple[str, dict[str, str]]] = {
-    "frontier": ("frontier_figure", {"x": "runtime_s", "y": "val_accuracy"}),
-    "device_frontier": ("frontier_figure", {"x": "device_seconds", "y": "val_accuracy"}),
-}
+#: Figures the study page draws, in its order; each answers ``GET .../figures/{kind}``.
+FIGURES = ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves", "throughput", "noise_scale")
 
 
 def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str]) -> str:
     """``GET /api/studies/{name}/figures/{kind}``: a plotly figure as JSON, for ``Plotly.react``.
 
-    ``frontier`` and ``device_frontier`` take ``x`` and ``y`` (any numeric column)."""
+    Query parameters: ``frontier`` and ``device_frontier`` take ``x`` and ``y`` (any numeric
+    column); ``accuracy_vs_batch`` and ``learning_curves`` take ``metric``; ``learning_curves``
+    also ``trials`` (comma-separated numbers; default: the best few) and ``limit``.
+    """
     from hpsearch.dashboards import figures
     from hpsearch.search import metric_direction
 
     if kind not in FIGURES:
         raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES)}")
-    function, defaults = FIGURES[kind]
     frame = cache.frame(name)
-    axes = {k: query.get(k, v) for k, v in defaults.items()}
     completed = len(frame) and bool((frame["state"] == "COMPLETE").any())
-    for column in axes.values():
-        if completed and column not in frame.columns:
-            raise ColumnError(f"no column {column!r} in this study's trials")
-    directions = {f"{k}_direction": metric_direction(v) for k, v in axes.items()}
-    fig = getattr(figures, function)(frame, **axes, **directions)
+
+    def column(key: str, default: str) -> str:
+        value = query.get(key) or default
+        if completed and value not in frame.columns:
+            raise ColumnError(f"no column {value!r} in this study's trials")
+        return value
+
+    if kind in ("frontier", "device_frontier"):
+        x = column("x", "runtime_s" if kind == "frontier" else "device_seconds")
+        y = column("y", "val_accuracy")
+        fig = figures.frontier_figure(frame, x=x, y=y, x_direction=metric_direction(x),
+                                      y_direction=metric_direction(y))
+    elif kind == "accuracy_vs_batch":
+        metric = column("metric", "val_accuracy")
+        fig = figures.accuracy_vs_batch_figure(frame, metric=metric, direction=metric_direction(metric))
+    elif kind == "learning_curves":
+        metric = query.get("metric") or "val_accuracy"
+        trials = None
+        if query.get("trials"):
+            try:
+                trials = [int(n) for n in query["trials"].split(",") if n]
+            except ValueError:
+                raise BadRequest(f"trials must be trial numbers separated by commas, got {query['trials']!r}") from None
+        limit = _int(query, "limit", 20, minimum=1, maximum=200)
+        try:
+            fig = figures.learning_curves_figure(frame, trials=trials, metric=metric,
+                                                 direction=metric_direction(metric), limit=limit)
+        except ValueError as exc:  # an unknown trial number
+            raise BadRequest(str(exc)) from None
+    elif kind == "throughput":
+        fig = figures.throughput_figure(frame)
+    else:
+        fig = figures.noise_scale_figure(frame)
     return str(fig.to_json())
 
 

@@ -201,3 +201,20 @@ def test_static_files_and_plotly_js_are_served_from_the_package(app: DashboardAp
     for name in ("app.js", "app.css"):
         status, _, body = _get(app, f"/static/{name}")
         assert status == 200 and body
+
+
+@pytest.mark.parametrize("kind", ["accuracy_vs_batch", "learning_curves", "throughput", "noise_scale"])
+def test_every_figure_of_the_study_page_answers(app: DashboardApp, kind: str) -> None:
+    assert kind in _json(app, "/api/studies/demo")["figures"]
+    fig = _json(app, f"/api/studies/demo/figures/{kind}")
+    assert "data" in fig and "layout" in fig
+    assert "data" in _json(app, f"/api/studies/empty/figures/{kind}")
+
+
+def test_learning_curves_take_trial_numbers_and_refuse_bad_ones(app: DashboardApp) -> None:
+    fig = _json(app, "/api/studies/demo/figures/learning_curves?trials=0,2")
+    names = json.dumps([t.get("name") for t in fig["data"]])
+    assert "0" in names and "2" in names
+    assert "trial numbers separated by commas" in _json(
+        app, "/api/studies/demo/figures/learning_curves?trials=a,b", status=400)["error"]
+    assert _json(app, "/api/studies/demo/figures/learning_curves?trials=42", status=400)["error"]
