@@ -14,14 +14,16 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ColumnError, HPSearchError
 
+import pandas as pd
+
 if TYPE_CHECKING:
-    import pandas as pd
+    import optuna
     from hpsearch.search import Search
 
 __all__ = [
@@ -84,14 +86,36 @@ class StudyCache:
     def frame(self, name: str) -> pd.DataFrame:
         """The study's ``trials_dataframe(all_attrs=True)``, rebuilt only when a trial changed."""
         search = self.search(name)
-        trials = search.study.get_trials(deepcopy=False)
-        # A trial changes by state, by a new epoch (intermediate values, curves) or by its end.
-        version = tuple((t.number, t.state, len(t.intermediate_values), len(t.user_attrs), t.datetime_complete)
-                        for t in trials)
         entry = self._entries[name]
+        version = self._version(search)
         if entry.frame is None or entry.version != version:
             entry.frame, entry.version = search.trials_dataframe(all_attrs=True), version
         return entry.frame
+
+    def _version(self, search: Search) -> tuple[Any, ...]:
+        import optuna
+        from hpsearch.store import open_storage
+        from hpsearch.table import study_revision
+
+        backend = open_storage(self.storage)
+        if isinstance(backend, optuna.storages.RDBStorage):
+            return study_revision(backend, search.study_name)
+        # Other stores: a trial changes by state, by a new epoch or by its end.
+        return tuple((t.number, t.state, len(t.intermediate_values), len(t.user_attrs), t.datetime_complete)
+                     for t in search.study.get_trials(deepcopy=False))
+
+    def trial(self, name: str, number: int) -> optuna.trial.FrozenTrial:
+        """One trial by number, read alone (raises ``NotFound``)."""
+        from hpsearch.store import open_storage
+
+        backend = open_storage(self.storage)
+        study_id = backend.get_study_id_from_name(name)
+        try:
+            trial_id = backend.get_trial_id_from_study_id_trial_number(study_id, number)
+        except KeyError:
+            total = len(self.frame(name))
+            raise NotFound(f"study {name!r} has no trial #{number} (it has {total} trials)") from None
+        return backend.get_trial(trial_id)
 
     def revision(self, name: str) -> str:
         """A short token that changes whenever a trial of the study changes."""
@@ -106,10 +130,67 @@ def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
 
     Each study is read through the cache, so a poll re-reads only the trials that changed."""
     import optuna
-    from hpsearch.store import open_storage, summarize_study
+    from hpsearch.store import open_storage
 
     summaries = optuna.get_all_study_summaries(open_storage(cache.storage), include_best_trial=False)
-    return [_plain(asdict(summarize_study(cache.search(s.study_name).study, s.datetime_start))) for s in summaries]
+    out = []
+    for s in summaries:
+        search, frame = cache.search(s.study_name), cache.frame(s.study_name)
+        states = frame["state"].value_counts().to_dict() if len(frame) else {}
+        best = _best_row(search, frame)
+        stamps = pd.concat([frame["datetime_start"], frame["datetime_complete"]]).dropna() if len(frame) else []
+        out.append({
+            "name": s.study_name,
+            "n_trials": len(frame),
+            "states": dict(sorted(states.items())),
+            "objectives": search.objectives,
+            "best_values": None if best is None else [best[m] for m in search.objectives],
+            "started": s.datetime_start,
+            "last_activity": max(stamps) if len(stamps) else None,
+        })
+    return _plain(out)
+
+
+def _best_row(search: Search, frame: pd.DataFrame) -> Any:
+    """The COMPLETE row best on the first objective, or ``None``."""
+    if not len(frame):
+        return None
+    done = frame[frame["state"] == "COMPLETE"]
+    first = search.objectives[0]
+    if not len(done) or first not in done.columns:
+        return None
+    maximize = search.study.directions[0].name == "MAXIMIZE"
+    return done.loc[done[first].idxmax() if maximize else done[first].idxmin()]
+
+
+def _summary(cache: StudyCache, name: str, frame: pd.DataFrame) -> dict[str, Any]:
+    """``Search.summary()``, computed from the cached table instead of every trial object."""
+    from hpsearch.reasons import NOT_RUN_REASONS
+    from hpsearch.store import ATTR_N_TRIALS
+
+    search = cache.search(name)
+    states = frame["state"].value_counts().to_dict() if len(frame) else {}
+    finished = 0
+    if len(frame):
+        reasons = frame["status_reason"] if "status_reason" in frame.columns else pd.Series(None, index=frame.index)
+        finished = int((frame["state"].isin(["COMPLETE", "PRUNED", "FAIL"]) & ~reasons.isin(NOT_RUN_REASONS)).sum())
+    best = _best_row(search, frame)
+    best_trial = None
+    if best is not None:
+        trial = cache.trial(name, int(best["number"]))
+        best_trial = {"number": trial.number, "values": dict(zip(search.objectives, trial.values)),
+                      "params": trial.params}
+    target = search.study.user_attrs.get(ATTR_N_TRIALS)
+    return {
+        "study": name,
+        "objectives": search.objectives,
+        "directions": [d.name.lower() for d in search.study.directions],
+        "n_trials": len(frame),
+        "finished": finished,
+        "target": None if target is None else int(target),
+        "states": dict(sorted(states.items())),
+        "best_trial": best_trial,
+    }
 
 
 def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
@@ -118,7 +199,7 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
 
     search = cache.search(name)
     frame = cache.frame(name)
-    summary = search.summary()
+    summary = _summary(cache, name, frame)
     summary.update(
         space_text=search.study.user_attrs.get(ATTR_SPACE_TEXT, ""),
         versions=search.study.user_attrs.get(ATTR_VERSIONS, {}),
@@ -186,11 +267,7 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     search = cache.search(name)
     if not number.isdigit():
         raise BadRequest(f"a trial number is a whole number, got {number!r}")
-    trials = search.study.get_trials(deepcopy=False)
-    found = [t for t in trials if t.number == int(number)]
-    if not found:
-        raise NotFound(f"study {name!r} has no trial #{number} (it has {len(trials)} trials)")
-    t = found[0]
+    t = cache.trial(name, int(number))
     attrs = dict(t.user_attrs)
     return _plain({
         "number": t.number,

@@ -1,0 +1,60 @@
+"""The bulk reader of SQL stores gives exactly the table Optuna's own trial objects give."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pandas as pd
+import pytest
+from hpsearch.dashboards.synthetic import synthetic_study
+from hpsearch.search import _NOT_COLUMNS, Search
+from hpsearch.store import open_storage
+from hpsearch.table import trial_rows
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+
+def _through_optuna(search: Search, hidden: frozenset[str]) -> pd.DataFrame:
+    rows = []
+    for t in search.study.get_trials(deepcopy=False):
+        row = {"number": t.number, "state": t.state.name, **t.params,
+               **{k: v for k, v in t.user_attrs.items() if k not in hidden}}
+        if t.values is not None:
+            row.update(dict(zip(search.objectives, t.values)))
+        row.update(datetime_start=t.datetime_start, datetime_complete=t.datetime_complete,
+                   duration_s=(t.datetime_complete - t.datetime_start).total_seconds()
+                   if t.datetime_start and t.datetime_complete else None)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("hidden", [frozenset(), frozenset(_NOT_COLUMNS)])
+def test_a_synthetic_study_reads_the_same_both_ways(storage_url: str, unique_name: str, hidden: frozenset[str]) -> None:
+    search = synthetic_study(storage_url, unique_name, n_trials=120, seed=3)
+
+    fast = pd.DataFrame(trial_rows(open_storage(storage_url), unique_name, search.objectives, hidden=hidden))
+
+    # Column order follows attr order, which Optuna leaves to the database: compare by name.
+    pd.testing.assert_frame_equal(fast, _through_optuna(search, hidden), check_like=True)
+    assert set(fast["state"]) >= {"COMPLETE", "FAIL"}
+
+
+def test_odd_values_read_the_same_both_ways(storage_url: str, unique_name: str) -> None:
+    study = optuna.create_study(study_name=unique_name, storage=open_storage(storage_url),
+                                directions=["maximize", "minimize"])
+    study.set_metric_names(["val_accuracy", "runtime_s"])
+    dists = {"lr_rule": CategoricalDistribution(["linear", "sqrt"]), "base_lr": FloatDistribution(1e-4, 1.0, log=True)}
+    study.add_trial(create_trial(params={"lr_rule": "sqrt", "base_lr": 0.003}, distributions=dists,
+                                 values=[0.5, math.inf], user_attrs={"note": "ünïcode", "nested": {"a": [1, None]}}))
+    study.add_trial(create_trial(params={"lr_rule": "linear", "base_lr": 0.1}, distributions=dists,
+                                 state=TrialState.FAIL, user_attrs={"status_reason": "diverged"}))
+    study.enqueue_trial({"lr_rule": "linear", "base_lr": 0.2})
+
+    search = Search(unique_name, storage_url)
+    fast = search.trials_dataframe(all_attrs=True)
+
+    pd.testing.assert_frame_equal(fast, _through_optuna(search, frozenset()), check_like=True)
+    assert fast.loc[0, "runtime_s"] == math.inf
+    assert fast.loc[0, "nested"] == {"a": [1, None]}
+    assert list(fast["state"]) == ["COMPLETE", "FAIL", "WAITING"]
