@@ -129,23 +129,21 @@ def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
     """``GET /api/studies``: every study with its state counts, best values and last activity.
 
     Each study is read through the cache, so a poll re-reads only the trials that changed."""
-    import optuna
-    from hpsearch.store import open_storage
+    from hpsearch.store import study_names
 
-    summaries = optuna.get_all_study_summaries(open_storage(cache.storage), include_best_trial=False)
     out = []
-    for s in summaries:
-        search, frame = cache.search(s.study_name), cache.frame(s.study_name)
+    for name in study_names(cache.storage):
+        search, frame = cache.search(name), cache.frame(name)
         states = frame["state"].value_counts().to_dict() if len(frame) else {}
         best = _best_row(search, frame)
         stamps = pd.concat([frame["datetime_start"], frame["datetime_complete"]]).dropna() if len(frame) else []
         out.append({
-            "name": s.study_name,
+            "name": name,
             "n_trials": len(frame),
             "states": dict(sorted(states.items())),
             "objectives": search.objectives,
             "best_values": None if best is None else [best[m] for m in search.objectives],
-            "started": s.datetime_start,
+            "started": frame["datetime_start"].min() if len(frame) else None,
             "last_activity": max(stamps) if len(stamps) else None,
         })
     return _plain(out)

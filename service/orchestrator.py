@@ -43,6 +43,7 @@ from hpsearch.store import (
     ATTR_VERSIONS,
     load_study,
     open_storage,
+    study_names,
     redact_url,
     sqlite_file,
 )
@@ -175,7 +176,7 @@ def run_search(
     """
     storage = open_storage(settings.storage)
     with study_lock(settings.storage, study_name):
-        if study_name in {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}:
+        if study_name in study_names(storage):
             raise StudyExistsError(
                 f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
                 f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"

@@ -26,6 +26,7 @@ __all__ = [
     "open_storage",
     "redact_url",
     "sqlite_file",
+    "study_names",
     "summarize_study",
 ]
 
@@ -135,8 +136,7 @@ def load_study(name: str, storage: str | optuna.storages.BaseStorage) -> optuna.
     try:
         return optuna.load_study(study_name=name, storage=backend)
     except KeyError:
-        names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
-        known = ", ".join(sorted(names)) or "none"
+        known = ", ".join(sorted(study_names(backend))) or "none"
         raise StudyNotFoundError(f"no study named {name!r} in this store (studies: {known})") from None
 
 
@@ -158,20 +158,26 @@ def list_studies(storage: str | optuna.storages.BaseStorage) -> list[StudySummar
     import optuna
 
     backend = open_storage(storage)
-    return [summarize_study(optuna.load_study(study_name=s.study_name, storage=backend), s.datetime_start)
-            for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
+    return [summarize_study(optuna.load_study(study_name=name, storage=backend)) for name in study_names(backend)]
 
 
-def summarize_study(study: optuna.Study, started: datetime | None) -> StudySummary:
-    """One study's line of ``hpsearch ls`` (``started``: from Optuna's study summary)."""
+def study_names(storage: str | optuna.storages.BaseStorage) -> list[str]:
+    """The names of the studies in a store, without reading their trials (Optuna's
+    ``get_all_study_summaries`` reads every trial of every study)."""
+    return [s.study_name for s in open_storage(storage).get_all_studies()]
+
+
+def summarize_study(study: optuna.Study) -> StudySummary:
+    """One study's line of ``hpsearch ls``."""
     trials = study.get_trials(deepcopy=False)
     states: dict[str, int] = {}
     for t in trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
     objectives = tuple(study.metric_names or [f"value{i}" for i in range(len(study.directions))])
     stamps = [d for t in trials for d in (t.datetime_start, t.datetime_complete) if d is not None]
+    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
     return StudySummary(study.study_name, len(trials), states, objectives, _best_values(study, trials),
-                        started, max(stamps) if stamps else None)
+                        min(starts) if starts else None, max(stamps) if stamps else None)
 
 
 def _best_values(study: optuna.Study, trials: list[Any]) -> tuple[float, ...] | None:
