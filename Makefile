@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 CONSTRAINTS ?= constraints/cpu.txt
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test install clean
+.PHONY: quickstart test install browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,25 @@ install: $(VENV)/.installed
 quickstart: install
 	$(BIN)/hpsearch start search_spaces/examples/quickstart.yaml
 
-test: install
+# The browser test's headless Chromium (Debian packages). A cheap check: apt-get runs only when
+# /usr/bin/chromium or /usr/bin/chromedriver is missing and we are root with apt-get (apt-get
+# update only if the install fails without it); otherwise nothing, and the browser test skips
+# (in CI, where CI is set, it fails instead).
+CHROMIUM_PACKAGES := chromium chromium-driver fonts-liberation
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing $(CHROMIUM_PACKAGES) with apt-get for the browser test"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq --no-install-recommends $(CHROMIUM_PACKAGES) >/dev/null 2>&1 \
+	      || { apt-get update -qq && apt-get install -y -qq --no-install-recommends $(CHROMIUM_PACKAGES) >/dev/null; } \
+	      || echo "could not install $(CHROMIUM_PACKAGES): the browser test will skip (fail in CI)"; \
+	  else \
+	    echo "no /usr/bin/chromium and not root with apt-get: the browser test will skip (fail in CI)"; \
+	  fi; \
+	fi
+
+test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -72,10 +72,21 @@ class DashboardApp:
             return self._route(path, query, start_response)
         except HPSearchError as exc:
             status = exc.http_status if exc.http_status in _STATUS else 500
-            return _respond(start_response, status, _error_body(str(exc)))
+            return self._error(path, status, str(exc), start_response)
         except Exception:  # the server's boundary: a broken request must not stop the dashboard
             traceback.print_exc()
-            return _respond(start_response, 500, _error_body("internal error; see the dashboard's log"))
+            return self._error(path, 500, "internal error; see the dashboard's log", start_response)
+
+    @staticmethod
+    def _error(path: str, status: int, message: str, start_response: StartResponse) -> list[bytes]:
+        """JSON for the API, a readable page for a person's browser."""
+        if path.startswith("/api/") or path.startswith("/static/"):
+            return _respond(start_response, status, _error_body(message))
+        body = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>hpsearch: {status}</title>"
+                f"<link rel='stylesheet' href='/static/app.css'></head><body><header><a class='home' href='/'>"
+                f"hpsearch</a></header><main><h1>{_STATUS[status]}</h1><p class='error'>{html.escape(message)}</p>"
+                "</main></body></html>")
+        return _respond(start_response, status, body.encode(), "text/html; charset=utf-8")
 
     def _route(self, path: str, query: dict[str, str], start_response: StartResponse) -> Iterable[bytes]:
         for pattern, handler in self._json:
@@ -87,6 +98,9 @@ class DashboardApp:
             return _respond(start_response, 200, body, "text/csv; charset=utf-8", headers)
         if m := self._figure.match(path):
             return _respond(start_response, 200, api.figure_json(self.cache, m["name"], m["kind"], query).encode())
+        if path == "/favicon.ico":  # every browser asks; a 404 would be a console error on each page
+            start_response("204 No Content", _CACHE_FOREVER)
+            return []
         if path == "/static/plotly.min.js":
             return _respond(start_response, 200, _plotly_js(), _STATIC_TYPES[".js"], _CACHE_FOREVER)
         if m := re.fullmatch(r"/static/(?P<file>[a-z_]+\.(?:js|css))", path):
@@ -96,7 +110,7 @@ class DashboardApp:
         for pattern, page in self._pages:
             if m := pattern.match(path):
                 return self._page(page, m.groupdict(), start_response)
-        return _respond(start_response, 404, _error_body(f"no page or endpoint at {path}"))
+        return self._error(path, 404, f"no page or endpoint at {path}", start_response)
 
     def _page(self, page: str, args: dict[str, str], start_response: StartResponse) -> Iterable[bytes]:
         if "name" in args:

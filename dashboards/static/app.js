@@ -44,17 +44,22 @@ function showError(main, error) {
   main.replaceChildren(el("p", { class: "error" }, String(error.message || error)));
 }
 
-function every(fn) {
-  const tick = async () => {
-    try {
-      await fn();
-      document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
-    } catch (error) {
-      document.getElementById("refreshed").textContent = `update failed: ${error.message}`;
-    }
-  };
-  if (REFRESH_MS > 0) setInterval(tick, REFRESH_MS);
-  return tick();
+// Runs fn now and then every REFRESH_MS. A failure of the first run reaches the page (an
+// unknown trial, a store that went away); later ones only show in the header until they pass.
+async function every(fn) {
+  const stamp = () => { document.getElementById("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`; };
+  await fn();
+  stamp();
+  if (REFRESH_MS > 0) {
+    setInterval(async () => {
+      try {
+        await fn();
+        stamp();
+      } catch (error) {
+        document.getElementById("refreshed").textContent = `update failed: ${error.message}`;
+      }
+    }, REFRESH_MS);
+  }
 }
 
 // ---- the studies of the store -------------------------------------------------------------
@@ -140,12 +145,15 @@ async function studyPage(main, { name }) {
   function numeric(column) { return summary.numeric_columns.includes(column); }
 
   async function drawFigures() {
+    // Every box first, then the plots: plotly sizes a plot to its box when drawn, and a box
+    // added later narrows the grid cells of those drawn before it (they would be clipped).
     for (const figure of summary.figures) {
-      let box = document.getElementById(`figure-${figure}`);
-      if (!box) {
-        box = el("div", { class: "figure", id: `figure-${figure}` });
-        figureBox.append(box);
+      if (!document.getElementById(`figure-${figure}`)) {
+        figureBox.append(el("div", { class: "figure", id: `figure-${figure}` }));
       }
+    }
+    for (const figure of summary.figures) {
+      const box = document.getElementById(`figure-${figure}`);
       try {
         const fig = await api(`${base}/figures/${figure}`);
         await Plotly.react(box, fig.data, fig.layout, PLOT_CONFIG);

@@ -170,7 +170,6 @@ def test_the_frontier_figure_is_plotly_json_with_the_non_dominated_trials(app: D
     ("/api/studies/demo/figures/nope", 404, "no figure 'nope'"),
     ("/api/studies/demo/figures/frontier?x=nope", 400, "no column 'nope'"),
     ("/api/nothing", 404, "no page or endpoint at /api/nothing"),
-    ("/studies/nope", 404, "no study named 'nope'"),
     ("/static/nope.js", 404, "no page or endpoint"),
 ])
 def test_unknown_things_are_404_and_bad_ones_400(app: DashboardApp, url: str, status: int, fragment: str) -> None:
@@ -218,3 +217,13 @@ def test_learning_curves_take_trial_numbers_and_refuse_bad_ones(app: DashboardAp
     assert "trial numbers separated by commas" in _json(
         app, "/api/studies/demo/figures/learning_curves?trials=a,b", status=400)["error"]
     assert _json(app, "/api/studies/demo/figures/learning_curves?trials=42", status=400)["error"]
+
+
+@pytest.mark.parametrize(("url", "fragment"), [
+    ("/studies/nope", "no study named &#x27;nope&#x27;"),
+    ("/elsewhere", "no page or endpoint at /elsewhere"),
+])
+def test_a_page_that_does_not_exist_is_a_readable_404_page(app: DashboardApp, url: str, fragment: str) -> None:
+    status, headers, body = _get(app, url)
+    assert status == 404 and headers["Content-Type"].startswith("text/html")
+    assert fragment in body.decode()
