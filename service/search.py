@@ -50,8 +50,15 @@ class Search:
     """One study in a store: what a search wrote, readable while it runs and after.
 
     Example:
-        >>> search = hpsearch.load("digits-quickstart", storage="sqlite:///hpsearch.db")  # doctest: +SKIP
-        >>> search.trials_dataframe()[["lr_rule", "effective_batch_size", "val_accuracy"]]  # doctest: +SKIP
+        >>> import hpsearch, optuna
+        >>> from hpsearch.dashboards.synthetic import synthetic_study
+        >>> storage = optuna.storages.InMemoryStorage()  # or "sqlite:///hpsearch.db"
+        >>> _ = synthetic_study(storage, "demo", n_trials=40)
+        >>> search = hpsearch.load("demo", storage=storage)
+        >>> search.objectives
+        ['val_accuracy', 'runtime_s']
+        >>> list(search.frontier(x="runtime_s", y="val_accuracy")["number"])
+        [39, 22, 9, 12, 26]
     """
 
     def __init__(self, study_name: str, storage: str | optuna.storages.BaseStorage) -> None:
@@ -85,8 +92,15 @@ class Search:
         ``all_attrs`` is true (``hpsearch export`` sets it).
 
         Example:
-            >>> df = search.trials_dataframe()  # doctest: +SKIP
-            >>> df[df.state == "COMPLETE"].sort_values("val_accuracy").tail(3)  # doctest: +SKIP
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> df = search.trials_dataframe()
+            >>> df.state.value_counts().to_dict()
+            {'COMPLETE': 36, 'FAIL': 3, 'PRUNED': 1}
+            >>> best = df[df.state == "COMPLETE"].sort_values("val_accuracy").tail(2)
+            >>> best[["number", "lr_rule", "effective_batch_size"]].to_dict("records")
+            [{'number': 21, 'lr_rule': 'constant', 'effective_batch_size': 128}, {'number': 26, 'lr_rule': 'linear', 'effective_batch_size': 1024}]
         """
         import optuna
         import pandas as pd
@@ -118,6 +132,14 @@ class Search:
         """The non-dominated COMPLETE trials on two columns, ordered by ``x``.
 
         Directions follow the metric (``runtime_s`` minimised, ``val_accuracy`` maximised...).
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> front = search.frontier(x="device_seconds", y="val_accuracy")
+            >>> bool(front["device_seconds"].is_monotonic_increasing), bool(front["val_accuracy"].is_monotonic_increasing)
+            (True, True)
         """
         from hpsearch.dashboards import frontier_info
 
@@ -233,7 +255,15 @@ class Search:
     def pareto_front(self) -> pd.DataFrame:
         """The study's Pareto-optimal COMPLETE trials on its own objectives, as Optuna computes
         them (``study.best_trials``), in the layout of ``trials_dataframe``; for a
-        single-objective study, the best trial(s)."""
+        single-objective study, the best trial(s).
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> list(search.pareto_front()["number"])
+            [9, 12, 22, 26, 39]
+        """
         df = self.trials_dataframe()
         numbers = sorted(t.number for t in self.study.best_trials) if len(df) else []
         if not numbers:
@@ -242,7 +272,15 @@ class Search:
 
     @property
     def best_trial(self) -> optuna.trial.FrozenTrial | None:
-        """The COMPLETE trial best on the first objective, or ``None`` before any completes."""
+        """The COMPLETE trial best on the first objective, or ``None`` before any completes.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> search.best_trial.number, search.best_trial.params["lr_rule"]
+            (26, 'linear')
+        """
         import optuna
 
         done = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
@@ -252,7 +290,17 @@ class Search:
         return (max if maximize else min)(done, key=lambda t: t.values[0])
 
     def summary(self) -> dict[str, Any]:
-        """Counts by state, objectives and the best trial, as plain data."""
+        """Counts by state, finished trials against the target, objectives and the best trial,
+        as plain data.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.dashboards.synthetic import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> summary = search.summary()
+            >>> summary["states"], summary["finished"], summary["best_trial"]["number"]
+            ({'COMPLETE': 36, 'PRUNED': 1, 'FAIL': 3}, 40, 26)
+        """
         states: dict[str, int] = {}
         for t in self.study.get_trials(deepcopy=False):
             states[t.state.name] = states.get(t.state.name, 0) + 1
