@@ -64,7 +64,7 @@ TOP_KEYS = (
 _WORKLOAD_KEYS = ("name", "epochs", "options")
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
-_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed")
+_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s")
 _RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
 _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
@@ -245,6 +245,9 @@ def parse_search(
             )
         max_concurrent = check_int(doc, raw, path + ("max_concurrent",), minimum=1, maximum=100_000)
     scheduler, grace_epochs, reduction_factor = _scheduler(doc, section, path, objectives)
+    trial_timeout_s = None
+    if section.get("trial_timeout_s") is not None:
+        trial_timeout_s = check_number(doc, section["trial_timeout_s"], path + ("trial_timeout_s",), above=0)
     seed = SearchSettings.seed
     if "seed" in section:
         # numpy, under every Optuna sampler, takes seeds in [0, 2**32).
@@ -257,6 +260,7 @@ def parse_search(
         seed=seed,
         grace_epochs=grace_epochs,
         reduction_factor=reduction_factor,
+        trial_timeout_s=trial_timeout_s,
     )
 
 

@@ -124,7 +124,9 @@ class SearchSettings:
     ``scheduler: asha`` stops unpromising trials early (single-objective studies only). Its
     budget is counted in samples seen, so trials of different batch sizes compare at equal
     data: the first rung is at ``grace_epochs`` epochs' worth of samples, and each rung keeps
-    the best ``1 / reduction_factor`` of the trials that reach it.
+    the best ``1 / reduction_factor`` of the trials that reach it. ``trial_timeout_s`` stops a
+    trial that runs longer (a hung data loader, a deadlock) as FAIL ``timeout``; ``None``: no
+    limit.
     """
 
     sampler: str = "tpe"
@@ -134,6 +136,7 @@ class SearchSettings:
     seed: int = 0
     grace_epochs: float = 1.0
     reduction_factor: int = 3
+    trial_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

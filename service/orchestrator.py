@@ -47,6 +47,7 @@ from hpsearch.store import (
     redact_url,
     sqlite_file,
 )
+from hpsearch.trials.workloads.base import resolve_workload
 
 __all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "space_of_study"]
 
@@ -181,9 +182,10 @@ def run_search(
                 f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
                 f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
             )
-        samples_per_epoch = _check_workload(space)
+        resolve_workload(space.workload.name)  # a typo fails before Ray starts
         with _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
+            samples_per_epoch = _check_workload(space)
             if on_plan is not None:
                 on_plan(plan)
             study = _create_study(storage, study_name, space)
@@ -233,9 +235,10 @@ def resume_search(
             study.set_user_attr(ATTR_N_TRIALS, n_trials)
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
         requeued = _requeue_interrupted(study)
-        samples_per_epoch = _check_workload(space)
+        resolve_workload(space.workload.name)
         with _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
+            samples_per_epoch = _check_workload(space)
             finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
             to_run = max(0, target - finished)
             if space.search.sampler in _SEARCH_SAMPLERS:
@@ -281,25 +284,43 @@ def _key(params: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted(params.items()))
 
 
-def _check_workload(space: SearchSpace) -> int | None:
-    """Resolve the workload before anything is written; for ASHA, also build it once to learn
-    how many samples an epoch holds (the scheduler's budget unit).
+def _check_workload(space: SearchSpace) -> int:
+    """Build the workload once before anything is written: a workload that cannot be found or
+    built, or a batch larger than its training set, is an error now rather than a study full
+    of failed trials. Returns the training set's size (ASHA's budget unit).
 
     Raises:
         WorkloadError: the workload cannot be found or built.
+        SpaceError: some configuration's effective batch is larger than the training set.
     """
-    from hpsearch.trials.workloads.base import resolve_workload
-
     factory = resolve_workload(space.workload.name)
-    if space.search.scheduler != "asha":
-        return None
     try:
         workload = factory(dict(space.workload.options))
     except WorkloadError:
         raise
     except Exception as exc:  # a user's factory: report what it raised, not a traceback
         raise WorkloadError(f"workload {space.workload.name!r} failed to build: {type(exc).__name__}: {exc}") from exc
-    return len(workload.train_set)  # type: ignore[arg-type]
+    size = len(workload.train_set)  # type: ignore[arg-type]
+    largest = _largest(space, "per_device_batch_size") * space.max_world_size() * _largest(space, "grad_accum_steps")
+    cap = space.constraints.max_effective_batch_size
+    if min(largest, cap if cap is not None else largest) > size:
+        raise SpaceError(
+            f"the largest effective batch of this space, {largest} (b x W x A), is larger than the "
+            f"{size} training samples of workload {space.workload.name!r}; lower the batch choices or "
+            "set constraints.max_effective_batch_size",
+            key_path="parameters.per_device_batch_size", source=space.source_path or "<space>")
+    return size
+
+
+def _largest(space: SearchSpace, name: str) -> int:
+    from hpsearch.search_spaces import Choice, Fixed
+
+    p = space.parameters[name]
+    if isinstance(p, Fixed):
+        return int(p.value)
+    if isinstance(p, Choice):
+        return max(int(c) for c in p.choices)
+    return int(p.high)
 
 
 def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace) -> optuna.Study:
@@ -324,7 +345,7 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
 
 
 def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
-              on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int | None) -> None:
+              on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int) -> None:
     from hpsearch.searcher import InterruptStopper, StudySearcher
     from ray import tune
 
@@ -363,13 +384,12 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
         )
 
 
-def _scheduler(space: SearchSpace, samples_per_epoch: int | None) -> Any:
+def _scheduler(space: SearchSpace, samples_per_epoch: int) -> Any:
     """ASHA on the first objective with its budget in samples seen, or ``None``."""
     if space.search.scheduler != "asha":
         return None
     from ray.tune.schedulers import ASHAScheduler
 
-    assert samples_per_epoch is not None
     objective = space.objectives[0]
     return ASHAScheduler(
         time_attr="samples_seen",
@@ -431,7 +451,7 @@ def _trainable(config: dict[str, Any]) -> None:
             tune.report({**metrics, **where})
 
     try:
-        final = run_trial(spec, config["run_dir"], report=forward)
+        final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"))
     except TrialFailed as exc:
         tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
         return

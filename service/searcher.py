@@ -144,7 +144,7 @@ class StudySearcher(Searcher):
             self._trials[trial_id] = trial
             self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
             self._emit("started", trial.number, params=params)
-            return {"spec": spec.to_dict(), "number": trial.number,
+            return {"spec": spec.to_dict(), "number": trial.number, "timeout_s": self.space.search.trial_timeout_s,
                     "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}")}
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")

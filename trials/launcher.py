@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
@@ -41,6 +42,7 @@ def run_trial(
     *,
     report: Report | None = None,
     collective_timeout_s: float = 300.0,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Run one trial: W ranks of the DDP loop, and return rank 0's final metrics.
 
@@ -50,13 +52,16 @@ def run_trial(
         report: Called in this process with each per-epoch report, as it arrives.
         collective_timeout_s: How long a rank waits in a collective before giving up, so a
             rank that dies cannot leave the others hanging.
+        timeout_s: Wall-clock limit of the whole trial (``None``: none); past it the ranks are
+            killed and the trial fails with reason ``timeout``.
 
     Returns:
         The last epoch's metrics plus the trial's derived measurements (``device_seconds``,
         ``samples_per_s``, ``effective_batch_size``, ``device``...).
 
     Raises:
-        TrialFailed: a rank diverged, raised, or exited; ``reason`` says which.
+        TrialFailed: a rank diverged, raised, or exited, or the trial ran out of time;
+            ``reason`` says which.
     """
     import torch.distributed as dist
     import torch.multiprocessing as mp
@@ -93,9 +98,14 @@ def run_trial(
         join=False,
         start_method="spawn",
     )
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while not context.join(timeout=_POLL_S):
             drain()
+            if deadline is not None and time.monotonic() > deadline:
+                done = reports[-1]["epoch"] if reports else 0
+                raise TrialFailed("timeout", f"the trial ran past its {timeout_s:g} s limit "
+                                             f"(search.trial_timeout_s) after {done} of {spec.epochs} epochs")
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
         drain()
         for proc in context.processes:

@@ -170,9 +170,15 @@ RAISING_WORKLOAD = """
 from hpsearch.trials.workloads.digits import digits_mlp
 
 def make(options):
-    if options.get("explode"):
+    if options.get("explode_at_build"):
+        raise RuntimeError("the data set is not where the options say")
+    workload = digits_mlp({})
+    if not options.get("explode"):
+        return workload
+
+    def loss(out, y):  # the training loop, not the factory, fails
         raise RuntimeError("the data loader lost its files")
-    return digits_mlp({})
+    return type(workload)(workload.model, workload.train_set, workload.val_set, loss, "mean", 10)
 """
 
 RAISING_SPACE = """\
@@ -220,3 +226,27 @@ def test_best_and_status_report_the_finished_study(finished: tuple[Path, subproc
     assert "finished 4 of 10" in status.stdout  # n_trials 10, of which the grid has 4
     assert f"best so far: trial #{top.number}" in status.stdout
     assert "running:" not in status.stdout
+
+
+def test_a_workload_that_cannot_be_built_is_refused_before_any_trial(tmp_path: Path) -> None:
+    (tmp_path / "raising_workload.py").write_text(RAISING_WORKLOAD)
+    (tmp_path / "space.yaml").write_text(
+        RAISING_SPACE.replace("epochs: 1}", "epochs: 1, options: {explode_at_build: true}}"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert ("error: workload 'raising_workload:make' failed to build: RuntimeError: the data set is not where "
+            "the options say") in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _hpsearch("ls", cwd=tmp_path).stdout.strip() == "no studies"
+
+
+def test_a_batch_larger_than_the_training_set_is_refused_before_any_trial(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(TINY_SPACE.replace("per_device_batch_size: 64",
+                                                            "per_device_batch_size: {choices: [64, 1024]}"))
+    result = _hpsearch("start", "space.yaml", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "at 'parameters.per_device_batch_size'" in result.stderr
+    assert "the largest effective batch of this space, 2048 (b x W x A), is larger than the 1438 training" in result.stderr
+    assert _hpsearch("ls", cwd=tmp_path).stdout.strip() == "no studies"

@@ -91,3 +91,35 @@ def test_a_killed_rank_ends_the_trial_with_its_signal_and_no_rank_left(
     assert info.value.reason == "rank_exited", info.value.detail
     assert "SIGKILL" in info.value.detail
     assert _children() == []
+
+
+HANGER = '''
+import time
+from hpsearch.trials.workloads.digits import digits_mlp
+
+def make(options):
+    # A data loader stuck on a dead file system: the third step never returns.
+    workload = digits_mlp({})
+    loss_fn = workload.loss_fn
+    calls = []
+    def hanging_loss(out, y):
+        calls.append(1)
+        if len(calls) == 3:
+            time.sleep(3600)
+        return loss_fn(out, y)
+    return type(workload)(workload.model, workload.train_set, workload.val_set, hanging_loss, "mean", 10)
+'''
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_a_hung_trial_fails_with_reason_timeout_and_no_rank_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size: int
+) -> None:
+    (tmp_path / "hanger.py").write_text(HANGER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = TrialSpec(per_device_batch_size=8, world_size=world_size, base_lr=0.1, epochs=1, workload="hanger:make")
+    with pytest.raises(TrialFailed) as info:
+        run_trial(spec, tmp_path / "run", timeout_s=4)
+    assert info.value.reason == "timeout"
+    assert "ran past its 4 s limit (search.trial_timeout_s) after 0 of 1 epochs" in info.value.detail
+    assert _children() == []
