@@ -220,6 +220,8 @@ def trials_page(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[
     frame = cache.frame(name).drop(columns=["curves", "status_detail"], errors="ignore")
     offset = _int(query, "offset", 0, minimum=0)
     limit = _int(query, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    if not len(frame):  # a study that has no trial yet has no columns either
+        return {"total": 0, "offset": offset, "limit": limit, "columns": [], "rows": []}
     rows = frame
     if query.get("state"):
         states = {s.strip().upper() for s in query["state"].split(",")}

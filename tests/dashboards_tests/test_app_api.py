@@ -227,3 +227,9 @@ def test_a_page_that_does_not_exist_is_a_readable_404_page(app: DashboardApp, ur
     status, headers, body = _get(app, url)
     assert status == 404 and headers["Content-Type"].startswith("text/html")
     assert fragment in body.decode()
+
+
+def test_a_study_without_trials_has_an_empty_table(app: DashboardApp) -> None:
+    page = _json(app, "/api/studies/empty/trials?sort=-val_accuracy")
+    assert (page["total"], page["rows"]) == (0, [])
+    assert _json(app, "/api/studies/empty")["n_trials"] == 0
