@@ -281,18 +281,29 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
 @cli.command()
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to bind; 0.0.0.0 exposes the (read-only, unauthenticated) dashboard to the network.")
+              help="Interface to bind. Any but a loopback address (127.0.0.1, ::1, localhost) needs a token.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
-def dashboard(storage: str | None, host: str, port: int) -> None:
-    """Serve the web dashboard of a store: studies, frontiers, trial tables, trial pages."""
-    from hpsearch.dashboards.app import serve
+# The variable is hpsearch.dashboards.app.TOKEN_ENV, spelt out: importing the app here would
+# make `hpsearch --help` import pandas.
+@click.option("--token", envvar="HPSEARCH_DASHBOARD_TOKEN", show_envvar=True,
+              help="Ask every request for this token (required off loopback). Prefer the environment variable: "
+                   "other users of the machine can read a command line.")
+def dashboard(storage: str | None, host: str, port: int, token: str | None) -> None:
+    """Serve the web dashboard of a store: studies, frontiers, trial tables, trial pages.
+
+    It prints the URL to open on stderr; with a token, that URL carries it (?token=...), as
+    Jupyter's does, and the browser keeps it in a cookie.
+    """
+    from hpsearch.dashboards.app import require_token_off_loopback, serve
     from hpsearch.settings import resolve_settings
     from hpsearch.store import open_storage, redact_url
 
+    token = token or None
+    require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
     url = resolve_settings(storage=storage).storage
     open_storage(url)  # a bad URL is an error now, not on the first page
     try:
-        serve(url, host, port, on_ready=lambda address: click.echo(
+        serve(url, host, port, token=token, on_ready=lambda address: click.echo(
             f"hpsearch dashboard of {redact_url(url)} at {address} (Ctrl-C stops it)", err=True))
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -230,7 +230,17 @@ function kv(object) {
 
 // ---- start -----------------------------------------------------------------------------------
 
+// A login URL (?token=...): the server answered it with a cookie that every later request
+// carries, so the token leaves the address bar (history, bookmarks, a copied link).
+function forgetToken() {
+  const here = new URL(location.href);
+  if (!here.searchParams.has("token")) return;
+  here.searchParams.delete("token");
+  history.replaceState(history.state, "", here);
+}
+
 window.addEventListener("DOMContentLoaded", () => {
+  forgetToken();
   const main = document.getElementById("main");
   const page = document.body.dataset.page;
   const args = JSON.parse(document.body.dataset.args || "{}");
