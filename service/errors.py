@@ -17,6 +17,7 @@ __all__ = [
     "SearchInterrupted",
     "SpaceError",
     "StoreError",
+    "StoreLostError",
     "StudyBusyError",
     "StudyExistsError",
     "StudyNotFoundError",
@@ -42,6 +43,15 @@ class StudyExistsError(StoreError):
     """``start`` was asked to create a study whose name the store already holds."""
 
     http_status = 409
+
+
+class StoreLostError(StoreError):
+    """The store stopped answering during a search for longer than ``store_patience_s``.
+    Finished trials are in the store; trials that were running stay RUNNING there until
+    ``hpsearch resume`` marks them interrupted and runs them again."""
+
+    exit_code = 1
+    http_status = 503
 
 
 class StudyBusyError(StoreError):

@@ -69,6 +69,7 @@ def _file_lock(db: Path, study: str, storage: str) -> Iterator[None]:
 @contextmanager
 def _advisory_lock(storage: str, study: str) -> Iterator[None]:
     from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
 
     engine = open_storage(storage).engine  # type: ignore[attr-defined]
     # A signed 64-bit key from the study's name: one lock per study, shared by every client.
@@ -83,8 +84,11 @@ def _advisory_lock(storage: str, study: str) -> Iterator[None]:
         try:
             yield
         finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-            conn.commit()
+            try:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                conn.commit()
+            except SQLAlchemyError:
+                pass  # the connection died (a server restart): the server dropped the lock with it
 
 
 def _holder_info(study: str) -> dict[str, object]:

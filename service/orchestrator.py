@@ -26,6 +26,8 @@ from hpsearch.errors import (
     ResourceError,
     SearchInterrupted,
     SpaceError,
+    StoreError,
+    StoreLostError,
     StudyExistsError,
     TrialFailed,
     WorkloadError,
@@ -43,6 +45,7 @@ from hpsearch.store import (
     ATTR_VERSIONS,
     load_study,
     open_storage,
+    patient_storage,
     study_names,
     redact_url,
     sqlite_file,
@@ -188,7 +191,7 @@ def run_search(
             samples_per_epoch = _check_workload(space)
             if on_plan is not None:
                 on_plan(plan)
-            study = _create_study(storage, study_name, space)
+            study = _create_study(_search_storage(settings, on_event), study_name, space)
             _run_tune(space, study, plan, on_event, samples_per_epoch)
     return plan
 
@@ -251,7 +254,8 @@ def resume_search(
             if on_plan is not None:
                 on_plan(plan)
             if to_run:
-                study = optuna.load_study(study_name=study_name, storage=storage, sampler=create_sampler(space))
+                study = optuna.load_study(study_name=study_name, storage=_search_storage(settings, on_event),
+                                          sampler=create_sampler(space))
                 _run_tune(space, study, plan, on_event, samples_per_epoch)
     return plan
 
@@ -323,6 +327,24 @@ def _largest(space: SearchSpace, name: str) -> int:
     return int(p.high)
 
 
+def _search_storage(settings: Settings, on_event: Callable[[SearchEvent], None] | None) -> optuna.storages.BaseStorage:
+    """The store as the search writes it: patient with a database that restarts."""
+    try:
+        patience = float(settings.store_patience_s)
+    except ValueError:
+        patience = -1.0
+    if not patience >= 0:
+        raise StoreError(f"HPSEARCH_STORE_PATIENCE_S must be a number of seconds >= 0, got {settings.store_patience_s!r}")
+
+    def on_wait(message: str) -> None:
+        if on_event is not None:
+            on_event(SearchEvent("store", -1, {"detail": message}))
+        else:
+            log.warning(message)
+
+    return patient_storage(settings.storage, patience, on_wait)
+
+
 def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace) -> optuna.Study:
     from importlib.metadata import version
 
@@ -375,8 +397,13 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     try:
         with _stop_on_signals(searcher):
             tuner.fit()
+    except StoreLostError:
+        raise  # nothing more can be written; resume marks the open trials interrupted
     finally:
-        searcher.fail_open_trials(REASON_INTERRUPTED, "the search stopped before this trial finished")
+        if searcher.store_lost is None:
+            searcher.fail_open_trials(REASON_INTERRUPTED, "the search stopped before this trial finished")
+    if searcher.store_lost is not None:
+        raise searcher.store_lost
     if searcher.interrupted:
         raise SearchInterrupted(
             f"search interrupted; finished trials are kept and the ones cut short are marked "

@@ -16,10 +16,11 @@ class SearchEvent:
     Attributes:
         kind: ``started``, ``result`` (one epoch), ``completed``, ``pruned`` (stopped early),
             ``failed``, ``skipped`` (a constraint skipped the configuration) or ``exhausted``
-            (the sampler found nothing left to run; ``number`` is -1).
+            (the sampler found nothing left to run; ``number`` is -1) or ``store`` (the store
+            stopped or started answering again; ``number`` is -1).
         number: The Optuna trial number.
         data: ``params`` (started), ``result`` (result), ``values`` (completed),
-            ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted).
+            ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted, store).
     """
 
     kind: str
@@ -78,8 +79,10 @@ class ProgressDisplay:
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
+        elif event.kind == "store":
+            self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind == "exhausted":
-            self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False)
+            self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind in ("completed", "failed", "pruned"):
             self.running.discard(event.number)
             self.done += 1
@@ -88,7 +91,7 @@ class ProgressDisplay:
             elif event.kind == "failed":
                 self.failed += 1
                 self.console.print(f"[yellow]trial {event.number} failed: {event.data.get('reason')}[/] "
-                                   f"{event.data.get('detail', '')}".rstrip(), highlight=False)
+                                   f"{event.data.get('detail', '')}".rstrip(), highlight=False, soft_wrap=True)
             else:
                 value = event.data["values"][0]
                 if self.best is None or (value > self.best if self.maximize else value < self.best):

@@ -14,6 +14,7 @@ SQLite study).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 import optuna
 from hpsearch.constraints import equivalence_key, violation
+from hpsearch.errors import StoreLostError
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     NOT_RUN_REASONS,
@@ -64,6 +66,24 @@ def trial_spec(params: dict[str, Any], space: SearchSpace, trial_settings: dict[
     return TrialSpec.from_params(params, **settings)
 
 
+def _store_guard(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a lost store (``StoreLostError``, after the storage's own retries) into a stop of
+    the search: Tune's callbacks must not raise, and nothing more can be recorded anyway."""
+
+    @functools.wraps(method)
+    def guarded(self: StudySearcher, *args: Any, **kwargs: Any) -> Any:
+        finished = Searcher.FINISHED if method.__name__ == "suggest" else None
+        if self.store_lost is not None:
+            return finished
+        try:
+            return method(self, *args, **kwargs)
+        except StoreLostError as exc:
+            self.store_lost = exc
+            return finished
+
+    return guarded
+
+
 class StudySearcher(Searcher):
     """Proposes configurations from the study's sampler and records results in the study.
 
@@ -95,6 +115,8 @@ class StudySearcher(Searcher):
         #: Set by the orchestrator on Ctrl-C/SIGTERM: trials stopped from then on are
         #: ``interrupted``, not early-stopped.
         self.interrupted = False
+        #: Set when the store stopped answering for good; the search then stops.
+        self.store_lost: StoreLostError | None = None
         self._distributions = distributions(space)
         self._metrics = [o.metric for o in space.objectives]
         self._trials: dict[str, optuna.Trial] = {}
@@ -117,6 +139,7 @@ class StudySearcher(Searcher):
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any) -> bool:
         return True
 
+    @_store_guard
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self._launched >= self.n_trials or self.interrupted:
             return Searcher.FINISHED
@@ -162,6 +185,7 @@ class StudySearcher(Searcher):
                                        "other settings as a trial already tried")
         return None
 
+    @_store_guard
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         trial = self._trials.get(trial_id)
         if trial is None or result.get(FAILED_KEY) or "epoch" not in result:
@@ -188,6 +212,7 @@ class StudySearcher(Searcher):
             else:
                 trial.storage.set_trial_intermediate_value(trial._trial_id, step, float(value))
 
+    @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         trial = self._trials.get(trial_id)
         if trial is None:
@@ -267,7 +292,7 @@ class InterruptStopper(Stopper):
         return False
 
     def stop_all(self) -> bool:
-        return self.searcher.interrupted
+        return self.searcher.interrupted or self.searcher.store_lost is not None
 
 
 def _is_finite(v: Any) -> bool:

@@ -23,6 +23,9 @@ SETTINGS_DOC: dict[str, tuple[str, str | None, str]] = {
     "runs_dir": ("HPSEARCH_RUNS_DIR", None,
                  "Folder for Ray Tune's state and each trial's files; default: 'hpsearch_runs' "
                  "beside the SQLite file, or in the working folder."),
+    "store_patience_s": ("HPSEARCH_STORE_PATIENCE_S", "300",
+                         "How long a search waits for an unreachable store (a database restart) "
+                         "before it stops; finished trials are kept and 'hpsearch resume' goes on."),
 }
 
 
@@ -33,6 +36,7 @@ class Settings:
     storage: str = DEFAULT_STORAGE
     ray_address: str | None = None
     runs_dir: str | None = None
+    store_patience_s: str = "300"
 
 
 def resolve_settings(file_values: dict[str, str | None] | None = None, **explicit: str | None) -> Settings:

@@ -9,12 +9,14 @@ concurrent studies. No tables of our own: study and trial attributes hold what h
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import StoreError, StudyNotFoundError
+from hpsearch.errors import StoreError, StoreLostError, StudyNotFoundError
 
 if TYPE_CHECKING:
     import optuna
@@ -24,6 +26,7 @@ __all__ = [
     "list_studies",
     "load_study",
     "open_storage",
+    "patient_storage",
     "redact_url",
     "sqlite_file",
     "study_names",
@@ -122,6 +125,92 @@ def _create_storage(storage: str) -> optuna.storages.RDBStorage:
     except (SQLAlchemyError, OSError) as exc:
         raise StoreError(f"cannot open storage {redact_url(storage)}: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0]}") from None
+
+
+def patient_storage(
+    storage: str,
+    patience_s: float,
+    on_wait: Callable[[str], None] | None = None,
+) -> optuna.storages.BaseStorage:
+    """The storage of ``storage`` for a search's writes: a call that fails because the database
+    does not answer (a restart, a network blip) is tried again, with backoff, for up to
+    ``patience_s`` seconds of outage; past that, ``StoreLostError``.
+
+    ``on_wait`` is told when the store stops answering and when it is back. Reads stay
+    incremental (Optuna's trial cache sits under the retries). A write whose reply was lost
+    may be applied twice; Optuna's writes of attrs and values are idempotent, a new trial is
+    not (resume then finds it RUNNING and reruns its configuration).
+
+    Raises:
+        StoreError: as ``open_storage``.
+    """
+    import optuna
+    from optuna.storages._cached_storage import _CachedStorage
+
+    backend = open_storage(storage)
+    if not isinstance(backend, optuna.storages.RDBStorage):
+        return backend
+    inner = _CachedStorage(backend)
+    where = redact_url(storage)
+
+    def patient(name: str) -> Callable[..., Any]:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            lost_at: float | None = None
+            delay = 0.5
+            while True:
+                try:
+                    result = getattr(inner, name)(*args, **kwargs)
+                except Exception as exc:
+                    if not _unreachable(exc):
+                        raise
+                    now = time.monotonic()
+                    if lost_at is None:
+                        lost_at = now
+                        if on_wait is not None:
+                            on_wait(f"the store {where} does not answer ({_first_line(exc)}); "
+                                    f"retrying for up to {patience_s:g} s")
+                    if now - lost_at >= patience_s:
+                        raise StoreLostError(
+                            f"the store {where} did not answer for {patience_s:g} s "
+                            f"({_first_line(exc)}); finished trials are saved in it: when it is back, "
+                            "'hpsearch resume STUDY' finishes the study") from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+                    continue
+                if lost_at is not None and on_wait is not None:
+                    on_wait(f"the store {where} answers again after {time.monotonic() - lost_at:.0f} s")
+                return result
+
+        call.__name__ = name
+        return call
+
+    base = optuna.storages.BaseStorage
+    names = sorted(n for n in dir(base) if not n.startswith("_") and callable(getattr(base, n)))
+    cls = type("PatientStorage", (base,), {n: patient(n) for n in names})
+    return cls()  # type: ignore[no-any-return]
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether an error means the database did not answer (Optuna wraps some of these in its
+    ``StorageInternalError``), rather than a bad request that a retry would not fix."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    return any(isinstance(e, (OperationalError, InterfaceError)) for e in _chain(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    exc = next((e for e in _chain(exc) if hasattr(e, "orig")), exc)
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in out:
+        out.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return out
 
 
 def load_study(name: str, storage: str | optuna.storages.BaseStorage) -> optuna.Study:
