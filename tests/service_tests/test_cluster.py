@@ -162,7 +162,7 @@ def test_a_search_joined_to_a_two_node_cluster_runs_its_trials_on_both_nodes(
     result = subprocess.run(
         [sys.executable, "-m", "hpsearch", "start", "space.yaml", "--address", cluster.address,
          "--storage", postgres_url, "--study", unique_name, "--no-progress"],
-        cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=180,
+        cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=420,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
