@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from wsgiref.util import setup_testing_defaults
 
+import pytest
 from hpsearch.dashboards.app import DashboardApp
 from hpsearch.search import Search
 
@@ -35,6 +36,7 @@ def _get(app: DashboardApp, url: str) -> tuple[int, dict]:
     return int(status[0].split()[0]), json.loads(body)
 
 
+@pytest.mark.slow
 def test_reading_while_a_search_writes_loses_nothing(storage_url: str, unique_name: str, tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE)
     search = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--study", unique_name,

@@ -92,6 +92,7 @@ def _states(trials: list[optuna.trial.FrozenTrial]) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
     storage_url: str, unique_name: str, tmp_path: Path
 ) -> None:
@@ -147,6 +148,7 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
         assert rerun.state == TrialState.COMPLETE
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE.format(study="grid", epochs=15, sampler="grid", n_trials=100,
                                                            batches="[32, 64]"))

@@ -111,6 +111,7 @@ def _wait_for_one_done_one_running(proc: subprocess.Popen[str], url: str) -> dic
     pytest.fail("the search never had a finished and a running trial at once")
 
 
+@pytest.mark.slow
 def test_a_store_restart_mid_search_is_ridden_out(private_postgres: PrivatePostgres, tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(SPACE)
     proc = _start(tmp_path, private_postgres.url, patience=120)
@@ -136,6 +137,7 @@ def test_a_store_restart_mid_search_is_ridden_out(private_postgres: PrivatePostg
         assert t.user_attrs["epochs_completed"] == 40
 
 
+@pytest.mark.slow
 def test_a_store_gone_for_good_stops_the_search_and_resume_finishes_it(
     private_postgres: PrivatePostgres, tmp_path: Path
 ) -> None:
