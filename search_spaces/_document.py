@@ -29,6 +29,7 @@ __all__ = [
     "document_from_mapping",
     "format_key_path",
     "parse_document",
+    "quote_key",
     "read_text",
 ]
 
@@ -47,14 +48,27 @@ _MAX_NODES = 100_000
 
 
 def format_key_path(path: KeyPath) -> str:
-    """Format a key path the way users read it: ``objectives[1].direction``."""
+    """Format a key path the way users read it: ``objectives[1].direction``.
+
+    A key that cannot be read back as written (empty, or holding a line break or another
+    unprintable character) is shown quoted and escaped, ``workload.'\\r'``: written raw, a key
+    such as ``"\\r"`` split the CLI's one ``error:`` line in two, and an empty top-level key
+    gave an empty key path, which means "the whole document".
+    """
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else part
+            name = part if part and part.isprintable() else repr(part)
+            out += f".{name}" if out else name
     return out
+
+
+def quote_key(key: Any) -> str:
+    """A key for a message, quoted and escaped like ``repr``, long ones shortened: ``'seed'``."""
+    text = str(key)
+    return repr(text if len(text) <= 60 else text[:60] + "...")
 
 
 @dataclass(frozen=True)
@@ -293,7 +307,16 @@ class _Walker:
             self._check_duplicates(node, path)
             # Merge keys (<<: *defaults) are resolved like yaml.safe_load does: merged entries
             # first, the mapping's own entries after them, so that its own keys win.
-            self.loader.flatten_mapping(node)
+            try:
+                self.loader.flatten_mapping(node)
+            except yaml.constructor.ConstructorError as exc:
+                # "search: {<<: 1}" was reported as invalid YAML with no key path.
+                raise SpaceError(
+                    f"a merge key '<<' must name a mapping or a list of mappings ({exc.problem})",
+                    key_path=format_key_path(path + ("<<",)),
+                    line=_mark_line(exc.problem_mark) or node.start_mark.line + 1,
+                    source=self.source,
+                ) from None
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             key = self._key(key_node, path)
@@ -318,7 +341,7 @@ class _Walker:
             line = key_node.start_mark.line + 1
             if key in seen:
                 raise self.fail(
-                    f"duplicate key '{_path_part(key)}' (first set at line {seen[key]}); "
+                    f"duplicate key {quote_key(_path_part(key))} (first set at line {seen[key]}); "
                     "YAML keeps only the last one, so remove one of them",
                     path + (_path_part(key),),
                     key_node,

@@ -276,7 +276,11 @@ def _parse_step(
 
 def _check_step_divides(doc: Document, low: float, high: float, step: float, path: KeyPath) -> None:
     # Optuna would quietly lower ``high`` to the last multiple of step (with a warning the
-    # user rarely sees); decimals avoid 0.1-style float noise in the test.
-    span = decimal.Decimal(str(high)) - decimal.Decimal(str(low))
-    if span % decimal.Decimal(str(step)) != 0:
+    # user rarely sees); decimals avoid 0.1-style float noise in the test. The context is wide
+    # enough to be exact for any finite bounds: with the default 28 digits,
+    # {low: -1.0e30, high: 0.1, step: 0.01} raised decimal.InvalidOperation instead of a
+    # SpaceError (and a rounded span could pass or fail the test wrongly).
+    exact = decimal.Context(prec=2000)
+    span = exact.subtract(decimal.Decimal(str(high)), decimal.Decimal(str(low)))
+    if exact.remainder(span, decimal.Decimal(str(step))) != 0:
         fail(doc, path, f"step must divide high - low ({span}) evenly, got {show(step)}")

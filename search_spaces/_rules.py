@@ -12,7 +12,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from hpsearch.search_spaces._document import Document, KeyPath, format_key_path
+from hpsearch.search_spaces._document import Document, KeyPath, format_key_path, quote_key
 
 __all__ = [
     "check_bool",
@@ -142,7 +142,7 @@ def check_keys(
             fail(
                 doc,
                 path + (key,),
-                f"unknown key '{key}' in {where}{suggest(key, allowed)} "
+                f"unknown key {quote_key(key)} in {where}{suggest(key, allowed)} "
                 f"(expected one of: {', '.join(allowed)})",
             )
 

@@ -272,7 +272,9 @@ def _scheduler(
     path = path + ("scheduler",)
     options: Mapping[str, Any] = {}
     if isinstance(raw, Mapping):
-        options = raw
+        # Keys checked as strings first: {1: asha} was reported at 'search.scheduler[1]', a
+        # list index, instead of the key '1'.
+        options = check_mapping(doc, raw, path)
         check_keys(doc, options, path, _SCHEDULER_KEYS)
         if "name" not in options:
             fail(doc, path, "scheduler needs a 'name' (none or asha)")
