@@ -250,3 +250,39 @@ def test_a_batch_larger_than_the_training_set_is_refused_before_any_trial(tmp_pa
     assert "at 'parameters.per_device_batch_size'" in result.stderr
     assert "the largest effective batch of this space, 2048 (b x W x A), is larger than the 1438 training" in result.stderr
     assert _hpsearch("ls", cwd=tmp_path).stdout.strip() == "no studies"
+
+
+HANGING_WORKLOAD = """
+import time
+from hpsearch.trials.workloads.digits import digits_mlp
+
+def make(options):
+    workload = digits_mlp({})
+    if not options.get("hang"):
+        return workload
+    loss_fn = workload.loss_fn
+    def loss(out, y):  # a data loader stuck on a dead file system
+        if out.shape[0] == 64:
+            time.sleep(3600)
+        return loss_fn(out, y)
+    return type(workload)(workload.model, workload.train_set, workload.val_set, loss, "mean", 10)
+"""
+
+
+def test_a_hung_trial_times_out_and_the_search_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "hanging_workload.py").write_text(HANGING_WORKLOAD)
+    (tmp_path / "space.yaml").write_text(
+        RAISING_SPACE.replace("raising_workload:make", "hanging_workload:make")
+        .replace("epochs: 1}", "epochs: 1, options: {hang: true}}")
+        .replace("search: {sampler: grid, n_trials: 2}", "search: {sampler: grid, n_trials: 2, trial_timeout_s: 8}"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    study = optuna.load_study(study_name="raising", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}")
+    by_batch = {t.params["per_device_batch_size"]: t for t in study.get_trials()}
+    assert by_batch[32].state == optuna.trial.TrialState.COMPLETE
+    hung = by_batch[64]
+    assert hung.state == optuna.trial.TrialState.FAIL
+    assert hung.user_attrs["status_reason"] == "timeout"
+    assert "ran past its 8 s limit (search.trial_timeout_s)" in hung.user_attrs["status_detail"]
