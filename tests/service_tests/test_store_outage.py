@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,14 +118,29 @@ def test_a_store_restart_mid_search_is_ridden_out(private_postgres: PrivatePostg
     proc = _start(tmp_path, private_postgres.url, patience=120)
     try:
         done = _wait_for_one_done_one_running(proc, private_postgres.url)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+        reader.start()
         private_postgres.stop()
-        time.sleep(5)  # the running trials go on training and report into the void
+        # The server stays down until the search has hit the outage (the running trials report
+        # their next epoch into the void), so the test cannot pass without one.
+        deadline = time.monotonic() + 120
+        while not any("does not answer" in line for line in lines) and time.monotonic() < deadline:
+            assert proc.poll() is None, "".join(lines)
+            time.sleep(0.2)
+        time.sleep(2)
         private_postgres.start()
-        out, err = proc.communicate(timeout=300)
+        proc.wait(timeout=300)
+        reader.join(timeout=10)
+        err = "".join(lines)
+        out = proc.stdout.read() if proc.stdout else ""
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     assert proc.returncode == 0, out + err
     assert "does not answer" in err and "answers again after" in err
