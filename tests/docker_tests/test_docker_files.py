@@ -1,0 +1,152 @@
+"""The Docker files, checked statically (no Docker engine here): what each image installs and
+runs, and how compose wires PostgreSQL, the Ray nodes, the dashboard and the CLI together."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import yaml
+from hpsearch.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+IMAGES = ["Dockerfile", "Dockerfile.cuda"]
+
+
+def _instructions(name: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    text = (DOCKER / name).read_text()
+    text = re.sub(r"\\\n", " ", text)
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            out.append((keyword.upper(), rest.strip()))
+    return out
+
+
+def _final_stage(name: str) -> list[tuple[str, str]]:
+    steps = _instructions(name)
+    last_from = max(i for i, (k, _) in enumerate(steps) if k == "FROM")
+    return steps[last_from:]
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_an_image_builds_the_wheel_and_installs_it_not_editable(name: str) -> None:
+    steps = _instructions(name)
+    build = " ".join(args for k, args in steps if k == "RUN")
+    assert "python -m build --wheel" in build
+    final = _final_stage(name)
+    runs = " ".join(args for k, args in final if k == "RUN")
+    assert "/tmp/wheels/hpsearch-*.whl" in runs and "[postgres]" in runs
+    assert " -e " not in runs and "--editable" not in runs
+    assert "-c /tmp/constraints.txt" in runs  # every install is pinned
+    # Every COPY from the build context names a path that exists in the repository.
+    for keyword, args in steps:
+        if keyword == "COPY" and not args.startswith("--from"):
+            *sources, _ = args.split()
+            for source in sources:
+                assert (ROOT / source).exists(), f"{name}: COPY {source}: no such path"
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_an_image_runs_as_a_non_root_user_with_a_health_check(name: str) -> None:
+    final = _final_stage(name)
+    users = [args for k, args in final if k == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    assert any(k == "HEALTHCHECK" for k, _ in final)
+    assert any(k == "ENTRYPOINT" and '"hpsearch"' in args for k, args in final)
+
+
+def test_the_image_pins_match_the_tested_versions() -> None:
+    pins = {}
+    for line in (DOCKER / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"unpinned: {line}"
+            pins[re.sub(r"\[.*\]", "", name).lower()] = version
+    from importlib.metadata import version
+
+    for package in ("ray", "optuna", "pandas", "sqlalchemy", "plotly", "scikit-learn", "click", "rich"):
+        assert pins[package] == version(package), package
+    cpu_pin = re.search(r"torch==([\w.]+)", (ROOT / "constraints" / "cpu.txt").read_text())
+    assert cpu_pin and pins["torch"] == cpu_pin.group(1)
+
+
+def test_the_cuda_image_names_one_cuda_version() -> None:
+    text = (DOCKER / "Dockerfile.cuda").read_text()
+    tag = re.search(r"ARG CUDA_TAG=(\d+)\.(\d+)", text)
+    assert tag and f"cu{tag.group(1)}{tag.group(2)}" in text  # the torch build it asks for
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+def _command(service: dict) -> list[str]:
+    return [*service.get("entrypoint", []), *service.get("command", [])]
+
+
+def test_compose_has_the_store_the_ray_nodes_the_dashboard_and_the_cli(compose: dict) -> None:
+    services = compose["services"]
+    assert set(services) == {"postgres", "ray-head", "ray-worker", "ray-gpu-worker", "dashboard", "hpsearch"}
+    assert set(compose["volumes"]) == {"pgdata", "runs"}
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            assert source in compose["volumes"] or (DOCKER / source).resolve().is_dir(), f"{name}: {volume}"
+
+
+def test_every_command_compose_runs_exists(compose: dict) -> None:
+    commands = set(cli.commands)
+    # The ray command comes with the ray package the image installs (a console script).
+    ray_cli = [e for e in entry_points(group="console_scripts", name="ray") if e.dist and e.dist.name == "ray"]
+    for name, service in compose["services"].items():
+        argv = _command(service)
+        if not argv:
+            continue
+        if argv[0] == "hpsearch":
+            sub = [a for a in argv[1:] if not a.startswith("-")]
+            assert not sub or sub[0] in commands, f"{name}: hpsearch {sub[0]} is not a command"
+        else:
+            assert argv[0] == "ray" and ray_cli, f"{name}: runs {argv[0]}"
+            assert argv[1] == "start"
+
+
+def test_compose_wires_the_store_and_the_ray_address(compose: dict) -> None:
+    services = compose["services"]
+    pg = services["postgres"]["environment"]
+    storage = services["hpsearch"]["environment"]["HPSEARCH_STORAGE"]
+    assert storage.startswith(f"postgresql+psycopg://{pg['POSTGRES_USER']}:")
+    assert storage.endswith(f"@postgres:5432/{pg['POSTGRES_DB']}")
+    head_port = next(a for a in _command(services["ray-head"]) if a.startswith("--port=")).split("=")[1]
+    assert services["hpsearch"]["environment"]["RAY_ADDRESS"] == f"ray-head:{head_port}"
+    for worker in ("ray-worker", "ray-gpu-worker"):
+        assert f"--address=ray-head:{head_port}" in _command(services[worker])
+        assert services[worker]["depends_on"]["ray-head"]["condition"] == "service_healthy"
+    # Trials' run folders are on one volume, at the same path on the driver and every node.
+    for name in ("ray-head", "ray-worker", "hpsearch"):
+        assert "runs:/data/runs" in services[name]["volumes"]
+
+
+def test_gpu_workers_use_the_compose_gpu_syntax(compose: dict) -> None:
+    gpu = compose["services"]["ray-gpu-worker"]
+    assert gpu["profiles"] == ["gpu"] and gpu["build"]["dockerfile"] == "docker/Dockerfile.cuda"
+    [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+
+
+def test_the_dashboard_needs_a_token_and_is_published_on_loopback(compose: dict) -> None:
+    dashboard = compose["services"]["dashboard"]
+    assert _command(dashboard)[:2] == ["hpsearch", "dashboard"]
+    assert "HPSEARCH_DASHBOARD_TOKEN" in dashboard["environment"]
+    assert ":?" in dashboard["environment"]["HPSEARCH_DASHBOARD_TOKEN"]  # compose refuses to start without it
+    assert all(p.startswith("127.0.0.1:") for p in dashboard["ports"])
+    for name in ("postgres", "ray-head", "dashboard"):
+        assert "healthcheck" in compose["services"][name], name
