@@ -237,7 +237,7 @@ def resume_search(
         if n_trials is not None:
             study.set_user_attr(ATTR_N_TRIALS, n_trials)
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
-        requeued = _requeue_interrupted(study)
+        requeued = _requeue_interrupted(study, set(space.parameters))
         resolve_workload(space.workload.name)
         with _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
@@ -260,10 +260,14 @@ def resume_search(
     return plan
 
 
-def _requeue_interrupted(study: optuna.Study) -> int:
+def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     """Mark the trials a dead orchestrator left RUNNING as interrupted, and queue the
     configuration of every interrupted trial not queued yet to run again. Returns how many
-    were queued."""
+    were queued.
+
+    A trial killed while its parameters were being chosen (the sampler writes them one by one)
+    has only some of ``parameters``: it never ran and has no configuration to rerun, so it is
+    marked interrupted and not queued."""
     from optuna.trial import TrialState
 
     storage = study._storage
@@ -278,7 +282,7 @@ def _requeue_interrupted(study: optuna.Study) -> int:
     queued = 0
     for t in trials:
         interrupted = t.state == TrialState.FAIL and t.user_attrs.get("status_reason") == REASON_INTERRUPTED
-        if interrupted and t.number not in rerun and t.params:
+        if interrupted and t.number not in rerun and parameters <= set(t.params):
             study.enqueue_trial(dict(t.params), user_attrs={"rerun_of": t.number})
             queued += 1
     return queued

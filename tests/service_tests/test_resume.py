@@ -113,6 +113,10 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
                  if t.state == TrialState.COMPLETE}
     orphans = {t.number: t.params for t in before if t.state == TrialState.RUNNING}
     assert orphans, "the kill left no trial RUNNING: nothing to test"
+    # A trial killed while the sampler was still writing its parameters never ran: it is marked
+    # interrupted but has no configuration to rerun.
+    every_parameter = set().union(*(params for params, _, _ in completed.values()))
+    chosen = {n: p for n, p in orphans.items() if set(p) >= every_parameter}
 
     try:
         # The trials' processes die with the orchestrator: its Ray workers, and their ranks by
@@ -130,12 +134,12 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
         for p in _running_in(tmp_path):
             p.kill()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{len(orphans)} interrupted trial(s) queued to run again" in result.stderr
+    assert f"{len(chosen)} interrupted trial(s) queued to run again" in result.stderr
 
     after = {t.number: t for t in _trials(storage_url, study)}
     # n_trials counts finished trials only: five of them, plus the interrupted ones.
     assert sum(counts_toward_n_trials(t) for t in after.values()) == 5
-    assert len(after) == 5 + len(orphans)
+    assert len(after) == 5 + len(orphans)  # every orphan is replaced by one more trial
     assert {t.state for t in after.values()} <= {TrialState.COMPLETE, TrialState.FAIL}
     for number, (params, values, runtime) in completed.items():
         t = after[number]
@@ -143,9 +147,13 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
     for number, params in orphans.items():
         assert after[number].state == TrialState.FAIL
         assert after[number].user_attrs["status_reason"] == "interrupted"
-        [rerun] = [t for t in after.values() if t.user_attrs.get("rerun_of") == number]
-        assert rerun.params == params
-        assert rerun.state == TrialState.COMPLETE
+        reruns = [t for t in after.values() if t.user_attrs.get("rerun_of") == number]
+        if number in chosen:
+            [rerun] = reruns
+            assert rerun.params == params
+            assert rerun.state == TrialState.COMPLETE
+        else:
+            assert reruns == []
 
 
 @pytest.mark.slow
