@@ -243,24 +243,24 @@ class DashboardApp:
             case ["static", file] if re.fullmatch(r"[a-z_]+\.(?:js|css)", file) and (body := _static(file)):
                 return _respond(start_response, 200, body, _STATIC_TYPES[file[file.rfind("."):]])
             case []:
-                return self._page("studies.html", {}, start_response)
+                return self._page("studies", {}, start_response)
             case ["studies", name]:
-                return self._page("study.html", {"name": name}, start_response)
+                return self._page("study", {"name": name}, start_response)
             case ["studies", name, "trials", number] if number.isascii() and number.isdigit():
-                return self._page("trial.html", {"name": name, "number": number}, start_response)
+                return self._page("trial", {"name": name, "number": number}, start_response)
         path = "/" + "/".join(parts)
         return self._error(path, 404, f"no page or endpoint at {path}", start_response)
 
     def _page(self, page: str, args: dict[str, str], start_response: StartResponse) -> Iterable[bytes]:
         if "name" in args:
             self.cache.search(args["name"])  # an unknown study is a 404, not an empty page
-        template = _static(page)
+        template = _static("page.html")  # one shell; app.js draws the page it names
         assert template is not None
         # The page's parameters, JSON inside an HTML attribute: escaped both ways. One pass,
         # so a name that holds "{{TITLE}}" stays a name.
-        values = {"PAGE_ARGS": html.escape(json.dumps(args), quote=True),
+        values = {"PAGE": page, "PAGE_ARGS": html.escape(json.dumps(args), quote=True),
                   "TITLE": html.escape(" / ".join(["hpsearch", *args.values()]))}
-        body = re.sub(r"\{\{(PAGE_ARGS|TITLE)\}\}", lambda m: values[m[1]], template.decode())
+        body = re.sub(r"\{\{(PAGE|PAGE_ARGS|TITLE)\}\}", lambda m: values[m[1]], template.decode())
         return _respond(start_response, 200, body.encode(), "text/html; charset=utf-8", _PAGE_HEADERS)
 
 
