@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,25 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
 def unique_name() -> str:
     """A study name no other test uses (PostgreSQL stores are shared between runs)."""
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def live_children() -> Callable[[], list[Any]]:
+    """A function listing this test process's live descendants, except the helpers that live as
+    long as it does and are not ranks: multiprocessing's resource tracker and the fork server
+    that CPU ranks are forked from."""
+    import psutil
+
+    def children() -> list[Any]:
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                command = " ".join(p.cmdline())
+                if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in command \
+                        and "forkserver" not in command:
+                    out.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    return children

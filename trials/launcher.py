@@ -1,7 +1,7 @@
 """Launch one trial's W DDP ranks and stream rank 0's reports back to the caller.
 
-Ranks are started with PyTorch's own process launcher (``torch.multiprocessing.start_processes``
-with the ``spawn`` method) and meet through a ``TCPStore`` that this process hosts on a port the
+Ranks are started with PyTorch's own process launcher (``torch.multiprocessing.start_processes``,
+from a fork server on CPU, spawned on CUDA: see ``_start_method``) and meet through a ``TCPStore`` that this process hosts on a port the
 OS picks, so concurrent trials on one node never race for a port. gloo on CPU, nccl on CUDA.
 
 Rank 0 appends its per-epoch reports to ``metrics.jsonl`` in the trial's run folder; the
@@ -96,7 +96,7 @@ def run_trial(
         args=(spec, str(run), port, collective_timeout_s, os.getpid()),
         nprocs=nprocs,
         join=False,
-        start_method="spawn",
+        start_method=_start_method(spec),
     )
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
@@ -136,6 +136,40 @@ def run_trial(
         final["noise_scale"] = None
         final["noise_scale_note"] = "not measurable: world_size x grad_accum_steps = 1"
     return final
+
+
+def _start_method(spec: TrialSpec) -> str:
+    """``forkserver`` for CPU ranks, ``spawn`` for CUDA ones.
+
+    A spawned rank starts a fresh interpreter and imports torch, the loop and the workload
+    before its first step: 2-3 s per trial on 2 cores, most of the per-trial overhead of a
+    search of short trials (``benchmarks/orchestration.py``). A fork server is one clean process
+    per trial process that imports all of that once (Tune reuses the trial process for the next
+    trial, and the server with it) and forks each rank from itself, in milliseconds. Forking
+    the trial process itself would be as fast but is not safe: a child forked from a process
+    that already ran torch computations can deadlock in its thread pools (seen: gloo ranks
+    forked from a test process hung in ``futex`` waits). CUDA ranks keep ``spawn``, the start
+    PyTorch documents for CUDA.
+    """
+    if spec.device.startswith("cuda"):
+        return "spawn"
+    import multiprocessing
+
+    from hpsearch.trials.errors import WorkloadError
+    from hpsearch.trials.workloads.base import resolve_workload
+
+    preload = ["__main__", "torch", "torch.distributed", "hpsearch.trials.loop",
+               # what an optimizer's first construction imports (about 1 s)
+               "torch._dynamo"]
+    try:
+        module = getattr(resolve_workload(spec.workload), "__module__", None)
+    except WorkloadError:
+        module = None  # the rank meets the error again and reports it as the trial's failure
+    if module:
+        preload.append(module)  # its imports (scikit-learn for digits: about 1 s)
+    # Read when this process starts its fork server, at its first trial; later trials reuse it.
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+    return "forkserver"
 
 
 class _Tail:
@@ -272,5 +306,9 @@ def _die_with_parent(parent_pid: int) -> None:
 
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        # The parent is the trial process (spawn) or its fork server, which exits when the
+        # trial process does; either way, a trial process already gone means no rank.
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
             os._exit(1)

@@ -119,6 +119,11 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     noise = NoiseScale()
     per_micro = P == 1 and A * V > 1
     measurable = W * A > 1
+    # Under DDP each step's pair needs the mean of the processes' local squared norms. The
+    # estimators only sum over the epoch, so the steps' pairs wait here and the local norms of
+    # the whole epoch are reduced in one all-reduce at its end: the same values as one scalar
+    # all-reduce per step, without a blocking collective in every step.
+    pending: list[tuple[float, float, int]] = []  # (local squared norm, big_sq, step_samples)
 
     samples_seen = 0
     steps = 0
@@ -183,17 +188,21 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
                 if per_micro:
                     noise.add(micro_sq / micro_n, step_samples / len(order), big_sq, step_samples)
                 elif P > 1:
-                    local = torch.tensor([comm.local_sq_norm], dtype=torch.float64)
-                    dist.all_reduce(local)  # the one extra scalar all-reduce per step
-                    local_sq = float(local) / P
-                    local_sq = local_sq if mean_loss else local_sq / (P * step_samples) ** 2
-                    noise.add(local_sq, step_samples, big_sq, step_samples * P)
+                    pending.append((comm.local_sq_norm, big_sq, step_samples))
             for group in optimizer.param_groups:
                 group["lr"] = lr
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             ctx.lr_trace.append(lr)
             steps += 1
+        if pending:
+            local = torch.tensor([p[0] for p in pending], dtype=torch.float64)
+            dist.all_reduce(local)  # the one extra all-reduce per epoch: every step's local norm
+            for local_sum, (_, big_sq, step_samples) in zip(local.tolist(), pending):
+                local_sq = local_sum / P
+                local_sq = local_sq if mean_loss else local_sq / (P * step_samples) ** 2
+                noise.add(local_sq, step_samples, big_sq, step_samples * P)
+            pending.clear()
         samples_seen += per_rank * W
         epoch_seconds = time.perf_counter() - epoch_start
         train_seconds += epoch_seconds

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
-import psutil
 from hpsearch.store import open_storage
 from hpsearch.trials.workloads.digits import load_digits_split
 from optuna.trial import TrialState
@@ -36,7 +37,9 @@ resources: {{device: cpu}}
 """
 
 
-def test_asha_stores_stopped_trials_as_pruned_with_the_budget_they_reached(tmp_path: Path) -> None:
+def test_asha_stores_stopped_trials_as_pruned_with_the_budget_they_reached(
+    tmp_path: Path, live_children: Callable[[], list[Any]]
+) -> None:
     (tmp_path / "space.yaml").write_text(SPACE)
     result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -65,4 +68,4 @@ def test_asha_stores_stopped_trials_as_pruned_with_the_budget_they_reached(tmp_p
         assert t.value == t.user_attrs["val_accuracy"]
     assert study.best_trial.state == TrialState.COMPLETE
     # The stopped trials' ranks are gone with them.
-    assert [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert live_children() == []

@@ -274,7 +274,7 @@ def test_a_hung_trial_times_out_and_the_search_goes_on(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(
         RAISING_SPACE.replace("raising_workload:make", "hanging_workload:make")
         .replace("epochs: 1}", "epochs: 1, options: {hang: true}}")
-        .replace("search: {sampler: grid, n_trials: 2}", "search: {sampler: grid, n_trials: 2, trial_timeout_s: 8}"))
+        .replace("search: {sampler: grid, n_trials: 2}", "search: {sampler: grid, n_trials: 2, trial_timeout_s: 20}"))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
@@ -285,4 +285,4 @@ def test_a_hung_trial_times_out_and_the_search_goes_on(tmp_path: Path) -> None:
     hung = by_batch[64]
     assert hung.state == optuna.trial.TrialState.FAIL
     assert hung.user_attrs["status_reason"] == "timeout"
-    assert "ran past its 8 s limit (search.trial_timeout_s)" in hung.user_attrs["status_detail"]
+    assert "ran past its 20 s limit (search.trial_timeout_s)" in hung.user_attrs["status_detail"]

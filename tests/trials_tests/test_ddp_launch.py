@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import psutil
 import pytest
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
@@ -14,19 +15,9 @@ from hpsearch.trials.workloads.digits import load_digits_split
 TRAIN_SIZE = len(load_digits_split()[0])
 
 
-def _children() -> list[psutil.Process]:
-    """Live child processes, except multiprocessing's shared resource tracker (not a rank)."""
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
-                out.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
-def test_two_gloo_ranks_train_and_rank0_reports_every_epoch(tmp_path: Path) -> None:
+def test_two_gloo_ranks_train_and_rank0_reports_every_epoch(
+    tmp_path: Path, live_children: Callable[[], list[Any]]
+) -> None:
     spec = TrialSpec(per_device_batch_size=16, world_size=2, base_lr=0.05, base_batch_size=8, lr_rule="linear",
                      epochs=3, hyperparameters={"momentum": 0.9}, seed=1)
     seen: list[dict] = []
@@ -41,26 +32,30 @@ def test_two_gloo_ranks_train_and_rank0_reports_every_epoch(tmp_path: Path) -> N
     assert final["device_seconds"] == pytest.approx(2 * final["runtime_s"])
     assert final["val_accuracy"] > 0.8  # ten classes: chance is 0.1
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 3
-    assert _children() == []
+    assert live_children() == []
 
 
-def test_diverging_trial_fails_with_reason_diverged(tmp_path: Path) -> None:
+def test_diverging_trial_fails_with_reason_diverged(
+    tmp_path: Path, live_children: Callable[[], list[Any]]
+) -> None:
     spec = TrialSpec(per_device_batch_size=64, world_size=2, base_lr=1e6, epochs=3,
                      hyperparameters={"momentum": 0.9})
     with pytest.raises(TrialFailed) as info:
         run_trial(spec, tmp_path)
     assert info.value.reason == "diverged"
-    assert _children() == []
+    assert live_children() == []
 
 
-def test_raising_workload_fails_with_its_message_and_leaves_no_rank_behind(tmp_path: Path) -> None:
+def test_raising_workload_fails_with_its_message_and_leaves_no_rank_behind(
+    tmp_path: Path, live_children: Callable[[], list[Any]]
+) -> None:
     spec = TrialSpec(per_device_batch_size=8, world_size=2, base_lr=0.1, epochs=1,
                      workload="digits_cnn", workload_options={"no_such_option": 1})
     with pytest.raises(TrialFailed) as info:
         run_trial(spec, tmp_path)
     assert info.value.reason == "workload_error"
     assert "no_such_option" in info.value.detail
-    assert _children() == []
+    assert live_children() == []
 
 
 KILLER = '''
@@ -81,7 +76,7 @@ def make(options):
 
 
 def test_a_killed_rank_ends_the_trial_with_its_signal_and_no_rank_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, live_children: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "killer.py").write_text(KILLER)
     monkeypatch.syspath_prepend(str(tmp_path))  # spawned ranks inherit the parent's sys.path
@@ -90,7 +85,7 @@ def test_a_killed_rank_ends_the_trial_with_its_signal_and_no_rank_left(
         run_trial(spec, tmp_path / "run", collective_timeout_s=30)
     assert info.value.reason == "rank_exited", info.value.detail
     assert "SIGKILL" in info.value.detail
-    assert _children() == []
+    assert live_children() == []
 
 
 HANGER = '''
@@ -113,7 +108,7 @@ def make(options):
 
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_a_hung_trial_fails_with_reason_timeout_and_no_rank_left(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size: int
+    tmp_path: Path, live_children: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch, world_size: int
 ) -> None:
     (tmp_path / "hanger.py").write_text(HANGER)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -122,4 +117,4 @@ def test_a_hung_trial_fails_with_reason_timeout_and_no_rank_left(
         run_trial(spec, tmp_path / "run", timeout_s=4)
     assert info.value.reason == "timeout"
     assert "ran past its 4 s limit (search.trial_timeout_s) after 0 of 1 epochs" in info.value.detail
-    assert _children() == []
+    assert live_children() == []

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.workloads.base import Workload, check_options
+from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -31,8 +32,6 @@ def load_digits_split(
     """
     if not 0.0 < val_fraction < 1.0:
         raise WorkloadError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    from sklearn.datasets import load_digits
-
     data = load_digits()
     x = torch.tensor(data.data / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
     y = torch.tensor(data.target, dtype=torch.long)
