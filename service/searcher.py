@@ -34,6 +34,7 @@ from hpsearch.reasons import (
 )
 from hpsearch.sampler import distributions
 from hpsearch.search_spaces import SearchSpace
+from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
 from optuna.trial import TrialState
 from ray.tune import Stopper
@@ -150,18 +151,16 @@ class StudySearcher(Searcher):
             trial = self.study.ask(self._distributions)
             params = dict(trial.params)
             spec = trial_spec(params, self.space, self.trial_settings)
-            trial.set_user_attr("effective_batch_size", spec.effective_batch_size)
-            trial.set_user_attr("base_batch_size", spec.base_batch_size)
-            trial.set_user_attr("lr", spec.lr)
-            trial.set_user_attr("warmup_epochs", spec.warmup_epochs)
+            derived = {"effective_batch_size": spec.effective_batch_size, "base_batch_size": spec.base_batch_size,
+                       "lr": spec.lr, "warmup_epochs": spec.warmup_epochs}
             skip = self._skip(spec)
             if skip is not None:
                 reason, detail = skip
-                trial.set_user_attr("status_reason", reason)
-                trial.set_user_attr("status_detail", detail)
+                _write(trial, {**derived, "status_reason": reason, "status_detail": detail})
                 self.study.tell(trial, state=TrialState.PRUNED)
                 self._emit("skipped", trial.number, reason=reason, detail=detail)
                 continue
+            _write(trial, derived)
             self._tried.add(equivalence_key(spec))
             self._launched += 1
             self._trials[trial_id] = trial
@@ -190,27 +189,24 @@ class StudySearcher(Searcher):
         trial = self._trials.get(trial_id)
         if trial is None or result.get(FAILED_KEY) or "epoch" not in result:
             return
-        self._record_epoch(trial_id, trial, result)
+        _write(trial, *self._epoch_record(trial_id, result))
         self._emit("result", trial.number, result=result)
 
-    def _record_epoch(self, trial_id: str, trial: optuna.Trial, result: dict[str, Any]) -> None:
-        """One epoch's report: the curves, the progress attrs and the intermediate value."""
+    def _epoch_record(self, trial_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, float] | None]:
+        """What one epoch's report adds to the trial: the curves, the progress attrs and the
+        intermediate value (nothing when that epoch was already recorded)."""
         curves = self._curves[trial_id]
         if len(curves["samples_seen"]) >= result["epoch"]:
-            return  # already recorded
+            return {}, None
         for key in CURVE_METRICS:
             curves[key].append(_finite_or_none(result.get(key)))
-        trial.set_user_attr("curves", curves)
-        trial.set_user_attr("epochs_completed", result["epoch"])
-        trial.set_user_attr("samples_seen", result.get("samples_seen"))
+        attrs = {"curves": curves, "epochs_completed": result["epoch"], "samples_seen": result.get("samples_seen")}
         value = result.get(self._metrics[0])
-        if _is_finite(value) and "samples_seen" in result:
-            # Intermediate values on a samples-seen axis, so batch sizes compare fairly.
-            step = int(result["samples_seen"])
-            if len(self._metrics) == 1:
-                trial.report(float(value), step=step)
-            else:
-                trial.storage.set_trial_intermediate_value(trial._trial_id, step, float(value))
+        if not (_is_finite(value) and "samples_seen" in result):
+            return attrs, None
+        # Intermediate values on a samples-seen axis, so batch sizes compare fairly. Written
+        # through the storage: Trial.report refuses multi-objective studies.
+        return attrs, (int(result["samples_seen"]), float(value))
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -218,13 +214,14 @@ class StudySearcher(Searcher):
         if trial is None:
             return
         result = result or {}
+        attrs: dict[str, Any] = {}
+        intermediate = None
         if "epoch" in result and not result.get(FAILED_KEY):
             # Tune hands the report a scheduler stopped the trial on to this method only.
-            self._record_epoch(trial_id, trial, result)
+            attrs, intermediate = self._epoch_record(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
-        for key in RECORDED_METRICS:
-            if key in result and result[key] is not None:
-                trial.set_user_attr(key, _finite_or_none(result[key]))
+        attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
+        _write(trial, attrs, intermediate)
         if result.get(FINAL_KEY):
             self._complete(trial, result)
         elif self.interrupted:
@@ -255,12 +252,10 @@ class StudySearcher(Searcher):
     def _prune(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
         epochs = result.get("epoch", 0)
         samples = result.get("samples_seen", 0)
-        trial.set_user_attr("epochs_completed", epochs)
-        trial.set_user_attr("samples_seen", samples)
-        trial.set_user_attr("status_reason", REASON_EARLY_STOPPED)
         detail = (f"ASHA stopped it after {epochs} of {self.space.workload.epochs} epochs ({samples} samples "
                   f"seen): {self._metrics[0]} {result.get(self._metrics[0])} did not make its rung's cutoff")
-        trial.set_user_attr("status_detail", detail)
+        _write(trial, {"epochs_completed": epochs, "samples_seen": samples, "status_reason": REASON_EARLY_STOPPED,
+                       "status_detail": detail})
         self.study.tell(trial, state=TrialState.PRUNED)
         self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 
@@ -271,9 +266,7 @@ class StudySearcher(Searcher):
             self._fail(trial, reason, detail)
 
     def _fail(self, trial: optuna.Trial, reason: str, detail: str) -> None:
-        trial.set_user_attr("status_reason", reason)
-        if detail:
-            trial.set_user_attr("status_detail", detail[:2000])
+        _write(trial, {"status_reason": reason, **({"status_detail": detail[:2000]} if detail else {})})
         self.study.tell(trial, state=TrialState.FAIL)
         self._emit("failed", trial.number, reason=reason, detail=detail)
 
@@ -293,6 +286,17 @@ class InterruptStopper(Stopper):
 
     def stop_all(self) -> bool:
         return self.searcher.interrupted or self.searcher.store_lost is not None
+
+
+def _write(trial: optuna.Trial, attrs: dict[str, Any], intermediate: tuple[int, float] | None = None) -> None:
+    """The trial's new attrs (and intermediate value) in one transaction of the store."""
+    if not attrs and intermediate is None:
+        return
+    writer = getattr(trial.storage, "write_trial_record", None)  # the search's patient storage
+    if writer is not None:
+        writer(trial._trial_id, attrs, intermediate)
+    else:
+        write_trial_record(trial.storage, trial._trial_id, attrs, intermediate)
 
 
 def _is_finite(v: Any) -> bool:

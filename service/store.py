@@ -8,6 +8,7 @@ concurrent studies. No tables of our own: study and trial attributes hold what h
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ __all__ = [
     "sqlite_file",
     "study_names",
     "summarize_study",
+    "write_trial_record",
 ]
 
 #: Study user-attr keys hpsearch writes.
@@ -97,10 +99,37 @@ def open_storage(storage: str | optuna.storages.BaseStorage) -> optuna.storages.
     return _STORAGES[storage]
 
 
+#: How long an SQLite connection waits for another process's lock before "database is locked".
+_SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+def _use_wal(db_file: Path) -> None:
+    """Switch the SQLite file to WAL journaling, which is stored in the file, so it is done once.
+
+    Several processes may open a new file at the same instant (a dashboard as the first search
+    starts) while one of them creates Optuna's schema. The switch needs the file to itself, and
+    SQLite answers "database is locked" at once, without waiting, where waiting could deadlock;
+    so it is tried again until the busy timeout.
+    """
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_S
+    while True:
+        con = sqlite3.connect(db_file, timeout=_SQLITE_BUSY_TIMEOUT_S)
+        try:
+            if con.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        finally:
+            con.close()
+        time.sleep(0.05)
+
+
 def _create_storage(storage: str) -> optuna.storages.RDBStorage:
     import optuna
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+    from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
     try:
         make_url(storage)
@@ -110,15 +139,27 @@ def _create_storage(storage: str) -> optuna.storages.RDBStorage:
     db_file = sqlite_file(storage)
     if db_file is not None:
         db_file.parent.mkdir(parents=True, exist_ok=True)
-        # journal_mode=WAL is stored in the file itself, so setting it once here is enough.
-        with sqlite3.connect(db_file) as con:
-            con.execute("PRAGMA journal_mode=WAL")
-        con.close()
-        engine_kwargs = {"connect_args": {"timeout": 30}}
+        try:
+            _use_wal(db_file)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open storage {redact_url(storage)}: {type(exc).__name__}: {exc}") from None
+        engine_kwargs = {"connect_args": {"timeout": _SQLITE_BUSY_TIMEOUT_S}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
     try:
-        return optuna.storages.RDBStorage(storage, engine_kwargs=engine_kwargs)
+        for attempt in range(5):
+            try:
+                return optuna.storages.RDBStorage(storage, engine_kwargs=engine_kwargs)
+            except (IntegrityError, OperationalError) as exc:
+                # Another process created Optuna's schema in the same moment (a dashboard
+                # opened on the file as the first search starts): "table ... already exists",
+                # or both inserted the schema's version row. It exists now; open it again.
+                # Or SQLite refused a lock without waiting, where waiting could deadlock.
+                if attempt == 4 or not (isinstance(exc, IntegrityError) or "already exists" in str(exc)
+                                        or "database is locked" in str(exc)):
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")
     except ModuleNotFoundError as exc:
         raise StoreError(f"the driver for {redact_url(storage)} is not installed ({exc.name}); "
                          "for PostgreSQL install 'hpsearch[postgres]'") from None
@@ -153,13 +194,13 @@ def patient_storage(
     inner = _CachedStorage(backend)
     where = redact_url(storage)
 
-    def patient(name: str) -> Callable[..., Any]:
+    def patient(method: Callable[..., Any], name: str) -> Callable[..., Any]:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             lost_at: float | None = None
             delay = 0.5
             while True:
                 try:
-                    result = getattr(inner, name)(*args, **kwargs)
+                    result = method(*args, **kwargs)
                 except Exception as exc:
                     if not _unreachable(exc):
                         raise
@@ -186,8 +227,86 @@ def patient_storage(
 
     base = optuna.storages.BaseStorage
     names = sorted(n for n in dir(base) if not n.startswith("_") and callable(getattr(base, n)))
-    cls = type("PatientStorage", (base,), {n: patient(n) for n in names})
+    methods = {n: patient(getattr(inner, n), n) for n in names}
+    methods["write_trial_record"] = patient(functools.partial(write_trial_record, backend), "write_trial_record")
+    cls = type("PatientStorage", (base,), methods)
     return cls()  # type: ignore[no-any-return]
+
+
+def write_trial_record(
+    storage: optuna.storages.BaseStorage,
+    trial_id: int,
+    attrs: dict[str, Any],
+    intermediate: tuple[int, float] | None = None,
+) -> None:
+    """Set user attrs of a running trial, and optionally one ``(step, value)`` intermediate
+    value, in one transaction.
+
+    A search writes an epoch's curves, progress attrs and intermediate value together. As one
+    Optuna call each, every value was its own transaction with its own lookup of the trial: the
+    searcher took 1.79x raw Optuna's time for the same trials (``benchmarks/store_writes.py``),
+    since on SQLite a commit costs about as much as the rows it carries. Here one statement,
+    compiled once, upserts all the attrs into Optuna's own table, in Optuna's own format
+    (``json.dumps``), and the search writes faster than raw Optuna's ask/report/tell of the same
+    trials. Readers cannot tell the difference (``tests/service_tests/test_store.py`` reads them back
+    through Optuna). A database other than SQLite or PostgreSQL, or a storage other than SQL,
+    gets one Optuna call per value.
+
+    Raises:
+        optuna.exceptions.UpdateFinishedTrialError: the trial is finished (nothing is written).
+    """
+    import optuna
+
+    backend = getattr(storage, "_backend", storage)  # under Optuna's cache, writes pass through
+    dialect = backend.engine.name if isinstance(backend, optuna.storages.RDBStorage) else None
+    if dialect not in ("sqlite", "postgresql"):
+        for key, value in attrs.items():
+            storage.set_trial_user_attr(trial_id, key, value)
+        if intermediate is not None:
+            storage.set_trial_intermediate_value(trial_id, *intermediate)
+        return
+    import json
+
+    state_of, upsert_attrs, upsert_value = _record_statements(dialect)
+    with backend.engine.begin() as conn:
+        state = conn.execute(state_of, {"trial_id": trial_id}).scalar_one_or_none()
+        if state is None:
+            raise KeyError(f"no trial with trial_id {trial_id}")
+        backend.check_trial_is_updatable(trial_id, state)
+        if attrs:
+            conn.execute(upsert_attrs, [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)}
+                                        for k, v in attrs.items()])
+        if intermediate is not None:
+            from optuna.storages._rdb import models
+
+            step, value = intermediate
+            stored, kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
+            conn.execute(upsert_value, {"trial_id": trial_id, "step": step, "intermediate_value": stored,
+                                        "intermediate_value_type": kind})
+
+
+@functools.cache
+def _record_statements(dialect: str) -> tuple[Any, Any, Any]:
+    """``write_trial_record``'s three statements, built once per dialect so that SQLAlchemy
+    compiles them once: building an upsert per call cost more than the commit it rode in."""
+    from optuna.storages._rdb import models
+    from sqlalchemy import bindparam, select
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    trials = models.TrialModel.__table__
+    state_of = select(trials.c.state).where(trials.c.trial_id == bindparam("trial_id"))
+    attrs = models.TrialUserAttributeModel.__table__
+    stmt = insert(attrs)
+    upsert_attrs = stmt.on_conflict_do_update(index_elements=[attrs.c.trial_id, attrs.c.key],
+                                              set_={"value_json": stmt.excluded.value_json})
+    values = models.TrialIntermediateValueModel.__table__
+    stmt = insert(values)
+    upsert_value = stmt.on_conflict_do_update(
+        index_elements=[values.c.trial_id, values.c.step],
+        set_={"intermediate_value": stmt.excluded.intermediate_value,
+              "intermediate_value_type": stmt.excluded.intermediate_value_type})
+    return state_of, upsert_attrs, upsert_value
 
 
 def _unreachable(exc: BaseException) -> bool:

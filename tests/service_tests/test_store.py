@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import multiprocessing
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
 import optuna
 import pytest
 from hpsearch.errors import StoreError, StudyNotFoundError
-from hpsearch.store import list_studies, load_study, open_storage, redact_url
+from hpsearch.store import list_studies, load_study, open_storage, redact_url, write_trial_record
 
 
 def test_listed_study_shows_its_states_and_best_value(storage_url: str, unique_name: str) -> None:
@@ -35,3 +43,78 @@ def test_malformed_url_is_a_store_error_with_exit_code_2() -> None:
 
 def test_passwords_never_appear_in_redacted_urls() -> None:
     assert "secret" not in redact_url("postgresql+psycopg://me:secret@db.example/hp")
+
+
+def test_a_trial_record_reads_back_through_optuna_as_if_optuna_wrote_it(storage_url: str, unique_name: str) -> None:
+    study = optuna.create_study(study_name=unique_name, storage=open_storage(storage_url),
+                                directions=["maximize", "minimize"])
+    trial = study.ask()
+    write_trial_record(study._storage, trial._trial_id, {"curves": {"val_accuracy": [0.5, None]}, "samples_seen": 100})
+    # A second record updates an attr in place and adds another intermediate value.
+    write_trial_record(study._storage, trial._trial_id, {"samples_seen": 200, "device": "cpu"}, (200, 0.75))
+    write_trial_record(study._storage, trial._trial_id, {}, (300, float("nan")))
+    study.tell(trial, [0.8, 1.5])
+
+    frozen = load_study(unique_name, storage_url).trials[0]
+    assert frozen.user_attrs == {"curves": {"val_accuracy": [0.5, None]}, "samples_seen": 200, "device": "cpu"}
+    assert frozen.intermediate_values[200] == 0.75
+    assert math.isnan(frozen.intermediate_values[300])
+    assert frozen.values == [0.8, 1.5]
+
+
+def test_a_finished_trial_refuses_a_record_and_keeps_its_attrs(storage_url: str, unique_name: str) -> None:
+    study = optuna.create_study(study_name=unique_name, storage=open_storage(storage_url))
+    trial = study.ask()
+    trial.set_user_attr("samples_seen", 100)
+    study.tell(trial, 0.5)
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        write_trial_record(study._storage, trial._trial_id, {"samples_seen": 999, "extra": 1}, (999, 0.9))
+    frozen = load_study(unique_name, storage_url).trials[0]
+    assert frozen.user_attrs == {"samples_seen": 100}
+    assert frozen.intermediate_values == {}
+
+
+def _open_at(url: str, at: float, results: Any) -> None:
+    while time.time() < at:  # every process opens in the same instant
+        pass
+    try:
+        open_storage(url)
+        results.put("ok")
+    except StoreError as exc:
+        results.put(str(exc))
+
+
+def test_processes_opening_a_new_sqlite_file_at_once_all_get_the_store(tmp_path: Path) -> None:
+    # A dashboard opened on the file just as the first search starts: both create Optuna's
+    # schema, and one of them used to fail ("table studies already exists", or the schema's
+    # version row inserted twice).
+    context = multiprocessing.get_context("spawn")
+    for round_ in range(3):
+        url = f"sqlite:///{tmp_path / f'new-{round_}.db'}"
+        results = context.Queue()
+        at = time.time() + 3  # past the processes' start-up
+        openers = [context.Process(target=_open_at, args=(url, at, results)) for _ in range(4)]
+        for p in openers:
+            p.start()
+        for p in openers:
+            p.join(timeout=60)
+        assert [results.get(timeout=10) for _ in openers] == ["ok"] * 4
+
+
+def test_a_new_sqlite_file_locked_for_longer_than_sqlites_default_wait_still_opens(tmp_path: Path) -> None:
+    # Another process holds the new file while it creates the schema on a loaded machine: the
+    # journal switch used to wait SQLite's default 5 s and fail with "database is locked".
+    db_file = tmp_path / "busy.db"
+    holder = sqlite3.connect(db_file, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("CREATE TABLE other_writer (x)")
+    release = threading.Timer(6.0, holder.execute, args=("COMMIT",))
+    release.start()
+    try:
+        storage = open_storage(f"sqlite:///{db_file}")
+    finally:
+        release.join()
+        holder.close()
+    assert optuna.create_study(storage=storage).trials == []
+    with sqlite3.connect(db_file) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
