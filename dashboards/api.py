@@ -4,17 +4,22 @@ Every function takes a ``StudyCache`` (one per store) and returns JSON-ready dat
 ``HPSearchError`` whose ``http_status`` the web layer answers with (404 for an unknown study or
 trial, 400 for a bad parameter). ``hpsearch.dashboards.app`` maps URLs onto these.
 
-Reading a study is incremental: Optuna's storage re-reads only trials that changed since the
-last read, and the trials table is rebuilt only when some trial changed, so a page polling a
-10,000-trial study every few seconds costs little.
+Reading a study is incremental: a poll asks the store a few cheap aggregates
+(``hpsearch.table.study_revision``); the trials table is rebuilt only when some trial changed,
+and what each endpoint computes from it (the summary, the table's row order, each figure's JSON)
+is kept until then. So a page polling a 10,000-trial study every few seconds costs little, and
+a second browser opening the same study gets its figures from memory.
+
+The table leaves each trial's per-epoch ``curves`` in the store (most of a study's bytes): the
+learning-curves figure reads them for the trials it ranks or draws, the trial page for its trial.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +40,26 @@ __all__ = [
     "trial_detail",
     "trials_csv",
     "trials_page",
+    "warm_up",
 ]
 
 #: Rows per page of the trials table unless the client asks otherwise, and the most it may ask.
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
+
+#: Scatter figures (the frontiers, the noise scale) draw at most this many trials unless the
+#: client asks otherwise (``max_points``; 0 draws every trial): every Pareto-front trial, the
+#: extremes of each axis, and one trial per occupied cell of a grid over the plot
+#: (``hpsearch.dashboards.frontier.thin_points``). Beyond a few thousand markers a scatter is
+#: solid ink, and a 10,000-trial study's figure would be megabytes of JSON.
+DEFAULT_MAX_POINTS = 2000
+
+#: User attrs the cached table leaves in the store (read per trial where they are drawn).
+LAZY_ATTRS = frozenset({"curves"})
+
+#: Results kept per study and revision before the oldest are dropped (figures with their
+#: parameters, table orders per filter and sort).
+_MEMO_SIZE = 128
 
 
 class BadRequest(HPSearchError):
@@ -61,10 +81,15 @@ class _Entry:
     search: Search
     version: tuple[Any, ...] = ()
     frame: pd.DataFrame | None = None
+    # What endpoints computed from this frame, by (version, what): dropped with the frame.
+    memo: dict[Any, Any] = field(default_factory=dict)
+    # Held while the table is read: a page's parallel requests wait for one read, not make two.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class StudyCache:
-    """The studies of one store, with each study's trials table kept until a trial changes."""
+    """The studies of one store, with each study's trials table, and what the endpoints
+    compute from it, kept until a trial changes."""
 
     def __init__(self, storage: str) -> None:
         self.storage = storage
@@ -84,22 +109,78 @@ class StudyCache:
         return entry.search
 
     def frame(self, name: str) -> pd.DataFrame:
-        """The study's ``trials_dataframe(all_attrs=True)``, rebuilt only when a trial changed."""
+        """The study's ``trials_dataframe(all_attrs=True)`` less the ``LAZY_ATTRS`` columns,
+        rebuilt only when a trial changed."""
+        return self._current(name)[1]
+
+    def _current(self, name: str) -> tuple[_Entry, pd.DataFrame, tuple[Any, ...]]:
         search = self.search(name)
         entry = self._entries[name]
-        version = self._version(search)
-        if entry.frame is None or entry.version != version:
-            entry.frame, entry.version = search.trials_dataframe(all_attrs=True), version
-        return entry.frame
+        known = entry.version
+        version = self._version(search, known or None)
+        with entry.lock:
+            if entry.frame is None or entry.version != version:
+                if known:  # something changed: watch the trials unfinished now, then read
+                    version = self._version(search, None)
+                entry.frame, entry.version, entry.memo = _read_table(search), version, {}
+            return entry, entry.frame, entry.version
 
-    def _version(self, search: Search) -> tuple[Any, ...]:
+    def memo(self, name: str, key: Any, compute: Callable[[pd.DataFrame], Any]) -> Any:
+        """``compute(frame)`` for the study's current table, computed once per revision.
+
+        ``key`` names what is computed (and from which parameters); an exception is not kept.
+        """
+        return self._memo(name, key, compute)[0]
+
+    def _memo(self, name: str, key: Any, compute: Callable[[pd.DataFrame], Any]) -> tuple[Any, tuple[Any, ...]]:
+        entry, frame, version = self._current(name)
+        memo = entry.memo
+        try:
+            return memo[version, key], version
+        except KeyError:
+            pass
+        value = compute(frame)
+        if len(memo) >= _MEMO_SIZE:
+            memo.pop(next(iter(memo)), None)
+        memo[version, key] = value
+        return value, version
+
+    def curves(self, name: str, *, numbers: Iterable[int] | None = None,
+               states: Iterable[str] | None = None, limit: int | None = None,
+               fields: Iterable[str] | None = None) -> dict[int, Any]:
+        """The ``curves`` attr of the trials numbered in ``numbers`` and in one of ``states``
+        (all when ``None``; the first ``limit`` by number), by trial number, with only the
+        series named in ``fields`` (all when ``None``); kept per revision."""
+        chosen = None if numbers is None else tuple(sorted({int(n) for n in numbers}))
+        wanted = None if states is None else tuple(sorted(set(states)))
+        series = None if fields is None else tuple(dict.fromkeys(fields))
+
+        def read(frame: pd.DataFrame) -> dict[int, Any]:
+            import optuna
+            from hpsearch.store import open_storage
+            from hpsearch.table import trial_attr
+
+            backend = open_storage(self.storage)
+            if isinstance(backend, optuna.storages.RDBStorage):
+                return trial_attr(backend, name, "curves", numbers=chosen, states=wanted, limit=limit, fields=series)
+            search = self.search(name)
+            found = {t.number: t.user_attrs["curves"] for t in search.study.get_trials(deepcopy=False)
+                     if "curves" in t.user_attrs and (chosen is None or t.number in chosen)
+                     and (wanted is None or t.state.name in wanted)}
+            if series is not None:
+                found = {n: {f: c.get(f) for f in series} if isinstance(c, dict) else c for n, c in found.items()}
+            return dict(list(found.items())[:limit])
+
+        return dict(self.memo(name, ("curves", chosen, wanted, limit, series), read))
+
+    def _version(self, search: Search, since: tuple[Any, ...] | None) -> tuple[Any, ...]:
         import optuna
         from hpsearch.store import open_storage
         from hpsearch.table import study_revision
 
         backend = open_storage(self.storage)
         if isinstance(backend, optuna.storages.RDBStorage):
-            return study_revision(backend, search.study_name)
+            return study_revision(backend, search.study_name, since=since)
         # Other stores: a trial changes by state, by a new epoch or by its end.
         return tuple((t.number, t.state, len(t.intermediate_values), len(t.user_attrs), t.datetime_complete)
                      for t in search.study.get_trials(deepcopy=False))
@@ -119,10 +200,25 @@ class StudyCache:
 
     def revision(self, name: str) -> str:
         """A short token that changes whenever a trial of the study changes."""
-        import hashlib
+        return _token(self._current(name)[2])
 
-        self.frame(name)
-        return hashlib.blake2b(repr(self._entries[name].version).encode(), digest_size=8).hexdigest()
+
+def _token(version: tuple[Any, ...]) -> str:
+    import hashlib
+
+    return hashlib.blake2b(repr(version).encode(), digest_size=8).hexdigest()
+
+
+def _read_table(search: Search) -> pd.DataFrame:
+    """The study's trials table without the ``LAZY_ATTRS`` (never parsed, for an SQL store)."""
+    import optuna
+    from hpsearch.store import open_storage
+    from hpsearch.table import trial_rows
+
+    backend = open_storage(search.storage)
+    if isinstance(backend, optuna.storages.RDBStorage):
+        return pd.DataFrame(trial_rows(backend, search.study_name, search.objectives, hidden=LAZY_ATTRS))
+    return search.trials_dataframe(all_attrs=True).drop(columns=list(LAZY_ATTRS), errors="ignore")
 
 
 def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
@@ -133,20 +229,24 @@ def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
 
     out = []
     for name in study_names(cache.storage):
-        search, frame = cache.search(name), cache.frame(name)
-        states = frame["state"].value_counts().to_dict() if len(frame) else {}
-        best = _best_row(search, frame)
-        stamps = pd.concat([frame["datetime_start"], frame["datetime_complete"]]).dropna() if len(frame) else []
-        out.append({
-            "name": name,
-            "n_trials": len(frame),
-            "states": dict(sorted(states.items())),
-            "objectives": search.objectives,
-            "best_values": None if best is None else [best[m] for m in search.objectives],
-            "started": frame["datetime_start"].min() if len(frame) else None,
-            "last_activity": max(stamps) if len(stamps) else None,
-        })
-    return _plain(out)
+        search = cache.search(name)
+
+        def listing(frame: pd.DataFrame, search: Search = search, name: str = name) -> dict[str, Any]:
+            states = frame["state"].value_counts().to_dict() if len(frame) else {}
+            best = _best_row(search, frame)
+            stamps = pd.concat([frame["datetime_start"], frame["datetime_complete"]]).dropna() if len(frame) else []
+            return _plain({
+                "name": name,
+                "n_trials": len(frame),
+                "states": dict(sorted(states.items())),
+                "objectives": search.objectives,
+                "best_values": None if best is None else [best[m] for m in search.objectives],
+                "started": frame["datetime_start"].min() if len(frame) else None,
+                "last_activity": max(stamps) if len(stamps) else None,
+            })
+
+        out.append(cache.memo(name, "listing", listing))
+    return out
 
 
 def _best_row(search: Search, frame: pd.DataFrame) -> Any:
@@ -162,9 +262,9 @@ def _best_row(search: Search, frame: pd.DataFrame) -> Any:
 
 
 def _summary(cache: StudyCache, name: str, frame: pd.DataFrame) -> dict[str, Any]:
-    """``Search.summary()``, computed from the cached table instead of every trial object."""
+    """``Search.summary()`` less the study's own attrs (its target), computed from the cached
+    table instead of every trial object, with the table's columns."""
     from hpsearch.reasons import NOT_RUN_REASONS
-    from hpsearch.store import ATTR_N_TRIALS
 
     search = cache.search(name)
     states = frame["state"].value_counts().to_dict() if len(frame) else {}
@@ -178,34 +278,44 @@ def _summary(cache: StudyCache, name: str, frame: pd.DataFrame) -> dict[str, Any
         trial = cache.trial(name, int(best["number"]))
         best_trial = {"number": trial.number, "values": dict(zip(search.objectives, trial.values)),
                       "params": trial.params}
-    target = search.study.user_attrs.get(ATTR_N_TRIALS)
-    return {
+    return _plain({
         "study": name,
         "objectives": search.objectives,
         "directions": [d.name.lower() for d in search.study.directions],
         "n_trials": len(frame),
         "finished": finished,
-        "target": None if target is None else int(target),
         "states": dict(sorted(states.items())),
         "best_trial": best_trial,
-    }
+        "columns": [c for c in frame.columns if c not in LAZY_ATTRS],
+        "numeric_columns": [c for c in frame.columns if _numeric(frame[c])],
+    })
 
 
 def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
-    """``GET /api/studies/{name}``: the summary, the space text, versions and the columns."""
-    from hpsearch.store import ATTR_SPACE_TEXT, ATTR_VERSIONS
+    """``GET /api/studies/{name}``: the summary, the space text, versions and the columns.
+
+    What comes from the trials is computed once per revision; the study's own attrs (its
+    target, space text, versions) are read on every call, since they change without a trial.
+    """
+    from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS
 
     search = cache.search(name)
-    frame = cache.frame(name)
-    summary = _summary(cache, name, frame)
+    # One look at the store per poll: the summary and the revision of the same table.
+    trials, version = cache._memo(name, "summary", lambda frame: _summary(cache, name, frame))
+    attrs = search.study.user_attrs
+    target = attrs.get(ATTR_N_TRIALS)
+    summary = {key: trials[key] for key in ("study", "objectives", "directions", "n_trials", "finished")}
     summary.update(
-        space_text=search.study.user_attrs.get(ATTR_SPACE_TEXT, ""),
-        versions=search.study.user_attrs.get(ATTR_VERSIONS, {}),
-        columns=[c for c in frame.columns if c != "curves"],
-        numeric_columns=[c for c in frame.columns if _numeric(frame[c])],
+        target=None if target is None else int(target),
+        states=trials["states"],
+        best_trial=trials["best_trial"],
+        space_text=attrs.get(ATTR_SPACE_TEXT, ""),
+        versions=attrs.get(ATTR_VERSIONS, {}),
+        columns=trials["columns"],
+        numeric_columns=trials["numeric_columns"],
         figures=list(FIGURES),
         # Changes whenever a trial does: a page redraws its figures and table only then.
-        revision=cache.revision(name),
+        revision=_token(version),
     )
     return _plain(summary)
 
@@ -217,46 +327,72 @@ def trials_page(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[
     ``-column`` for descending; missing values last); ``state`` (``COMPLETE``, ``FAIL``...);
     ``q`` (rows where any cell contains this text, case-insensitive); ``columns`` (comma list).
     """
-    frame = cache.frame(name).drop(columns=["curves", "status_detail"], errors="ignore")
+    import numpy as np
+
     offset = _int(query, "offset", 0, minimum=0)
     limit = _int(query, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    if not len(frame):  # a study that has no trial yet has no columns either
-        return {"total": 0, "offset": offset, "limit": limit, "columns": [], "rows": []}
-    rows = frame
-    if query.get("state"):
-        states = {s.strip().upper() for s in query["state"].split(",")}
-        rows = rows[rows["state"].isin(states)] if len(rows) else rows
-    if query.get("q"):
-        needle = query["q"].lower()
-        text = rows.astype(str).apply(lambda col: col.str.lower().str.contains(needle, regex=False))
-        rows = rows[text.any(axis=1)] if len(rows) else rows
+    states = sorted({s.strip().upper() for s in query["state"].split(",")}) if query.get("state") else None
+    needle = query["q"].lower() if query.get("q") else None
     sort = query.get("sort", "number")
     column = sort.lstrip("-")
-    if column not in frame.columns:
-        raise BadRequest(f"cannot sort by {column!r}: no such column; columns: {', '.join(map(str, frame.columns))}")
-    if len(rows):
-        rows = rows.sort_values(column, ascending=not sort.startswith("-"), na_position="last", kind="stable")
-    if query.get("columns"):
-        wanted = ["number", *[c for c in query["columns"].split(",") if c and c != "number"]]
-        unknown = [c for c in wanted if c not in frame.columns]
-        if unknown:
-            raise BadRequest(f"unknown columns {unknown}")
-        rows = rows[wanted]
-    page = rows.iloc[offset:offset + limit]
-    return {
-        "total": len(rows),
-        "offset": offset,
-        "limit": limit,
-        "columns": list(page.columns),
-        "rows": [_plain(r) for r in page.to_dict(orient="records")],
-    }
+
+    def order(frame: pd.DataFrame) -> tuple[pd.DataFrame, Any]:
+        """The table and the positions of the rows the filters keep, in the sort's order: kept
+        per revision, so paging and polling neither filter nor sort again."""
+        if not len(frame):
+            return frame, np.arange(0)
+        columns = [c for c in frame.columns if c not in _NOT_IN_TABLE]
+        if column not in columns:
+            raise BadRequest(f"cannot sort by {column!r}: no such column; columns: {', '.join(map(str, columns))}")
+        keep = np.ones(len(frame), dtype=bool)
+        if states is not None:
+            keep &= frame["state"].isin(states).to_numpy()
+        if needle is not None and keep.any():
+            rows = frame.iloc[np.flatnonzero(keep)][columns]
+            hits = rows.astype(str).apply(lambda col: col.str.lower().str.contains(needle, regex=False))
+            keep[np.flatnonzero(keep)] = hits.any(axis=1).to_numpy()
+        positions = np.flatnonzero(keep)
+        keys = frame[column].iloc[positions].set_axis(positions)
+        if len(keys):
+            keys = keys.sort_values(ascending=not sort.startswith("-"), na_position="last", kind="stable")
+        return frame, keys.index.to_numpy()
+
+    def answer(_: pd.DataFrame) -> dict[str, Any]:
+        frame, positions = cache.memo(name, ("order", tuple(states or ()), needle, sort), order)
+        if not len(frame):  # a study that has no trial yet has no columns either
+            return {"total": 0, "offset": offset, "limit": limit, "columns": [], "rows": []}
+        columns = [c for c in frame.columns if c not in _NOT_IN_TABLE]
+        if query.get("columns"):
+            wanted = ["number", *[c for c in query["columns"].split(",") if c and c != "number"]]
+            unknown = [c for c in wanted if c not in columns]
+            if unknown:
+                raise BadRequest(f"unknown columns {unknown}")
+            columns = wanted
+        page = frame.iloc[positions[offset:offset + limit]][columns]
+        return {
+            "total": len(positions),
+            "offset": offset,
+            "limit": limit,
+            "columns": list(page.columns),
+            "rows": [_plain(r) for r in page.to_dict(orient="records")],
+        }
+
+    # The page itself is kept too: a reload or a second browser gets it from memory.
+    key = ("page", offset, limit, tuple(states or ()), needle, sort, query.get("columns") or "")
+    return dict(cache.memo(name, key, answer))
+
+
+#: Columns the trials table leaves out: series and long text (the trial page shows them).
+_NOT_IN_TABLE = ("curves", "status_detail")
 
 
 def trials_csv(cache: StudyCache, name: str) -> str:
-    """``GET /api/studies/{name}/trials.csv``: every trial, every param and attr (curves as JSON)."""
+    """``GET /api/studies/{name}/trials.csv``: every trial, every param and attr (curves as JSON).
+
+    Read whole from the store for each download: it is the one answer that needs every curve."""
     import json
 
-    frame = cache.frame(name).copy()
+    frame = cache.search(name).trials_dataframe(all_attrs=True)
     if "curves" in frame.columns:
         frame["curves"] = frame["curves"].map(lambda v: json.dumps(v) if isinstance(v, dict) else v)
     return str(frame.to_csv(index=False))
@@ -293,14 +429,21 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
 
     Query parameters: ``frontier`` and ``device_frontier`` take ``x`` and ``y`` (any numeric
     column); ``accuracy_vs_batch`` and ``learning_curves`` take ``metric``; ``learning_curves``
-    also ``trials`` (comma-separated numbers; default: the best few) and ``limit``.
+    also ``trials`` (comma-separated numbers; default: the best few) and ``limit``; the scatter
+    figures (``frontier``, ``device_frontier``, ``noise_scale``) take ``max_points`` (default
+    ``DEFAULT_MAX_POINTS``; 0 draws every trial).
     """
+    if kind not in FIGURES:
+        raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES)}")
+    # One figure per revision and parameters: a poll, a reload or a second browser reuses it.
+    key = ("figure", kind, tuple(sorted(query.items())))
+    return str(cache.memo(name, key, lambda frame: _figure_json(cache, name, kind, query, frame)))
+
+
+def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str], frame: pd.DataFrame) -> str:
     from hpsearch.dashboards import figures
     from hpsearch.search import metric_direction
 
-    if kind not in FIGURES:
-        raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES)}")
-    frame = cache.frame(name)
     completed = len(frame) and bool((frame["state"] == "COMPLETE").any())
 
     def column(key: str, default: str) -> str:
@@ -309,11 +452,12 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
             raise ColumnError(f"no column {value!r} in this study's trials")
         return value
 
+    max_points = _int(query, "max_points", DEFAULT_MAX_POINTS, minimum=0) or None
     if kind in ("frontier", "device_frontier"):
         x = column("x", "runtime_s" if kind == "frontier" else "device_seconds")
         y = column("y", "val_accuracy")
         fig = figures.frontier_figure(frame, x=x, y=y, x_direction=metric_direction(x),
-                                      y_direction=metric_direction(y))
+                                      y_direction=metric_direction(y), max_points=max_points)
     elif kind == "accuracy_vs_batch":
         metric = column("metric", "val_accuracy")
         fig = figures.accuracy_vs_batch_figure(frame, metric=metric, direction=metric_direction(metric))
@@ -326,6 +470,13 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
             except ValueError:
                 raise BadRequest(f"trials must be trial numbers separated by commas, got {query['trials']!r}") from None
         limit = _int(query, "limit", 20, minimum=1, maximum=200)
+        # The curves of the trials drawn, or of those the default choice ranks (completed ones):
+        # only the two series the figure draws.
+        series = ("samples_seen", metric)
+        curves = (cache.curves(name, numbers=trials, fields=series) if trials is not None
+                  else cache.curves(name, states=["COMPLETE"], fields=series))
+        if curves or cache.curves(name, limit=1):  # as the whole table: no column when no trial has curves
+            frame = frame.assign(curves=[curves.get(n) for n in frame["number"].tolist()])
         try:
             fig = figures.learning_curves_figure(frame, trials=trials, metric=metric,
                                                  direction=metric_direction(metric), limit=limit)
@@ -334,8 +485,19 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
     elif kind == "throughput":
         fig = figures.throughput_figure(frame)
     else:
-        fig = figures.noise_scale_figure(frame)
+        fig = figures.noise_scale_figure(frame, max_points=max_points)
     return str(fig.to_json())
+
+
+def warm_up() -> None:
+    """Import and initialise what the first study page would (Optuna, plotly and its figure
+    machinery): a dashboard calls this before it says it is ready, so its first page open
+    waits for the study, not for imports."""
+    import optuna  # noqa: F401 - imported for its side effect
+    import sqlalchemy  # noqa: F401
+    from hpsearch.dashboards import figures
+
+    figures.frontier_figure(pd.DataFrame()).to_json()
 
 
 def _int(query: Mapping[str, str], key: str, default: int, *, minimum: int, maximum: int | None = None) -> int:

@@ -394,6 +394,7 @@ def serve(storage: str, host: str = "127.0.0.1", port: int = 8080,
     """
     require_token_off_loopback(host, token)
     app = DashboardApp(storage, token=token)
+    api.warm_up()  # imports now, not on the first page
     bind = host.removeprefix("[").removesuffix("]")
     server_class = _ThreadingServer6 if ":" in bind else _ThreadingServer
     with make_server(bind, port, app, server_class=server_class, handler_class=_QuietHandler) as server:

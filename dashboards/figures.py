@@ -217,6 +217,7 @@ def frontier_figure(
     y_direction: Direction = "maximize",
     color: str | None = "lr_rule",
     size: str | None = "effective_batch_size",
+    max_points: int | None = None,
 ) -> go.Figure:
     """A scatter of completed trials with their Pareto front, one trace per LR rule.
 
@@ -229,6 +230,10 @@ def frontier_figure(
     empty figure that says so, not an error. ``x="device_seconds"`` draws the
     device-seconds-vs-accuracy frontier: what the trials cost in devices times time.
 
+    With ``max_points``, a study of more completed trials draws every front trial and a
+    thinned rest (see :func:`hpsearch.dashboards.frontier_info`), and the title says how
+    many trials it shows.
+
     Args:
         df: The trials DataFrame (one row per trial; see
             :func:`hpsearch.dashboards.frontier_info`).
@@ -238,6 +243,8 @@ def frontier_figure(
         y_direction: ``"minimize"`` or ``"maximize"``: which y is better.
         color: The column that splits trials into traces, or ``None``.
         size: The column that sets marker sizes, or ``None``.
+        max_points: Draw at most about this many trials (every front trial stays), or
+            ``None`` for all.
 
     Returns:
         A ``plotly.graph_objects.Figure``.
@@ -264,8 +271,13 @@ def frontier_figure(
         y_direction=y_direction,
         color=color,
         size=size,
+        max_points=max_points,
     )
-    fig = _new_figure(_title(info), info.x, info.y, axis_label(info.color) if info.color else "")
+    title = _title(info)
+    if info.n_hidden:
+        shown = info.n_complete - info.n_hidden
+        title += "<br><sup>" + _thinned_note(shown, info.n_complete, len(info.front)) + "</sup>"
+    fig = _new_figure(title, info.x, info.y, axis_label(info.color) if info.color else "")
     if info.is_empty:
         return _with_note(fig, _EMPTY_MESSAGE)
 
@@ -312,6 +324,13 @@ def frontier_figure(
     )
     drawn = [p for g in info.groups for p in g.points]
     return _with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
+
+
+def _thinned_note(shown: int, total: int, front: int | None = None, what: str = "completed trials") -> str:
+    """The subtitle of a scatter that draws some of its trials."""
+    if front is not None:
+        return f"showing {shown:,} of {total:,} {what}: all {front:,} on the Pareto front, the rest one per region"
+    return f"showing {shown:,} of {total:,} {what}, one per region of the plot"
 
 
 def accuracy_vs_batch_figure(
@@ -537,15 +556,19 @@ def throughput_figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def noise_scale_figure(df: pd.DataFrame) -> go.Figure:
+def noise_scale_figure(df: pd.DataFrame, *, max_points: int | None = None) -> go.Figure:
     """The gradient noise scale of completed trials against their effective batch, by rule.
 
     The dotted diagonal is "batch = noise scale": trials below it train with a batch larger
     than their noise scale, where a larger batch buys little progress per step (McCandlish et
     al. 2018). Trials that could not measure a noise scale (W x A = 1) are left out.
 
+    With ``max_points``, a study of more such trials draws a thinned set (see
+    :func:`hpsearch.dashboards.plots.noise_scale_info`) and the title says how many.
+
     Args:
         df: The trials DataFrame.
+        max_points: Draw at most this many trials, or ``None`` for all.
 
     Returns:
         A ``plotly.graph_objects.Figure``: one marker trace per rule and the diagonal, or an
@@ -559,9 +582,12 @@ def noise_scale_figure(df: pd.DataFrame) -> go.Figure:
         >>> [trace.name for trace in noise_scale_figure(df).data]
         ['linear', 'sqrt', 'batch = noise scale']
     """
-    info = noise_scale_info(df)
-    fig = _new_figure("gradient noise scale vs effective batch size, by LR rule",
-                      "effective_batch_size", "noise_scale")
+    info = noise_scale_info(df, max_points=max_points)
+    title = "gradient noise scale vs effective batch size, by LR rule"
+    if info.n_hidden:
+        note = _thinned_note(info.n_points - info.n_hidden, info.n_points, what="trials with a noise scale")
+        title += f"<br><sup>{note}</sup>"
+    fig = _new_figure(title, "effective_batch_size", "noise_scale")
     if info.is_empty:
         return _with_note(fig, info.note or _EMPTY_MESSAGE)
     for group in info.groups:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from hpsearch.dashboards.frontier import Direction, _config_columns, _plain
+from hpsearch.dashboards.frontier import Direction, _config_columns, _plain, thin_points
 
 __all__ = [
     "DEFAULT_CURVES_LIMIT",
@@ -337,6 +337,9 @@ class NoiseScaleInfo:
         n_trials: Rows in the DataFrame, whatever their state.
         n_complete: Completed trials.
         note: Why the figure is empty, or ``None`` when it is not.
+        n_points: Completed trials with a finite effective batch and noise scale.
+        n_hidden: Of those, how many are not in ``groups`` (0 unless ``max_points`` thinned
+            them).
     """
 
     groups: tuple[TrialGroup, ...]
@@ -345,6 +348,8 @@ class NoiseScaleInfo:
     n_trials: int
     n_complete: int
     note: str | None
+    n_points: int = 0
+    n_hidden: int = 0
 
     @property
     def is_empty(self) -> bool:
@@ -476,18 +481,19 @@ def accuracy_vs_batch_info(
         return AccuracyVsBatchInfo(metric, direction, (), False, False, len(df), 0, note)
 
     done, batches, values = done[keep], batches[keep], values[keep]
-    configs = _configs(done, ("effective_batch_size", metric))
     numbers = done["number"].astype(int).tolist()
     sign = 1.0 if direction == "maximize" else -1.0
     cells: dict[tuple[str, float], list[int]] = {}
     for i, rule in enumerate(_rule_names(done)):
         cells.setdefault((rule, float(batches[i])), []).append(i)
+    # Rows are in trial-number order, so max() keeps the lowest number among equal values.
+    bests = {cell: max(rows, key=lambda i: sign * values[i]) for cell, rows in sorted(cells.items())}
+    # Hover configurations of the best trials only (one per rule and batch, not per trial).
+    configs = dict(zip(bests.values(), _configs(done.iloc[list(bests.values())], ("effective_batch_size", metric))))
     lines: dict[str, list[BatchBest]] = {}
-    for (rule, batch), rows in sorted(cells.items()):
-        # Rows are in trial-number order, so max() keeps the lowest number among equal values.
-        best = max(rows, key=lambda i: sign * values[i])
+    for (rule, batch), best in bests.items():
         lines.setdefault(rule, []).append(
-            BatchBest(batch, float(values[best]), numbers[best], len(rows), configs[best])
+            BatchBest(batch, float(values[best]), numbers[best], len(cells[rule, batch]), configs[best])
         )
     return AccuracyVsBatchInfo(
         metric=metric,
@@ -513,6 +519,19 @@ def _curve_of(curves: object, metric: str) -> tuple[tuple[float, ...], tuple[flo
         and math.isfinite(x) and math.isfinite(y)
     ]
     return tuple(p[0] for p in points), tuple(p[1] for p in points)
+
+
+def _final_of(curves: object, metric: str) -> float | None:
+    """The last ``metric`` value of one trial's ``curves`` that :func:`_curve_of` would keep,
+    or ``None``: what the default choice ranks by, without building the whole curve."""
+    if not isinstance(curves, Mapping):
+        return None
+    xs, ys = curves.get("samples_seen") or [], curves.get(metric) or []
+    for i in range(min(len(xs), len(ys)) - 1, -1, -1):
+        x, y = xs[i], ys[i]
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(x) and math.isfinite(y):
+            return float(y)
+    return None
 
 
 def curve_metrics(df: pd.DataFrame) -> tuple[str, ...]:
@@ -602,9 +621,9 @@ def learning_curves_info(
     else:
         done = _completed(df)
         finals = {
-            int(n): ys[-1]
+            int(n): final
             for n, c in zip(done["number"].tolist(), done["curves"].tolist())
-            if (ys := _curve_of(c, metric)[1])
+            if (final := _final_of(c, metric)) is not None
         }
         sign = -1.0 if direction == "maximize" else 1.0
         chosen = sorted(finals, key=lambda n: (sign * finals[n], n))[:limit]
@@ -716,7 +735,7 @@ def throughput_info(df: pd.DataFrame) -> ThroughputInfo:
     )
 
 
-def noise_scale_info(df: pd.DataFrame) -> NoiseScaleInfo:
+def noise_scale_info(df: pd.DataFrame, *, max_points: int | None = None) -> NoiseScaleInfo:
     """The gradient noise scale of completed trials against their effective batch.
 
     The simple noise scale B_simple (docs/trials.md) estimates the batch beyond which a larger
@@ -725,9 +744,14 @@ def noise_scale_info(df: pd.DataFrame) -> NoiseScaleInfo:
     (W x A = 1) cannot measure it and records none; such trials are left out, as are pruned
     and failed ones.
 
+    With ``max_points``, a study of more such trials keeps the trials at the ends of each
+    axis and a thinned rest (:func:`hpsearch.dashboards.frontier.thin_points`, by LR rule);
+    ``n_hidden`` says how many were left out.
+
     Args:
         df: The trials DataFrame (``number``, ``state``, ``effective_batch_size``,
             ``noise_scale``, ``lr_rule``).
+        max_points: Keep at most this many trials in ``groups``, or ``None`` for all.
 
     Returns:
         A :class:`NoiseScaleInfo` with one group per LR rule; empty, with a ``note``, when no
@@ -751,11 +775,18 @@ def noise_scale_info(df: pd.DataFrame) -> NoiseScaleInfo:
         note = _NO_NOISE_SCALE
     if note is not None:
         return NoiseScaleInfo((), False, False, len(df), len(done), note)
+    done, batches, noise = done[keep], batches[keep], noise[keep]
+    log_x, log_y = log_axis(batches), log_axis(noise)
+    shown = np.arange(len(done))
+    if max_points is not None and len(done) > max_points:
+        shown = thin_points(batches, noise, max_points=max_points, groups=_rule_names(done), log_x=log_x, log_y=log_y)
     return NoiseScaleInfo(
-        groups=_groups(done[keep], batches[keep], noise[keep], ("effective_batch_size", "noise_scale")),
-        log_x=log_axis(batches[keep]),
-        log_y=log_axis(noise[keep]),
+        groups=_groups(done.iloc[shown], batches[shown], noise[shown], ("effective_batch_size", "noise_scale")),
+        log_x=log_x,
+        log_y=log_y,
         n_trials=len(df),
         n_complete=len(done),
         note=None,
+        n_points=len(done),
+        n_hidden=len(done) - len(shown),
     )

@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["study_revision", "trial_rows"]
+__all__ = ["study_revision", "trial_attr", "trial_rows"]
+
+#: Trial states that can still change. Optuna refuses to write to a finished trial (its state,
+#: params, values, attrs and intermediate values are final), so only these need watching.
+_UNFINISHED = ("RUNNING", "WAITING")
 
 
 def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives: Sequence[str],
@@ -41,22 +45,23 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
     values_t = models.TrialValueModel.__table__
     attrs_t = models.TrialUserAttributeModel.__table__
     with storage.engine.connect() as conn:
-        trials = conn.execute(
+        trials = _plain_rows(conn, (
             select(trials_t.c.trial_id, trials_t.c.number, trials_t.c.state, trials_t.c.datetime_start,
                    trials_t.c.datetime_complete).where(trials_t.c.study_id == study_id).order_by(trials_t.c.number)
-        ).all()
-        params = conn.execute(
+        ))
+        params = _plain_rows(conn, (
             select(params_t.c.trial_id, params_t.c.param_name, params_t.c.param_value, params_t.c.distribution_json)
             .where(params_t.c.trial_id.in_(of_study)).order_by(params_t.c.param_id)
-        ).all()
-        values = conn.execute(
+        ))
+        values = _plain_rows(conn, (
             select(values_t.c.trial_id, values_t.c.objective, values_t.c.value, values_t.c.value_type)
             .where(values_t.c.trial_id.in_(of_study)).order_by(values_t.c.objective)
-        ).all()
-        attrs = conn.execute(
-            select(attrs_t.c.trial_id, attrs_t.c.key, attrs_t.c.value_json)
-            .where(attrs_t.c.trial_id.in_(of_study)).order_by(attrs_t.c.trial_user_attribute_id)
-        ).all()
+        ))
+        of_attrs = (select(attrs_t.c.trial_id, attrs_t.c.key, attrs_t.c.value_json)
+                    .where(attrs_t.c.trial_id.in_(of_study)))
+        if hidden:  # left in the database: ``curves`` is most of a study's bytes
+            of_attrs = of_attrs.where(attrs_t.c.key.not_in(sorted(hidden)))
+        attrs = _plain_rows(conn, of_attrs.order_by(attrs_t.c.trial_user_attribute_id))
 
     rows: dict[int, dict[str, Any]] = {}
     for trial_id, number, state, _, _ in trials:
@@ -67,42 +72,158 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
         if dist is None:
             dist = distributions[dist_json] = json_to_distribution(dist_json)
         rows[trial_id][name] = dist.to_external_repr(value)
-    for trial_id, key, value_json in attrs:
-        if key not in hidden:
-            rows[trial_id][key] = json.loads(value_json)
+    for (trial_id, key, _), value in zip(attrs, _json_values([a[2] for a in attrs])):
+        rows[trial_id][key] = value
     for trial_id, objective, value, value_type in values:
         if objective < len(objectives):
             rows[trial_id][objectives[objective]] = _value(value, _name(value_type))
     for trial_id, _, _, start, complete in trials:
         row = rows[trial_id]
+        start, complete = _stamp(start), _stamp(complete)
         row["datetime_start"] = _local(start)
         row["datetime_complete"] = _local(complete)
         row["duration_s"] = (complete - start).total_seconds() if start and complete else None
     return list(rows.values())
 
 
-def study_revision(storage: optuna.storages.RDBStorage, study_name: str) -> tuple[Any, ...]:
-    """A few aggregates that change whenever a trial of the study does, in one cheap query
-    each: trials by state (a new trial, a trial that ends), the last completion time, the
-    number of intermediate values (one per epoch of a running trial) and the newest attr row.
+def trial_attr(storage: optuna.storages.RDBStorage, study_name: str, key: str, *,
+               numbers: Sequence[int] | None = None, states: Sequence[str] | None = None,
+               limit: int | None = None, fields: Sequence[str] | None = None) -> dict[int, Any]:
+    """One user attr of a study's trials, by trial number: those numbered in ``numbers`` and in
+    one of ``states`` (all trials when ``None``), the first ``limit`` of them by number (all
+    when ``None``). Trials without the attr are left out.
+
+    ``trial_rows`` leaves large attrs (the per-epoch ``curves``) out of the table; the trial
+    page and the learning-curves figure read them here, for the trials they draw. With
+    ``fields``, each value (a JSON object) comes back with only those keys (``None`` for a key
+    it lacks); SQLite then picks them out of the stored text itself, which spares parsing the
+    rest (a 10,000-trial study's learning curves need 2 of the 8 series of each trial).
+
+    Raises:
+        KeyError: no study of that name.
+    """
+    from optuna.storages._rdb import models
+    from sqlalchemy import func
+    from sqlalchemy.exc import DBAPIError
+
+    study_id = storage.get_study_id_from_name(study_name)
+    trials_t = models.TrialModel.__table__
+    attrs_t = models.TrialUserAttributeModel.__table__
+    dialect = storage.engine.dialect
+    if fields is not None and len(fields) > 1 and dialect.name == "sqlite" and all('"' not in f for f in fields):
+        # With two paths or more, json_extract answers a JSON array of the values, as stored.
+        picked = func.json_extract(attrs_t.c.value_json, *[f'$."{f}"' for f in fields])
+        try:
+            with storage.engine.connect() as conn:
+                found = _plain_rows(conn, _attr_query(trials_t, attrs_t, picked, study_id, key, numbers, states, limit))
+            return {number: dict(zip(fields, value))
+                    for number, value in zip((n for n, _ in found), _json_values([v for _, v in found]))}
+        except (DBAPIError, ValueError, dialect.dbapi.Error):  # text SQLite will not parse (NaN): parse it here
+            pass
+    query = _attr_query(trials_t, attrs_t, attrs_t.c.value_json, study_id, key, numbers, states, limit)
+    with storage.engine.connect() as conn:
+        found = _plain_rows(conn, query)
+    values = dict(zip((number for number, _ in found), _json_values([v for _, v in found])))
+    if fields is not None:
+        values = {n: {f: v.get(f) for f in fields} if isinstance(v, dict) else v for n, v in values.items()}
+    return values
+
+
+def _attr_query(trials_t: Any, attrs_t: Any, value: Any, study_id: int, key: str, numbers: Sequence[int] | None,
+                states: Sequence[str] | None, limit: int | None) -> Any:
+    from sqlalchemy import select
+
+    query = (select(trials_t.c.number, value)
+             .join(trials_t, trials_t.c.trial_id == attrs_t.c.trial_id)
+             .where(trials_t.c.study_id == study_id, attrs_t.c.key == key))
+    if numbers is not None:
+        query = query.where(trials_t.c.number.in_(sorted({int(n) for n in numbers})))
+    if states is not None:
+        query = query.where(trials_t.c.state.in_(sorted(set(states))))
+    query = query.order_by(trials_t.c.number)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+def study_revision(storage: optuna.storages.RDBStorage, study_name: str, *,
+                   since: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
+    """Something that changes whenever a trial of the study does, read cheaply: the study's
+    largest trial id (a new trial: ids only grow), and of the unfinished trials their state and
+    completion time (a trial that ends) and a digest of their params, attrs and intermediate
+    values (a new epoch, an attr written again).
+
+    Finished trials need no watching: Optuna refuses every write to a finished trial, so a
+    trial changes only while it runs, and a new one moves the largest id. Given the revision it last
+    returned (``since``), a poll reads one entry of the trials table's study index (its largest
+    id) and the rows of the trials that were unfinished then, not the study's trials;
+    without it, it finds the unfinished trials by reading the study's trial states. When
+    nothing changed both give the same revision; after a change, ask again without ``since``
+    to watch the trials unfinished now.
 
     The dashboard polls this and rebuilds a study's table only when it moved.
     """
+    import hashlib
+
     from optuna.storages._rdb import models
     from sqlalchemy import func, select
 
     study_id = storage.get_study_id_from_name(study_name)
     trials_t = models.TrialModel.__table__
-    of_study = select(trials_t.c.trial_id).where(trials_t.c.study_id == study_id).scalar_subquery()
     steps_t = models.TrialIntermediateValueModel.__table__
     attrs_t = models.TrialUserAttributeModel.__table__
+    params_t = models.TrialParamModel.__table__
     with storage.engine.connect() as conn:
-        states = conn.execute(select(trials_t.c.state, func.count(), func.max(trials_t.c.datetime_complete))
-                              .where(trials_t.c.study_id == study_id).group_by(trials_t.c.state)).all()
-        steps = conn.execute(select(func.count()).where(steps_t.c.trial_id.in_(of_study))).scalar()
-        newest_attr = conn.execute(select(func.max(attrs_t.c.trial_user_attribute_id))
-                                   .where(attrs_t.c.trial_id.in_(of_study))).scalar()
-    return (tuple(sorted((_name(s), n, str(last)) for s, n, last in states)), steps, newest_attr)
+        newest = conn.execute(select(func.max(trials_t.c.trial_id)).where(trials_t.c.study_id == study_id)).scalar()
+        if since is not None and since[0] == study_id:
+            watched = list(since[2])
+        else:
+            watched = list(conn.execute(select(trials_t.c.trial_id).where(
+                trials_t.c.study_id == study_id, trials_t.c.state.in_(_UNFINISHED)).order_by(trials_t.c.trial_id)
+            ).scalars())
+        states: tuple[Any, ...] = ()
+        digest = None
+        if watched:
+            states = tuple((trial_id, _name(state), str(complete)) for trial_id, state, complete in conn.execute(
+                select(trials_t.c.trial_id, trials_t.c.state, trials_t.c.datetime_complete)
+                .where(trials_t.c.trial_id.in_(watched)).order_by(trials_t.c.trial_id)))
+            held = hashlib.blake2b(digest_size=16)
+            for table, key, value in ((attrs_t, attrs_t.c.trial_user_attribute_id, attrs_t.c.value_json),
+                                      (steps_t, steps_t.c.trial_intermediate_value_id, steps_t.c.intermediate_value),
+                                      (params_t, params_t.c.param_id, params_t.c.param_value)):
+                rows = conn.execute(select(key, value).where(table.c.trial_id.in_(watched)).order_by(key)).all()
+                held.update(repr([tuple(r) for r in rows]).encode())
+            digest = held.hexdigest()
+    return (study_id, newest, tuple(watched), states, digest)
+
+
+def _plain_rows(conn: Any, query: Any) -> list[tuple[Any, ...]]:
+    """The rows of a query straight from the database driver's cursor, as the driver types
+    them: enums as their names, SQLite's timestamps as text (see ``_stamp``). SQLAlchemy's
+    row objects cost more than the rows here: for the 180,000 attrs of a 10,000-trial study
+    about 0.7 s against 0.25 s. The query's parameters (a study id, attr names) are rendered
+    into it as literals."""
+    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _json_values(texts: Sequence[str]) -> list[Any]:
+    """``[json.loads(t) for t in texts]``, as one parse: one call of the C decoder instead of one
+    per value (a 10,000-trial study has some 180,000 attr values)."""
+    if not texts:
+        return []
+    try:
+        values = json.loads("[" + ",".join(texts) + "]")
+    except ValueError:  # some text is not one JSON value: parse each, so the bad one raises
+        return [json.loads(t) for t in texts]
+    if len(values) != len(texts):  # e.g. a text that holds "1, 2": parse each
+        return [json.loads(t) for t in texts]
+    return list(values)
 
 
 def _name(enum_or_text: Any) -> str:
@@ -115,6 +236,11 @@ def _value(value: float | None, value_type: str) -> float:
     if value_type == "INF_NEG":
         return -math.inf
     return float("nan") if value is None else float(value)
+
+
+def _stamp(value: datetime.datetime | str | None) -> datetime.datetime | None:
+    """A timestamp as the database driver hands it: SQLite's is text (as SQLAlchemy wrote it)."""
+    return datetime.datetime.fromisoformat(value) if isinstance(value, str) else value
 
 
 def _local(stamp: datetime.datetime | None) -> datetime.datetime | None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from wsgiref.util import setup_testing_defaults
 
 import pytest
 
@@ -53,3 +57,20 @@ def finished_study(tmp_path_factory: pytest.TempPathFactory) -> FinishedStudy:
                              "--no-progress"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     return FinishedStudy(storage=storage, db=db, name="dash-e2e", n_trials=4)
+
+
+@pytest.fixture
+def get_json() -> Callable[[Any, str], Any]:
+    """A function calling a dashboard's WSGI app in process with a GET of ``url`` and returning
+    the JSON answer (asserting 200)."""
+
+    def get(app: Any, url: str) -> Any:
+        path, _, query = url.partition("?")
+        environ: dict[str, Any] = {"PATH_INFO": path, "QUERY_STRING": query}
+        setup_testing_defaults(environ)
+        status: list[str] = []
+        body = b"".join(app(environ, lambda s, h: status.append(s)))
+        assert status == ["200 OK"], body[:300]
+        return json.loads(body)
+
+    return get

@@ -58,3 +58,28 @@ def test_odd_values_read_the_same_both_ways(storage_url: str, unique_name: str) 
     assert fast.loc[0, "runtime_s"] == math.inf
     assert fast.loc[0, "nested"] == {"a": [1, None]}
     assert list(fast["state"]) == ["COMPLETE", "FAIL", "WAITING"]
+
+
+def test_one_attr_reads_as_optuna_has_it_whole_or_in_part(storage_url: str, unique_name: str) -> None:
+    from hpsearch.table import trial_attr
+
+    search = synthetic_study(storage_url, unique_name, n_trials=60, seed=4)
+    study = search.study
+    # A series that is not finite (JSON's NaN): a database JSON function may refuse that text.
+    nan = study.ask()
+    study._storage.set_trial_user_attr(nan._trial_id, "curves", {"samples_seen": [8], "val_accuracy": [math.nan]})
+    study.tell(nan, [0.5, 1.0])
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    whole = {n: t.user_attrs["curves"] for n, t in trials.items() if "curves" in t.user_attrs}
+
+    backend = open_storage(storage_url)
+    got = trial_attr(backend, unique_name, "curves")
+    assert got.keys() == whole.keys() and all(got[n] == whole[n] for n in whole if n != nan.number)
+    assert math.isnan(got[nan.number]["val_accuracy"][0])
+    done = {n for n, t in trials.items() if t.state == TrialState.COMPLETE and n in whole}
+    part = trial_attr(backend, unique_name, "curves", states=["COMPLETE"], fields=["samples_seen", "val_loss"])
+    assert part.keys() == done
+    assert all(part[n] == {"samples_seen": whole[n]["samples_seen"], "val_loss": whole[n].get("val_loss")}
+               for n in done if n != nan.number)
+    assert list(trial_attr(backend, unique_name, "curves", numbers=[3, 5, 999])) == [3, 5]
+    assert len(trial_attr(backend, unique_name, "curves", limit=1)) == 1
