@@ -3,6 +3,7 @@
 #
 #   make quickstart   install into .venv and run the quickstart search (CPU, local Ray, SQLite)
 #   make test         install into .venv (with test tools) and run the whole test suite
+#   make benchmarks   measure hpsearch against the plain alternatives into docs/benchmarks.md
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,7 +12,7 @@ BIN    := $(VENV)/bin
 CONSTRAINTS ?= constraints/cpu.txt
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test install browser clean
+.PHONY: quickstart test install browser benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +52,10 @@ SLOW_TESTS := $(if $(or $(CI),$(SLOW)),,-m "not slow")
 
 test: install browser
 	$(BIN)/python -m pytest $(SLOW_TESTS) $(PYTEST_ARGS)
+
+# About 12 minutes on 2 cores; run it on an otherwise idle machine.
+benchmarks: install
+	$(BIN)/python -m benchmarks
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info hpsearch_runs hpsearch.db* *-frontier.html
