@@ -18,7 +18,9 @@ TRAIN_SIZE = len(load_digits_split()[0])
 def test_two_gloo_ranks_train_and_rank0_reports_every_epoch(
     tmp_path: Path, live_children: Callable[[], list[Any]]
 ) -> None:
-    spec = TrialSpec(per_device_batch_size=16, world_size=2, base_lr=0.05, base_batch_size=8, lr_rule="linear",
+    # lr 0.05 after the rule: stable on every CPU tried (0.2 trained on one and collapsed to
+    # chance on another, whose kernels round differently).
+    spec = TrialSpec(per_device_batch_size=16, world_size=2, base_lr=0.0125, base_batch_size=8, lr_rule="linear",
                      epochs=3, hyperparameters={"momentum": 0.9}, seed=1)
     seen: list[dict] = []
     final = run_trial(spec, tmp_path, report=seen.append)
@@ -28,7 +30,7 @@ def test_two_gloo_ranks_train_and_rank0_reports_every_epoch(
     assert [r["samples_seen"] for r in seen] == [TRAIN_SIZE * e for e in (1, 2, 3)]
     assert [r["steps"] for r in seen] == [-(-TRAIN_SIZE // 32) * e for e in (1, 2, 3)]
     assert final["effective_batch_size"] == 32
-    assert seen[-1]["lr"] == pytest.approx(0.05 * 32 / 8)
+    assert seen[-1]["lr"] == pytest.approx(0.0125 * 32 / 8)
     assert final["device_seconds"] == pytest.approx(2 * final["runtime_s"])
     assert final["val_accuracy"] > 0.8  # ten classes: chance is 0.1
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 3
