@@ -235,8 +235,8 @@ summary, the table's row order per filter and sort, each figure's JSON), and the
 per region of the plot, at most 2,000 (their subtitle says how many), so they stay under a
 megabyte of JSON however large the study. A warm open and a poll ask the store only whether a
 trial changed (the study's largest trial id and the rows of its running trials) and answer from
-memory: they do not grow with the study. Before this change, measured the same way on the same
-machine, the cold page took 3.8 s at 10,000 trials (8.0x the 100-trial page; summary 1.7 s, each
+memory: they do not grow with the study. Before this change, measured the same way on a faster
+2-core machine (AMD EPYC; after the change, 1.14 s there), the cold page took 3.8 s at 10,000 trials (8.0x the 100-trial page; summary 1.7 s, each
 frontier figure 4.3 MB of JSON, 12 MB for the page), the warm page 2.3 s (11x) and a poll 101 ms
 (6.7x). What is left is the one full read per dashboard process, repeated only when a trial
 changes; bringing it under 1 s would take a table kept between processes or read in the

@@ -203,6 +203,15 @@ def calibrate_epochs(seconds: float) -> int:
     return max(1, round(seconds / per_epoch))
 
 
+
+def _later_cost(seconds: float) -> str:
+    """What a later trial's rank process costs over the loop in process, in words: a small or
+    negative difference is the measurement's noise, not a saving."""
+    if seconds < 0.1:
+        return f"costs no more than calling the loop in process ({seconds:+.2f} s, within the noise)"
+    return f"costs {seconds:.2f} s more than calling the loop in process"
+
+
 def run(quick: bool = False) -> str:
     trial_seconds, repeat = (2.0, 3) if quick else (10.0, 3)
     epochs = calibrate_epochs(trial_seconds)
@@ -273,8 +282,7 @@ processes has none of that, so on trials this short the ratio is mostly fixed co
 {rounds:g} rounds of training; it falls as trials get longer or more numerous, and a search that
 joins a running cluster (`--address`) does not start Ray at all. Per trial, the study's wall
 time exceeds the rank's training time by {trial_wall - training:.2f} s (the searcher's asks and
-tells, the reports, the rank's start), and a later trial's rank process costs
-{parts['later']:.2f} s more than calling the loop in process.
+tells, the reports, the rank's start), and a later trial's rank process {_later_cost(parts['later'])}.
 
 What made the per-trial cost small, measured with this benchmark: a trial's ranks are forked
 from a fork server of the trial process, which has imported torch, the training loop, the
@@ -282,8 +290,8 @@ workload's module and what an optimizer's first construction imports (`torch._dy
 1 s) once, instead of spawned as fresh interpreters that import it all for every trial; Tune
 reuses a finished trial's process, and its fork server, for the next trial (`reuse_actors`);
 and the workload check runs while Ray starts. Before, each trial started a Ray
-worker process, then a rank process that imported all of that again. Measured on this machine
-while other jobs loaded it (load average 5-7): 6-17 s of overhead per trial, and 78-85 s for the
+worker process, then a rank process that imported all of that again. Measured before these changes
+on a 2-core machine that other jobs loaded (load average 5-7): 6-17 s of overhead per trial, and 78-85 s for the
 `--quick` search (8 trials of about 2 s of training), against 45 s under the same load once
 trial processes were reused and ranks forked (a first version, forking the trial process itself).
 """
