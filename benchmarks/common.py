@@ -9,6 +9,7 @@ module and writes the sections under a description of the machine to ``docs/benc
 
 from __future__ import annotations
 
+import argparse
 import gc
 import statistics
 import time
@@ -68,3 +69,11 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
              "| " + " | ".join("---" for _ in headers) + " |"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def run_alone(run: Callable[[bool], str], doc: str, quick_help: str) -> None:
+    """The command line of a benchmark module run alone: ``--quick`` (described by
+    ``quick_help``) and the module's section printed."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    print(run(parser.parse_args().quick))

@@ -29,7 +29,6 @@ It prints a Markdown section; ``python -m benchmarks`` collects it with the othe
 # No ``from __future__ import annotations``: DDP inspects a communication hook's annotations
 # when it is registered and rejects string annotations.
 
-import argparse
 import contextlib
 import os
 import queue
@@ -47,7 +46,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
-from benchmarks.common import interleaved, md_table, median, ratio_row, verdict
+from benchmarks.common import interleaved, md_table, median, ratio_row, run_alone, verdict
 
 __all__ = ["run"]
 
@@ -495,10 +494,7 @@ communication share and noise scale. {sync_note}{job_note}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer epochs and repetitions, no whole-job timing")
-    args = parser.parse_args()
-    print(run(quick=args.quick))
+    run_alone(run, __doc__, "fewer epochs and repetitions, no whole-job timing")
 
 
 if __name__ == "__main__":

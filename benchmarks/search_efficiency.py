@@ -45,7 +45,6 @@ It prints a Markdown section; ``python -m benchmarks`` collects it with the othe
 
 from __future__ import annotations
 
-import argparse
 import math
 import multiprocessing
 import statistics
@@ -54,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.common import md_table, median
+from benchmarks.common import md_table, median, run_alone
 
 __all__ = ["run"]
 
@@ -518,10 +517,7 @@ def _where_note(good_sizes: list[int], sizes: tuple[int, ...], b0: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="digits MLP, fewer epochs and LRs, 20 seeds")
-    args = parser.parse_args()
-    print(run(quick=args.quick))
+    run_alone(run, __doc__, "digits MLP, fewer epochs and LRs, 20 seeds")
 
 
 if __name__ == "__main__":

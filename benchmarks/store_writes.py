@@ -12,13 +12,12 @@ attrs, the intermediate value, the final measurements) through the same calls Ra
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import interleaved, md_table, median, verdict
+from benchmarks.common import interleaved, md_table, median, run_alone, verdict
 
 RAW = "raw Optuna ask/tell"
 OURS = "hpsearch searcher"
@@ -139,9 +138,7 @@ statement built for every call, 1.34x.
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100 trials instead of 1,000")
-    print(run(parser.parse_args().quick))
+    run_alone(run, __doc__, "100 trials instead of 1,000")
 
 
 if __name__ == "__main__":
