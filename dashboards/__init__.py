@@ -1,7 +1,14 @@
-"""Figures and the web dashboard of hpsearch.
+"""Figures and the web dashboard of hpsearch: a client of the service, as
+``optuna.visualization`` is of Optuna's core (the service never imports this package).
 
-This package's top level is pure data and imports no plotly, so ``import hpsearch`` stays
-light. Each figure is computed, then rendered:
+- ``plot_frontier(search)``, ``plot_device_seconds_frontier``, ``plot_accuracy_vs_batch``,
+  ``plot_learning_curves``, ``plot_throughput``, ``plot_noise_scale``: a study's figures
+  (:mod:`hpsearch.dashboards.visualization`), loaded on first use so that this package's top
+  level imports no plotly;
+- ``hpsearch.dashboards.app``: the web dashboard (``create_app(storage)``);
+- ``hpsearch.dashboards.cli``: the ``hpsearch dashboard`` and ``hpsearch frontier`` commands.
+
+Each figure is computed, then rendered:
 
 - compute: :func:`pareto_front` and :func:`frontier_info` (the runtime- or
   device-seconds-vs-accuracy frontier), :func:`accuracy_vs_batch_info`,
@@ -11,14 +18,13 @@ light. Each figure is computed, then rendered:
   ``accuracy_vs_batch_figure``, ``learning_curves_figure``, ``throughput_figure``,
   ``noise_scale_figure``, ``write_figure_html``), imported only where a figure is drawn.
 
-``hpsearch.dashboards.synthetic.synthetic_study`` writes a realistic study without training
-anything, for examples, tests and benchmarks.
-
 Example:
     >>> from hpsearch.dashboards import pareto_front
     >>> pareto_front([10.0, 20.0, 30.0], [0.8, 0.9, 0.85])
     [0, 1]
 """
+
+from typing import Any
 
 from hpsearch.dashboards.frontier import FrontierInfo, frontier_info, pareto_front
 from hpsearch.dashboards.plots import (
@@ -47,5 +53,22 @@ __all__ = [
     "log_axis",
     "noise_scale_info",
     "pareto_front",
+    "plot_accuracy_vs_batch",
+    "plot_device_seconds_frontier",
+    "plot_frontier",
+    "plot_learning_curves",
+    "plot_noise_scale",
+    "plot_throughput",
     "throughput_info",
 ]
+
+_PLOTS = frozenset(name for name in __all__ if name.startswith("plot_"))
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: the plot functions live with plotly's importers; load that module on first use.
+    if name in _PLOTS:
+        from hpsearch.dashboards import visualization
+
+        return getattr(visualization, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,8 +4,9 @@ Every function takes a ``StudyCache`` (one per store) and returns JSON-ready dat
 ``HPSearchError`` whose ``http_status`` the web layer answers with (404 for an unknown study or
 trial, 400 for a bad parameter). ``hpsearch.dashboards.app`` maps URLs onto these.
 
-Reading a study is incremental: a poll asks the store a few cheap aggregates
-(``hpsearch.table.study_revision``); the trials table is rebuilt only when some trial changed,
+Everything a study says comes from the service's read model (``hpsearch.study``); this module
+only keeps it per revision and shapes it for HTTP. Reading a study is incremental: a poll asks
+the store a few cheap aggregates (``hpsearch.study.revision``); the trials table is rebuilt only when some trial changed,
 and what each endpoint computes from it (the summary, the table's row order, each figure's JSON)
 is kept until then. So a page polling a 10,000-trial study every few seconds costs little, and
 a second browser opening the same study gets its figures from memory.
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import ColumnError, HPSearchError
-
 import pandas as pd
+from hpsearch import study as read_model
+from hpsearch.errors import ColumnError, HPSearchError
+from hpsearch.search_spaces import record
 
 if TYPE_CHECKING:
     import optuna
@@ -156,40 +158,17 @@ class StudyCache:
         series = None if fields is None else tuple(dict.fromkeys(fields))
 
         def read(frame: pd.DataFrame) -> dict[int, Any]:
-            import optuna
-            from hpsearch.store import open_storage
-            from hpsearch.table import trial_attr
-
-            backend = open_storage(self.storage)
-            if isinstance(backend, optuna.storages.RDBStorage):
-                return trial_attr(backend, name, "curves", numbers=chosen, states=wanted, limit=limit, fields=series)
-            search = self.search(name)
-            found = {t.number: t.user_attrs["curves"] for t in search.study.get_trials(deepcopy=False)
-                     if "curves" in t.user_attrs and (chosen is None or t.number in chosen)
-                     and (wanted is None or t.state.name in wanted)}
-            if series is not None:
-                found = {n: {f: c.get(f) for f in series} if isinstance(c, dict) else c for n, c in found.items()}
-            return dict(list(found.items())[:limit])
+            return read_model.read_attr(self.search(name).backend, name, record.CURVES, numbers=chosen,
+                                        states=wanted, limit=limit, fields=series)
 
         return dict(self.memo(name, ("curves", chosen, wanted, limit, series), read))
 
     def _version(self, search: Search, since: tuple[Any, ...] | None) -> tuple[Any, ...]:
-        import optuna
-        from hpsearch.store import open_storage
-        from hpsearch.table import study_revision
-
-        backend = open_storage(self.storage)
-        if isinstance(backend, optuna.storages.RDBStorage):
-            return study_revision(backend, search.study_name, since=since)
-        # Other stores: a trial changes by state, by a new epoch or by its end.
-        return tuple((t.number, t.state, len(t.intermediate_values), len(t.user_attrs), t.datetime_complete)
-                     for t in search.study.get_trials(deepcopy=False))
+        return read_model.revision(search.backend, search.study_name, since=since)
 
     def trial(self, name: str, number: int) -> optuna.trial.FrozenTrial:
         """One trial by number, read alone (raises ``NotFound``)."""
-        from hpsearch.store import open_storage
-
-        backend = open_storage(self.storage)
+        backend = self.search(name).backend
         study_id = backend.get_study_id_from_name(name)
         try:
             trial_id = backend.get_trial_id_from_study_id_trial_number(study_id, number)
@@ -211,14 +190,7 @@ def _token(version: tuple[Any, ...]) -> str:
 
 def _read_table(search: Search) -> pd.DataFrame:
     """The study's trials table without the ``LAZY_ATTRS`` (never parsed, for an SQL store)."""
-    import optuna
-    from hpsearch.store import open_storage
-    from hpsearch.table import trial_rows
-
-    backend = open_storage(search.storage)
-    if isinstance(backend, optuna.storages.RDBStorage):
-        return pd.DataFrame(trial_rows(backend, search.study_name, search.objectives, hidden=LAZY_ATTRS))
-    return search.trials_dataframe(all_attrs=True).drop(columns=list(LAZY_ATTRS), errors="ignore")
+    return read_model.read_trials(search.backend, search.study_name, search.objectives, hidden=LAZY_ATTRS)
 
 
 def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
@@ -232,60 +204,20 @@ def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
         search = cache.search(name)
 
         def listing(frame: pd.DataFrame, search: Search = search, name: str = name) -> dict[str, Any]:
-            states = frame["state"].value_counts().to_dict() if len(frame) else {}
-            best = _best_row(search, frame)
-            stamps = pd.concat([frame["datetime_start"], frame["datetime_complete"]]).dropna() if len(frame) else []
-            return _plain({
-                "name": name,
-                "n_trials": len(frame),
-                "states": dict(sorted(states.items())),
-                "objectives": search.objectives,
-                "best_values": None if best is None else [best[m] for m in search.objectives],
-                "started": frame["datetime_start"].min() if len(frame) else None,
-                "last_activity": max(stamps) if len(stamps) else None,
-            })
+            return read_model.study_listing(name, frame, search.objectives, search.directions).to_dict()
 
         out.append(cache.memo(name, "listing", listing))
     return out
 
 
-def _best_row(search: Search, frame: pd.DataFrame) -> Any:
-    """The COMPLETE row best on the first objective, or ``None``."""
-    if not len(frame):
-        return None
-    done = frame[frame["state"] == "COMPLETE"]
-    first = search.objectives[0]
-    if not len(done) or first not in done.columns:
-        return None
-    maximize = search.study.directions[0].name == "MAXIMIZE"
-    return done.loc[done[first].idxmax() if maximize else done[first].idxmin()]
-
-
 def _summary(cache: StudyCache, name: str, frame: pd.DataFrame) -> dict[str, Any]:
-    """``Search.summary()`` less the study's own attrs (its target), computed from the cached
-    table instead of every trial object, with the table's columns."""
-    from hpsearch.reasons import NOT_RUN_REASONS
-
+    """The study's ``hpsearch.study.StudySummary`` (less its target, a study attr read on every
+    call), with the table's columns."""
     search = cache.search(name)
-    states = frame["state"].value_counts().to_dict() if len(frame) else {}
-    finished = 0
-    if len(frame):
-        reasons = frame["status_reason"] if "status_reason" in frame.columns else pd.Series(None, index=frame.index)
-        finished = int((frame["state"].isin(["COMPLETE", "PRUNED", "FAIL"]) & ~reasons.isin(NOT_RUN_REASONS)).sum())
-    best = _best_row(search, frame)
-    best_trial = None
-    if best is not None:
-        trial = cache.trial(name, int(best["number"]))
-        best_trial = {"number": trial.number, "values": dict(zip(search.objectives, trial.values)),
-                      "params": trial.params}
+    summary = read_model.summarize(name, frame, search.objectives, search.directions,
+                                   params=read_model.param_names(search.backend, name)).to_dict()
     return _plain({
-        "study": name,
-        "objectives": search.objectives,
-        "directions": [d.name.lower() for d in search.study.directions],
-        "n_trials": len(frame),
-        "finished": finished,
-        "states": dict(sorted(states.items())),
-        "best_trial": best_trial,
+        **summary,
         "columns": [c for c in frame.columns if c not in LAZY_ATTRS],
         "numeric_columns": [c for c in frame.columns if _numeric(frame[c])],
     })
@@ -390,12 +322,7 @@ def trials_csv(cache: StudyCache, name: str) -> str:
     """``GET /api/studies/{name}/trials.csv``: every trial, every param and attr (curves as JSON).
 
     Read whole from the store for each download: it is the one answer that needs every curve."""
-    import json
-
-    frame = cache.search(name).trials_dataframe(all_attrs=True)
-    if "curves" in frame.columns:
-        frame["curves"] = frame["curves"].map(lambda v: json.dumps(v) if isinstance(v, dict) else v)
-    return str(frame.to_csv(index=False))
+    return read_model.to_csv(cache.search(name).trials_dataframe(all_attrs=True))
 
 
 def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
@@ -407,7 +334,7 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     attrs = dict(t.user_attrs)
     return _plain({
         "number": t.number,
-        "state": t.state.name,
+        "state": read_model.display_state(t.state.name, attrs),
         "params": t.params,
         "values": None if t.values is None else dict(zip(search.objectives, t.values)),
         "user_attrs": {k: v for k, v in attrs.items() if k != "curves"},
@@ -442,8 +369,8 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
 
 def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str], frame: pd.DataFrame) -> str:
     from hpsearch.dashboards import figures
-    from hpsearch.search import metric_direction
 
+    metric_direction = cache.search(name).direction
     completed = len(frame) and bool((frame["state"] == "COMPLETE").any())
 
     def column(key: str, default: str) -> str:

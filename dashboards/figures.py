@@ -29,7 +29,6 @@ from hpsearch.dashboards.frontier import (
 from hpsearch.dashboards.plots import (
     DEFAULT_CURVES_LIMIT,
     THROUGHPUT_PER_DEVICE,
-    _NOT_HOVER_COLUMNS,
     WorldSizeSeries,
     accuracy_vs_batch_info,
     learning_curves_info,
@@ -37,6 +36,7 @@ from hpsearch.dashboards.plots import (
     noise_scale_info,
     throughput_info,
 )
+from hpsearch.search_spaces import record
 from plotly.subplots import make_subplots
 
 __all__ = [
@@ -72,24 +72,10 @@ _OTHER_COLORS: tuple[str, ...] = (
 )
 _FRONT_COLOR = "#333333"
 
+#: Axis titles of the columns that are not names of the trial record (which has its own labels,
+#: ``hpsearch.search_spaces.record.label``).
 METRIC_LABELS: dict[str, str] = {
-    "runtime_s": "runtime (s)",
-    "device_seconds": "device-seconds",
-    "val_accuracy": "validation accuracy",
-    "val_loss": "validation loss",
-    "train_loss": "training loss",
-    "samples_per_s": "throughput (samples/s)",
     THROUGHPUT_PER_DEVICE: "throughput per device (samples/s)",
-    "samples_seen": "samples seen",
-    "effective_batch_size": "effective batch size",
-    "per_device_batch_size": "per-device batch size",
-    "world_size": "world size (devices)",
-    "grad_accum_steps": "gradient accumulation steps",
-    "lr_rule": "LR rule",
-    "comm_fraction": "communication share of step time",
-    "noise_scale": "gradient noise scale",
-    "lr": "learning rate",
-    "base_lr": "base learning rate",
 }
 
 _EMPTY_MESSAGE = "no completed trials yet"
@@ -134,7 +120,7 @@ def axis_label(column: str) -> str:
         >>> axis_label("device_seconds")
         'device-seconds'
     """
-    return METRIC_LABELS.get(column, column)
+    return METRIC_LABELS.get(column) or record.label(column)
 
 
 def _format_value(value: object) -> str:
@@ -145,14 +131,11 @@ def _format_value(value: object) -> str:
 
 def _hover(title: str, values: Mapping[str, object], config: Mapping[str, object]) -> str:
     """Hover text: a bold title naming the trial, the plotted values under their axis
-    labels, then the configuration (bookkeeping attrs such as the Ray node id left out)."""
+    labels, then the configuration (measurements and bookkeeping such as the Ray node id are
+    not configuration: ``hpsearch.dashboards.frontier``)."""
     lines = [f"<b>{title}</b>"]
     lines += [f"{axis_label(column)}: {_format_value(value)}" for column, value in values.items()]
-    lines += [
-        f"{key}: {_format_value(value)}"
-        for key, value in config.items()
-        if key not in _NOT_HOVER_COLUMNS
-    ]
+    lines += [f"{key}: {_format_value(value)}" for key, value in config.items()]
     return "<br>".join(lines)
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import pandas as pd
+from hpsearch.search_spaces import record
+from hpsearch.study import pareto_front
+from hpsearch.study._pareto import _check_direction
 
 __all__ = [
     "Direction",
@@ -25,47 +27,27 @@ __all__ = [
     "thin_points",
 ]
 
-Direction = Literal["minimize", "maximize"]
-
-_DIRECTIONS: tuple[str, ...] = ("minimize", "maximize")
+Direction = record.Direction
 
 # The configuration a user wants to see first when hovering a trial, in this order.
 _CONFIG_COLUMNS: tuple[str, ...] = (
-    "per_device_batch_size",
-    "world_size",
-    "grad_accum_steps",
-    "effective_batch_size",
-    "lr_rule",
-    "base_lr",
-    "lr",
+    record.PER_DEVICE_BATCH_SIZE,
+    record.WORLD_SIZE,
+    record.GRAD_ACCUM_STEPS,
+    record.EFFECTIVE_BATCH_SIZE,
+    record.LR_RULE,
+    record.BASE_LR,
+    record.LR,
 )
 
-# Columns that are measurements or bookkeeping, not configuration. The study's DataFrame
-# flattens params and user attrs into plain columns, so params cannot be told apart by
-# origin; whatever is not listed here (and is a scalar) counts as configuration, which
-# keeps searched parameters of user workloads (momentum, weight_decay, ...) in the hover.
+# Columns that are measurements or bookkeeping, not configuration: the trial record's measured
+# and bookkeeping names and the table's own columns. The study's DataFrame flattens params and
+# user attrs into plain columns, so whatever is not listed here (and is a scalar) counts as
+# configuration, which keeps searched parameters of user workloads (momentum, weight_decay...)
+# in the hover.
 _NOT_CONFIG_COLUMNS: frozenset[str] = frozenset(
-    {
-        "number",
-        "state",
-        "value",
-        "values",
-        "duration",
-        "datetime_start",
-        "datetime_complete",
-        "val_accuracy",
-        "val_loss",
-        "train_loss",
-        "epochs_completed",
-        "samples_seen",
-        "runtime_s",
-        "device_seconds",
-        "samples_per_s",
-        "comm_fraction",
-        "noise_scale",
-        "device",
-        "status_reason",
-    }
+    {"number", "state", "duration_s", "datetime_start", "datetime_complete"}
+    | {f.name for f in record.FIELDS.values() if f.kind in ("measured", "bookkeeping")}
 )
 _NOT_CONFIG_PREFIXES: tuple[str, ...] = (
     "datetime_",
@@ -73,82 +55,6 @@ _NOT_CONFIG_PREFIXES: tuple[str, ...] = (
     "system_attrs_",
     "intermediate_",
 )
-
-
-def _check_direction(name: str, direction: str) -> None:
-    if direction not in _DIRECTIONS:
-        raise ValueError(
-            f"{name} must be 'minimize' or 'maximize', got {direction!r}"
-        )
-
-
-def pareto_front(
-    xs: Sequence[float] | np.ndarray,
-    ys: Sequence[float] | np.ndarray,
-    *,
-    x_direction: Direction = "minimize",
-    y_direction: Direction = "maximize",
-) -> list[int]:
-    """Indices of the non-dominated points, ordered by ascending x.
-
-    Dominance rule: point ``a`` dominates point ``b`` when ``a`` is at least as good as
-    ``b`` in both coordinates and strictly better in at least one, where "better" follows
-    each coordinate's direction. A point is on the front when no other point dominates it.
-    Points with a NaN or infinite coordinate are never on the front (and dominate nothing).
-    Identical points do not dominate each other under this rule; the front keeps only the
-    one with the lowest index, so each (x, y) appears once.
-
-    Runs in O(n log n): one sort, then one sweep keeping the best y seen so far.
-
-    Args:
-        xs: The first coordinate of each point (e.g. runtime in seconds).
-        ys: The second coordinate of each point (e.g. validation accuracy).
-        x_direction: ``"minimize"`` or ``"maximize"``: which x is better.
-        y_direction: ``"minimize"`` or ``"maximize"``: which y is better.
-
-    Returns:
-        Positions into ``xs``/``ys`` of the front's points, by ascending x. Points on the
-        front have distinct x values, so this order is unique.
-
-    Raises:
-        ValueError: When ``xs`` and ``ys`` differ in length, are not one-dimensional, or a
-            direction is neither ``"minimize"`` nor ``"maximize"``.
-
-    Example:
-        >>> pareto_front([10.0, 20.0, 30.0, 15.0], [0.80, 0.90, 0.85, 0.70])
-        [0, 1]
-    """
-    _check_direction("x_direction", x_direction)
-    _check_direction("y_direction", y_direction)
-    x = np.asarray(xs, dtype=float)
-    y = np.asarray(ys, dtype=float)
-    if x.ndim != 1 or y.ndim != 1:
-        raise ValueError(
-            f"xs and ys must be one-dimensional, got shapes {x.shape} and {y.shape}"
-        )
-    if x.shape != y.shape:
-        raise ValueError(
-            f"xs and ys must have the same length, got {x.shape[0]} and {y.shape[0]}"
-        )
-    finite = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
-    # Flip signs so that smaller is better on both axes; the sweep then has one case.
-    kx = x[finite] if x_direction == "minimize" else -x[finite]
-    ky = y[finite] if y_direction == "minimize" else -y[finite]
-    # Sort by x, then y, then index: among equal x the best y comes first, and among
-    # identical points the lowest index comes first, so later copies fail the strict test.
-    order = np.lexsort((finite, ky, kx))
-    front: list[int] = []
-    best_y = math.inf
-    for k in order:
-        # Everything before k has x no worse than k's; k survives only with a strictly
-        # better y than all of them (equal y with worse-or-equal x is dominated or a copy).
-        if ky[k] < best_y:
-            best_y = float(ky[k])
-            front.append(int(finite[k]))
-    if x_direction == "maximize":
-        # The sweep ran from the largest x down; callers want ascending x for drawing.
-        front.reverse()
-    return front
 
 
 @dataclass(frozen=True)

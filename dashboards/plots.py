@@ -69,21 +69,6 @@ _STATE_WORDS: dict[str, str] = {
 
 _NO_NOISE_SCALE = "no completed trial measured a noise scale: it needs world_size x grad_accum_steps > 1"
 
-# Bookkeeping attrs that say where and how a trial ran, not what it trained: they stay out of
-# the configuration shown on hover (a 56-character Ray node id helps nobody compare trials).
-_NOT_HOVER_COLUMNS: frozenset[str] = frozenset(
-    {
-        "node",
-        "node_id",
-        "noise_scale_note",
-        "status_detail",
-        "allreduce_calls",
-        "emulated_ranks",
-        "duration_s",
-    }
-)
-
-
 def log_axis(values: Iterable[float | None]) -> bool:
     """Whether an axis drawing these values should be logarithmic.
 
@@ -408,7 +393,7 @@ def _configs(df: pd.DataFrame, shown: Sequence[str]) -> list[dict[str, object]]:
     columns = [
         c
         for c in _config_columns([str(c) for c in df.columns], "", "")
-        if c not in shown and c not in _NOT_HOVER_COLUMNS
+        if c not in shown
     ]
     return [
         {c: v for c in columns if (v := _plain(record[c])) is not None}

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from hpsearch.search_spaces.record import METRICS
+
 __all__ = [
     "LR_SCHEDULES",
     "Choice",
@@ -235,16 +237,7 @@ class SearchSpace:
         return int(p.low), int(p.high)
 
 
-#: Metrics a trial records that an objective may name (DESIGN.md, "What each trial must record").
-METRICS: tuple[str, ...] = (
-    "val_accuracy",
-    "val_loss",
-    "train_loss",
-    "runtime_s",
-    "device_seconds",
-    "samples_per_s",
-    "comm_fraction",
-)
+#: Metrics a trial records that an objective may name (the trial record, ``record.METRICS``).
 __all__.append("METRICS")
 
 #: Sampler short names a space file may give as ``search.sampler``, with the Optuna class each

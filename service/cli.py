@@ -2,26 +2,62 @@
 
 Human output by default, ``--json`` where a script wants it. Errors of the hpsearch tree become
 one ``error:`` line on stderr and their exit code (2 for bad input); nothing else is caught here.
+
+Installed packages extend the command through two entry-point groups, so that the service
+never imports them (the web dashboard is one: ``hpsearch dashboard``, ``hpsearch frontier`` and
+the frontier file ``start`` writes come from ``hpsearch.dashboards.cli``):
+
+- ``hpsearch.commands``: click commands added to ``hpsearch`` under the entry point's name;
+- ``hpsearch.reports``: functions called with the ``Search`` at the end of ``start`` and
+  ``resume``, returning ``{name: text}`` to print (``name: text``) and to add to ``--json``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
+from collections.abc import Callable, Mapping
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
 import click
 from hpsearch.errors import HPSearchError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS_GROUP", "REPORTS_GROUP", "cli", "main"]
+
+#: Entry-point group of the commands other packages add to ``hpsearch``.
+COMMANDS_GROUP = "hpsearch.commands"
+#: Entry-point group of the reports other packages add to the end of ``start`` and ``resume``.
+REPORTS_GROUP = "hpsearch.reports"
+
+
+@functools.cache
+def _plugin_commands() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+def _reports() -> list[Callable[[Any], Mapping[str, str]]]:
+    return [ep.load() for ep in sorted(entry_points(group=REPORTS_GROUP), key=lambda ep: ep.name)]
 
 _STORAGE_HELP = "Study store URL (default: $HPSEARCH_STORAGE, the space file's storage, sqlite:///hpsearch.db)."
 
 
 class _Group(click.Group):
-    """Translates hpsearch errors into a message and an exit code, at the edge only."""
+    """Translates hpsearch errors into a message and an exit code, at the edge only; adds the
+    commands of installed plugins (``COMMANDS_GROUP``), loaded only when run or listed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_plugin_commands()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in _plugin_commands():
+            loaded = _plugin_commands()[cmd_name].load()
+            command = loaded if isinstance(loaded, click.Command) else None
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -117,16 +153,17 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
 
 
 def _report(search: Any, as_json: bool) -> None:
-    """The end of start and resume: the trial table, the frontier, and its HTML file."""
-    from hpsearch.dashboards.figures import write_figure_html
-    from hpsearch.search import frontier_axes, frontier_path
+    """The end of start and resume: the trial table, the frontier, and the plugins' reports
+    (the dashboard's writes the frontier as an HTML file)."""
+    from hpsearch.search import frontier_axes
     from hpsearch.store import redact_url
 
     x, y = frontier_axes(search.objectives)
-    html = frontier_path(search)
-    write_figure_html(search.frontier_figure(x=x, y=y), html)
+    outputs: dict[str, str] = {}
+    for report in _reports():
+        outputs.update(report(search))
     if as_json:
-        click.echo(json.dumps({**search.summary(), "frontier_html": str(html)}, default=str))
+        click.echo(json.dumps({**search.summary(), **outputs}, default=str))
         return
     df = search.trials_dataframe()
     columns = _table_columns(df, [x, y, *search.objectives])
@@ -134,7 +171,8 @@ def _report(search: Any, as_json: bool) -> None:
     front = search.frontier(x=x, y=y)
     if len(front):
         _print_table(front, columns, title=f"frontier: {x} vs {y} (non-dominated trials)")
-    click.echo(f"frontier plot: {html}")
+    for name, text in outputs.items():
+        click.echo(f"{name.replace('_', ' ')}: {text}")
     click.echo(f"study stored in {redact_url(str(search.storage))} as {search.study_name!r}")
 
 
@@ -168,14 +206,13 @@ def validate(space_file: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def ls_(storage: str | None, as_json: bool) -> None:
     """List the studies in a store."""
-    from dataclasses import asdict
-
     from hpsearch.settings import resolve_settings
-    from hpsearch.store import list_studies
+    from hpsearch.store import open_storage
+    from hpsearch.study import list_studies
 
-    studies = list_studies(resolve_settings(storage=storage).storage)
+    studies = list_studies(open_storage(resolve_settings(storage=storage).storage))
     if as_json:
-        click.echo(json.dumps([asdict(s) for s in studies], default=str))
+        click.echo(json.dumps([s.to_dict() for s in studies], default=str))
         return
     if not studies:
         click.echo("no studies")
@@ -200,16 +237,10 @@ def ls_(storage: str | None, as_json: bool) -> None:
 def export(study: str, storage: str | None, fmt: str, output: Path | None) -> None:
     """Write every trial of STUDY, with all params and attrs, as CSV or JSON."""
     import hpsearch
+    from hpsearch.study import to_csv, to_json
 
     df = hpsearch.load(study, storage=storage).trials_dataframe(all_attrs=True)
-    if fmt == "csv":
-        # Nested attrs (the per-epoch curves) become JSON text in their cell.
-        for column in df.columns:
-            if df[column].map(lambda v: isinstance(v, (dict, list))).any():
-                df[column] = df[column].map(lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v)
-        text = df.to_csv(index=False)
-    else:
-        text = df.to_json(orient="records", date_format="iso", indent=1, double_precision=15)
+    text = to_csv(df) if fmt == "csv" else to_json(df)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -222,7 +253,8 @@ def export(study: str, storage: str | None, fmt: str, output: Path | None) -> No
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def best(study: str, storage: str | None, as_json: bool) -> None:
-    """Print the best COMPLETE trial of STUDY on its first objective."""
+    """Print the best COMPLETE trial of STUDY: best on its first objective, a tie broken by the
+    next objective (never a trial another one beats on every objective)."""
     import hpsearch
 
     search = hpsearch.load(study, storage=storage)
@@ -256,12 +288,11 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
     search = hpsearch.load(study, storage=storage)
     summary = search.summary()
     df = search.trials_dataframe()
-    running = df[df.state == "RUNNING"] if len(df) else df
-    summary["running"] = [
-        {k: _plain(row.get(k)) for k in ("number", "lr_rule", "per_device_batch_size", "world_size",
-                                        "effective_batch_size", "epochs_completed", "datetime_start")}
-        for _, row in running.iterrows()
-    ]
+    keys = ("number", "lr_rule", "per_device_batch_size", "world_size", "effective_batch_size", "epochs_completed",
+            "datetime_start")
+    for state, key in (("RUNNING", "running"), ("PENDING", "pending")):
+        rows = df[df.state == state] if len(df) else df
+        summary[key] = [{k: _plain(row.get(k)) for k in keys} for _, row in rows.iterrows()]
     if as_json:
         click.echo(json.dumps(summary, default=str))
         return
@@ -274,39 +305,11 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
         values = ", ".join(f"{m} {_fmt(v)}" for m, v in best_trial["values"].items())
         click.echo(f"best so far: trial #{best_trial['number']}: {values}")
     for r in summary["running"]:
-        click.echo(f"running: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
+        click.echo(f"training: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
                    f"W={r['world_size']} B={r['effective_batch_size']}, epochs done {_fmt(r['epochs_completed'])}")
-
-
-@cli.command()
-@click.option("--storage", help=_STORAGE_HELP)
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to bind. Any but a loopback address (127.0.0.1, ::1, localhost) needs a token.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
-# The variable is hpsearch.dashboards.app.TOKEN_ENV, spelt out: importing the app here would
-# make `hpsearch --help` import pandas.
-@click.option("--token", envvar="HPSEARCH_DASHBOARD_TOKEN", show_envvar=True,
-              help="Ask every request for this token (required off loopback). Prefer the environment variable: "
-                   "other users of the machine can read a command line.")
-def dashboard(storage: str | None, host: str, port: int, token: str | None) -> None:
-    """Serve the web dashboard of a store: studies, frontiers, trial tables, trial pages.
-
-    It prints the URL to open on stderr; with a token, that URL carries it (?token=...), as
-    Jupyter's does, and the browser keeps it in a cookie.
-    """
-    from hpsearch.dashboards.app import require_token_off_loopback, serve
-    from hpsearch.settings import resolve_settings
-    from hpsearch.store import open_storage, redact_url
-
-    token = token or None
-    require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
-    url = resolve_settings(storage=storage).storage
-    open_storage(url)  # a bad URL is an error now, not on the first page
-    try:
-        serve(url, host, port, token=token, on_ready=lambda address: click.echo(
-            f"hpsearch dashboard of {redact_url(url)} at {address} (Ctrl-C stops it)", err=True))
-    except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    for r in summary["pending"]:
+        click.echo(f"waiting for resources: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
+                   f"W={r['world_size']} B={r['effective_batch_size']}")
 
 
 def _plain(v: Any) -> Any:

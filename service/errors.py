@@ -10,6 +10,7 @@ from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 
 __all__ = [
+    "AnalysisError",
     "ClusterError",
     "ColumnError",
     "HPSearchError",
@@ -94,3 +95,11 @@ class ColumnError(HPSearchError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class AnalysisError(HPSearchError):
+    """The analysis cannot answer from this study's trials (too few batch sizes reached the
+    target, no trial measured what a fit needs...). The message says what is missing."""
+
+    exit_code = 2
+    http_status = 422

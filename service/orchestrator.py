@@ -40,15 +40,14 @@ from hpsearch.search_spaces import SearchSpace, parse_space
 from hpsearch.settings import Settings, default_runs_dir
 from hpsearch.store import (
     ATTR_N_TRIALS,
-    ATTR_OBJECTIVES,
     ATTR_SPACE_TEXT,
-    ATTR_VERSIONS,
     load_study,
     open_storage,
     patient_storage,
-    study_names,
     redact_url,
     sqlite_file,
+    study_attrs,
+    study_names,
 )
 from hpsearch.trials.workloads.base import resolve_workload
 
@@ -365,8 +364,6 @@ def _search_storage(settings: Settings, on_event: Callable[[SearchEvent], None] 
 
 
 def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace) -> optuna.Study:
-    from importlib.metadata import version
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=name,
@@ -378,10 +375,9 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
         # Metric names show up in optuna-dashboard; the API is stable enough for that use.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([o.metric for o in space.objectives])
-    study.set_user_attr(ATTR_SPACE_TEXT, space.source_text)
-    study.set_user_attr(ATTR_OBJECTIVES, [o.metric for o in space.objectives])
-    study.set_user_attr(ATTR_N_TRIALS, space.search.n_trials)
-    study.set_user_attr(ATTR_VERSIONS, {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")})
+    for key, value in study_attrs(space.source_text, [o.metric for o in space.objectives],
+                                  space.search.n_trials).items():
+        study.set_user_attr(key, value)
     return study
 
 

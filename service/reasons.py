@@ -1,5 +1,6 @@
 """How a trial ended, as the study records it: the ``status_reason`` values hpsearch writes and
-what they mean for ``n_trials`` and for resuming. Light: Optuna is imported only for its enum.
+what they mean for ``n_trials`` and for resuming. The names themselves are part of the trial
+record (``hpsearch.search_spaces.record``).
 
 ==========  ===================  ====================================================
 state       ``status_reason``    meaning
@@ -17,6 +18,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hpsearch.search_spaces.record import (
+    NOT_RUN_REASONS,
+    REASON_CONSTRAINT,
+    REASON_EARLY_STOPPED,
+    REASON_EQUIVALENT,
+    REASON_INTERRUPTED,
+    STATUS_REASON,
+)
+from hpsearch.study import is_finished
+
 if TYPE_CHECKING:
     import optuna
 
@@ -30,28 +41,15 @@ __all__ = [
     "occupies_its_configuration",
 ]
 
-REASON_EARLY_STOPPED = "early_stopped"
-REASON_CONSTRAINT = "constraint"
-REASON_EQUIVALENT = "equivalent"
-REASON_INTERRUPTED = "interrupted"
-
-#: Trials that did not run to an end of their own: they do not count as finished.
-NOT_RUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_CONSTRAINT, REASON_EQUIVALENT})
-
 
 def counts_toward_n_trials(trial: optuna.trial.FrozenTrial) -> bool:
-    """Whether a trial is finished for ``n_trials``: it ran to an end of its own (COMPLETE,
-    stopped early by ASHA, or failed), not skipped by a constraint nor cut short by a stopped
-    search."""
-    from optuna.trial import TrialState
-
-    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return trial.state in finished and trial.user_attrs.get("status_reason") not in NOT_RUN_REASONS
+    """Whether a trial is finished for ``n_trials`` (``hpsearch.study.is_finished``): it ran to
+    an end of its own (COMPLETE, stopped early by ASHA, or failed), not skipped by a constraint
+    nor cut short by a stopped search."""
+    return is_finished(trial.state.name, trial.user_attrs.get(STATUS_REASON))
 
 
 def occupies_its_configuration(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether a trial's configuration counts as tried: every trial but the ones an interrupted
     search cut short, which ``resume`` runs again."""
-    from optuna.trial import TrialState
-
-    return not (trial.state == TrialState.FAIL and trial.user_attrs.get("status_reason") == REASON_INTERRUPTED)
+    return not (trial.state.name == "FAIL" and trial.user_attrs.get(STATUS_REASON) == REASON_INTERRUPTED)

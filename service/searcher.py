@@ -34,25 +34,16 @@ from hpsearch.reasons import (
 )
 from hpsearch.sampler import distributions
 from hpsearch.search_spaces import SearchSpace
+from hpsearch.search_spaces.record import CURVE_METRICS, RECORDED_METRICS
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
 from optuna.trial import TrialState
 from ray.tune import Stopper
 from ray.tune.search import Searcher
 
-__all__ = ["RECORDED_METRICS", "InterruptStopper", "StudySearcher", "trial_spec"]
+__all__ = ["InterruptStopper", "StudySearcher", "trial_spec"]
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
-
-#: Result keys copied to the trial's user attrs when it completes (DESIGN.md names).
-RECORDED_METRICS: tuple[str, ...] = (
-    "val_accuracy", "val_loss", "train_loss", "epochs_completed", "samples_seen", "runtime_s",
-    "device_seconds", "samples_per_s", "comm_fraction", "allreduce_calls", "noise_scale", "noise_scale_note",
-    "emulated_ranks", "device", "node", "node_id", "lr",
-)
-#: Per-epoch series kept in the ``curves`` user attr.
-CURVE_METRICS: tuple[str, ...] = ("samples_seen", "val_accuracy", "val_loss", "train_loss", "lr", "runtime_s",
-                                  "comm_fraction", "noise_scale")
 
 #: Result flags set by the trial driver: a failure report, and the final (post-training) report.
 FAILED_KEY = "hpsearch_failed"

@@ -12,8 +12,6 @@ import functools
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,15 +21,13 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = [
-    "StudySummary",
-    "list_studies",
     "load_study",
     "open_storage",
     "patient_storage",
     "redact_url",
     "sqlite_file",
+    "study_attrs",
     "study_names",
-    "summarize_study",
     "write_trial_record",
 ]
 
@@ -249,16 +245,17 @@ def write_trial_record(
     compiled once, upserts all the attrs into Optuna's own table, in Optuna's own format
     (``json.dumps``), and the search writes faster than raw Optuna's ask/report/tell of the same
     trials. Readers cannot tell the difference (``tests/service_tests/test_store.py`` reads them back
-    through Optuna). A database other than SQLite or PostgreSQL, or a storage other than SQL,
-    gets one Optuna call per value.
+    through Optuna). A database other than SQLite or PostgreSQL, a storage other than SQL, or a
+    schema version this release was not tested with (``hpsearch.study.direct_sql``) gets one
+    Optuna call per value.
 
     Raises:
         optuna.exceptions.UpdateFinishedTrialError: the trial is finished (nothing is written).
     """
-    import optuna
+    from hpsearch.study import direct_sql
 
     backend = getattr(storage, "_backend", storage)  # under Optuna's cache, writes pass through
-    dialect = backend.engine.name if isinstance(backend, optuna.storages.RDBStorage) else None
+    dialect = backend.engine.name if direct_sql(backend) else None
     if dialect not in ("sqlite", "postgresql"):
         for key, value in attrs.items():
             storage.set_trial_user_attr(trial_id, key, value)
@@ -348,52 +345,16 @@ def load_study(name: str, storage: str | optuna.storages.BaseStorage) -> optuna.
         raise StudyNotFoundError(f"no study named {name!r} in this store (studies: {known})") from None
 
 
-@dataclass(frozen=True)
-class StudySummary:
-    """One line of ``hpsearch ls``."""
-
-    name: str
-    n_trials: int
-    states: dict[str, int]
-    objectives: tuple[str, ...]
-    best_values: tuple[float, ...] | None
-    started: datetime | None
-    last_activity: datetime | None
-
-
-def list_studies(storage: str | optuna.storages.BaseStorage) -> list[StudySummary]:
-    """Every study in the store with its trial counts by state and its best values."""
-    import optuna
-
-    backend = open_storage(storage)
-    return [summarize_study(optuna.load_study(study_name=name, storage=backend)) for name in study_names(backend)]
-
-
 def study_names(storage: str | optuna.storages.BaseStorage) -> list[str]:
     """The names of the studies in a store, without reading their trials (Optuna's
     ``get_all_study_summaries`` reads every trial of every study)."""
     return [s.study_name for s in open_storage(storage).get_all_studies()]
 
 
-def summarize_study(study: optuna.Study) -> StudySummary:
-    """One study's line of ``hpsearch ls``."""
-    trials = study.get_trials(deepcopy=False)
-    states: dict[str, int] = {}
-    for t in trials:
-        states[t.state.name] = states.get(t.state.name, 0) + 1
-    objectives = tuple(study.metric_names or [f"value{i}" for i in range(len(study.directions))])
-    stamps = [d for t in trials for d in (t.datetime_start, t.datetime_complete) if d is not None]
-    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
-    return StudySummary(study.study_name, len(trials), states, objectives, _best_values(study, trials),
-                        min(starts) if starts else None, max(stamps) if stamps else None)
+def study_attrs(space_text: str, objectives: list[str], n_trials: int) -> dict[str, Any]:
+    """The study user attrs hpsearch writes when a search creates a study: its space text, its
+    objectives, the target number of finished trials and the versions that ran it."""
+    from importlib.metadata import version
 
-
-def _best_values(study: optuna.Study, trials: list[Any]) -> tuple[float, ...] | None:
-    """The values of the best COMPLETE trial on the first objective."""
-    import optuna
-
-    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values]
-    if not done:
-        return None
-    sign = 1 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else -1
-    return tuple(max(done, key=lambda t: sign * t.values[0]).values)
+    return {ATTR_SPACE_TEXT: space_text, ATTR_OBJECTIVES: list(objectives), ATTR_N_TRIALS: int(n_trials),
+            ATTR_VERSIONS: {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")}}

@@ -13,7 +13,8 @@ from typing import Any
 import optuna
 import pytest
 from hpsearch.errors import StoreError, StudyNotFoundError
-from hpsearch.store import list_studies, load_study, open_storage, redact_url, write_trial_record
+from hpsearch.store import load_study, open_storage, redact_url, write_trial_record
+from hpsearch.study import list_studies
 
 
 def test_listed_study_shows_its_states_and_best_value(storage_url: str, unique_name: str) -> None:
@@ -24,7 +25,7 @@ def test_listed_study_shows_its_states_and_best_value(storage_url: str, unique_n
         study.tell(trial, value)
     study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
 
-    summary = next(s for s in list_studies(storage_url) if s.name == unique_name)
+    summary = next(s for s in list_studies(open_storage(storage_url)) if s.name == unique_name)
     assert summary.states == {"COMPLETE": 2, "FAIL": 1}
     assert summary.best_values == (0.9,)
     assert summary.objectives == ("val_accuracy",)

@@ -1,4 +1,5 @@
-"""The docstring examples of the figure modules and the study API run, and say what they do."""
+"""The docstring examples of the read model, the figure modules and the study API run, and say
+what they do."""
 
 from __future__ import annotations
 
@@ -9,10 +10,18 @@ import pytest
 
 MODULES = [
     "hpsearch.search",
+    "hpsearch.search_spaces.record",
+    "hpsearch.study",
+    "hpsearch.study._summary",
+    "hpsearch.study._pareto",
+    "hpsearch.study._export",
+    "hpsearch.study._table",
+    "hpsearch.study._schema",
     "hpsearch.dashboards",
     "hpsearch.dashboards.plots",
     "hpsearch.dashboards.figures",
-    "hpsearch.dashboards.synthetic",
+    "hpsearch.dashboards.visualization",
+    "hpsearch.testing",
 ]
 
 

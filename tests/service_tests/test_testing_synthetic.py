@@ -1,4 +1,5 @@
-"""The synthetic study: the records a real search writes, a realistic shape, every store."""
+"""The synthetic study (``hpsearch.testing``): the records a real search writes, a realistic shape,
+every store."""
 
 from __future__ import annotations
 
@@ -11,19 +12,19 @@ import pandas as pd
 import pytest
 from hpsearch import Search, load
 from hpsearch.dashboards.plots import accuracy_vs_batch_info
-from hpsearch.dashboards.synthetic import synthetic_study
+from hpsearch.testing import synthetic_study
 from hpsearch.errors import StudyExistsError
-from hpsearch.search_spaces import parse_space
+from hpsearch.search_spaces import parse_space, record
 from hpsearch.store import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
 
 # DESIGN.md, "What each trial must record".
 PARAMS = {"per_device_batch_size", "world_size", "grad_accum_steps", "lr_rule", "base_lr"}
 COMPLETE_ATTRS = {
     "effective_batch_size", "base_batch_size", "lr", "warmup_epochs", "val_accuracy", "val_loss", "train_loss",
-    "epochs_completed", "samples_seen", "runtime_s", "device_seconds", "samples_per_s", "comm_fraction", "device",
-    "curves",
+    "epochs_completed", "samples_seen", "steps", "runtime_s", "train_s", "device_seconds", "samples_per_s",
+    "comm_fraction", "device", "curves", "training_started",
 }
-CURVES = {"samples_seen", "val_accuracy", "val_loss", "train_loss", "lr", "runtime_s", "comm_fraction", "noise_scale"}
+CURVES = set(record.CURVE_METRICS)
 
 
 @pytest.fixture(scope="module")

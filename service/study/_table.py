@@ -1,11 +1,12 @@
-"""The trials table of a study in an SQL store, read in bulk.
+"""The trials table of a study, read once for every reader: the one place that reads trials in bulk.
 
-``Search.trials_dataframe`` is what the CLI, the API and the dashboard show. Optuna's own
-``get_trials`` builds an ORM object for every param, attr and value of every trial: about 14 s
-for a 10,000-trial study on SQLite (measured; roughly 368,000 row objects). This module reads
-the same five tables of Optuna's schema with one plain query each and builds the same rows,
-an order of magnitude faster. ``tests/service_tests/test_table.py`` checks that both give the
-same table, so a change of Optuna's schema shows up as a failing test, not a wrong dashboard.
+``Search.trials_dataframe``, the CLI, the dashboard's API and the analysis all show this table.
+Optuna's own ``get_trials`` builds an ORM object for every param, attr and value of every trial:
+about 14 s for a 10,000-trial study on SQLite (measured; roughly 368,000 row objects). For an
+SQL store of a known schema (``_schema.direct_sql``) this module reads the same five tables of
+Optuna's schema with one plain query each and builds the same rows, an order of magnitude
+faster; any other store is read through Optuna's public API into the same rows.
+``tests/service_tests/test_table.py`` checks that both give the same table.
 """
 
 from __future__ import annotations
@@ -13,17 +14,125 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from hpsearch.search_spaces import record
+from hpsearch.study._schema import direct_sql
 
 if TYPE_CHECKING:
     import optuna
+    import pandas as pd
 
-__all__ = ["study_revision", "trial_attr", "trial_rows"]
+__all__ = ["display_state", "read_attr", "read_trials", "revision", "trial_attr", "trial_rows"]
 
 #: Trial states that can still change. Optuna refuses to write to a finished trial (its state,
 #: params, values, attrs and intermediate values are final), so only these need watching.
 _UNFINISHED = ("RUNNING", "WAITING")
+
+#: The state the table shows for a RUNNING trial whose ranks have not started: it is waiting for
+#: its resources (Ray Tune's word for it). Optuna's own state stays RUNNING.
+PENDING = "PENDING"
+
+
+def display_state(state: str, attrs: Mapping[str, Any]) -> str:
+    """The state a reader shows: Optuna's, except that a RUNNING trial still waiting for its
+    resources (no ``training_started`` attr yet) is ``PENDING``.
+
+    Example:
+        >>> display_state("RUNNING", {}), display_state("RUNNING", {"training_started": True})
+        ('PENDING', 'RUNNING')
+    """
+    if state == "RUNNING" and not attrs.get(record.TRAINING_STARTED):
+        return PENDING
+    return state
+
+
+def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objectives: Sequence[str], *,
+                hidden: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """The study's trials table: one row per trial, in trial-number order, with ``number``,
+    ``state`` (``display_state``), every param and user attr (except ``hidden``) as a column,
+    the objective values under ``objectives``' names, ``datetime_start``,
+    ``datetime_complete`` and ``duration_s``.
+
+    Raises:
+        KeyError: no study of that name.
+    """
+    import pandas as pd
+
+    if direct_sql(storage):
+        rows = trial_rows(storage, study_name, objectives, hidden=hidden)  # type: ignore[arg-type]
+    else:
+        rows = _api_rows(storage, study_name, objectives, hidden)
+    for row in rows:
+        row["state"] = display_state(row["state"], row)
+    return pd.DataFrame(rows)
+
+
+def _api_rows(storage: optuna.storages.BaseStorage, study_name: str, objectives: Sequence[str],
+              hidden: frozenset[str]) -> list[dict[str, Any]]:
+    """``trial_rows`` through Optuna's public API: any store, any schema."""
+    study_id = storage.get_study_id_from_name(study_name)
+    rows = []
+    for t in storage.get_all_trials(study_id, deepcopy=False):
+        row: dict[str, Any] = {"number": t.number, "state": t.state.name}
+        row.update(t.params)
+        row.update({k: v for k, v in t.user_attrs.items() if k not in hidden})
+        if t.values is not None:
+            row.update({name: value for name, value in zip(objectives, t.values)})
+        row["datetime_start"] = t.datetime_start
+        row["datetime_complete"] = t.datetime_complete
+        row["duration_s"] = ((t.datetime_complete - t.datetime_start).total_seconds()
+                             if t.datetime_start and t.datetime_complete else None)
+        rows.append(row)
+    return rows
+
+
+def read_attr(storage: optuna.storages.BaseStorage, study_name: str, key: str, *,
+              numbers: Sequence[int] | None = None, states: Sequence[str] | None = None,
+              limit: int | None = None, fields: Sequence[str] | None = None) -> dict[int, Any]:
+    """One user attr of a study's trials, by trial number (see ``trial_attr``), from any store.
+
+    The table leaves large attrs (the per-evaluation ``curves``) out; the trial page, the
+    learning-curves figure and the analysis read them here, for the trials they need.
+
+    Raises:
+        KeyError: no study of that name.
+    """
+    if direct_sql(storage):
+        return trial_attr(storage, study_name, key, numbers=numbers, states=states,  # type: ignore[arg-type]
+                          limit=limit, fields=fields)
+    chosen = None if numbers is None else {int(n) for n in numbers}
+    wanted = None if states is None else set(states)
+    found: dict[int, Any] = {}
+    study_id = storage.get_study_id_from_name(study_name)
+    for t in storage.get_all_trials(study_id, deepcopy=False):
+        if key not in t.user_attrs or (chosen is not None and t.number not in chosen) \
+                or (wanted is not None and t.state.name not in wanted):
+            continue
+        value = t.user_attrs[key]
+        if fields is not None:
+            value = {f: value.get(f) for f in fields} if isinstance(value, dict) else value
+        found[t.number] = value
+        if limit is not None and len(found) >= limit:
+            break
+    return found
+
+
+def revision(storage: optuna.storages.BaseStorage, study_name: str, *,
+             since: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
+    """Something that changes whenever a trial of the study does, read cheaply from an SQL
+    store (``study_revision``); from any other store, each trial's state, evaluations, attrs
+    and end.
+
+    Raises:
+        KeyError: no study of that name.
+    """
+    if direct_sql(storage):
+        return study_revision(storage, study_name, since=since)  # type: ignore[arg-type]
+    study_id = storage.get_study_id_from_name(study_name)
+    return tuple((t.number, t.state, len(t.intermediate_values), len(t.user_attrs), t.datetime_complete)
+                 for t in storage.get_all_trials(study_id, deepcopy=False))
 
 
 def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives: Sequence[str],

@@ -1,0 +1,91 @@
+"""The dashboard package's part of the ``hpsearch`` command, plugged in through entry points
+(``pyproject.toml``: ``hpsearch.commands`` and ``hpsearch.reports``), so that the service never
+imports the dashboard:
+
+- ``hpsearch dashboard``: serve the web dashboard of a store;
+- ``hpsearch frontier STUDY -o FILE.html``: write a study's frontier as a standalone page;
+- ``frontier_report``: at the end of ``hpsearch start`` and ``resume``, the frontier page beside
+  the store.
+
+Light to import (``hpsearch --help`` lists these commands): pandas and plotly load only when a
+command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from hpsearch.search import Search
+
+__all__ = ["dashboard", "frontier", "frontier_report"]
+
+_STORAGE_HELP = "Study store URL (default: $HPSEARCH_STORAGE, then sqlite:///hpsearch.db)."
+
+
+@click.command()
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. Any but a loopback address (127.0.0.1, ::1, localhost) needs a token.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+# The variable is hpsearch.dashboards.app.TOKEN_ENV, spelt out: importing the app here would
+# make `hpsearch --help` import the web stack.
+@click.option("--token", envvar="HPSEARCH_DASHBOARD_TOKEN", show_envvar=True,
+              help="Ask every request for this token (required off loopback). Prefer the environment variable: "
+                   "other users of the machine can read a command line.")
+def dashboard(storage: str | None, host: str, port: int, token: str | None) -> None:
+    """Serve the web dashboard of a store: studies, frontiers, trial tables, trial pages.
+
+    It prints the URL to open on stderr; with a token, that URL carries it (?token=...), as
+    Jupyter's does, and the browser keeps it in a cookie.
+    """
+    from hpsearch.dashboards.app import require_token_off_loopback, serve
+    from hpsearch.settings import resolve_settings
+    from hpsearch.store import open_storage, redact_url
+
+    token = token or None
+    require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
+    url = resolve_settings(storage=storage).storage
+    open_storage(url)  # a bad URL is an error now, not on the first page
+    try:
+        serve(url, host, port, token=token, on_ready=lambda address: click.echo(
+            f"hpsearch dashboard of {redact_url(url)} at {address} (Ctrl-C stops it)", err=True))
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+@click.command()
+@click.argument("study")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="HTML file to write (default: STUDY-frontier.html beside the SQLite store, or here).")
+@click.option("-x", "x", help="Column on the x axis (default: runtime_s).")
+@click.option("-y", "y", help="Column on the y axis (default: the study's first quality objective).")
+def frontier(study: str, storage: str | None, output: Path | None, x: str | None, y: str | None) -> None:
+    """Write the runtime-vs-accuracy frontier of STUDY as a standalone HTML page (works offline)."""
+    import hpsearch
+    from hpsearch.dashboards.figures import write_figure_html
+    from hpsearch.dashboards.visualization import plot_frontier
+    from hpsearch.search import frontier_axes, frontier_path
+
+    search = hpsearch.load(study, storage=storage)
+    default_x, default_y = frontier_axes(search.objectives)
+    path = output or frontier_path(search)
+    write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path)
+    click.echo(f"wrote {path}", err=True)
+
+
+def frontier_report(search: Search) -> dict[str, str]:
+    """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
+    beside the SQLite store (or in the working folder); returns where it went."""
+    from hpsearch.dashboards.figures import write_figure_html
+    from hpsearch.dashboards.visualization import plot_frontier
+    from hpsearch.search import frontier_axes, frontier_path
+
+    x, y = frontier_axes(search.objectives)
+    path = frontier_path(search)
+    write_figure_html(plot_frontier(search, x=x, y=y), path)
+    return {"frontier_html": str(path)}

@@ -1,0 +1,214 @@
+"""The trial record: every name a trial writes into its study, declared once.
+
+These names are a contract (DESIGN.md, "What each trial must record"). The trial engine reports
+them, the searcher writes them as params, user attrs, objective values and intermediate values,
+and the CLI, the study API, the dashboard and the analysis read them back. Each name is declared
+here once, as data, with what it means, its axis label and which way is better, so the readers
+never guess.
+
+The module sits in the lowest layer (as the error root does) so that every layer can name the
+record without importing upward; it is pure data and imports nothing of hpsearch.
+
+Example:
+    >>> FIELDS[RUNTIME_S].label, FIELDS[RUNTIME_S].direction
+    ('runtime (s)', 'minimize')
+    >>> label("per_device_batch_size"), label("my_own_param")
+    ('per-device batch size', 'my_own_param')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "CURVE_METRICS",
+    "FIELDS",
+    "FINISHED_STATES",
+    "METRICS",
+    "NOT_RUN_REASONS",
+    "RECORDED_METRICS",
+    "STATES",
+    "Direction",
+    "Field",
+    "direction_of",
+    "label",
+]
+
+Direction = Literal["minimize", "maximize"]
+
+# ---- parameters the trial engine interprets (every other parameter goes to the workload) ----
+PER_DEVICE_BATCH_SIZE = "per_device_batch_size"
+WORLD_SIZE = "world_size"
+GRAD_ACCUM_STEPS = "grad_accum_steps"
+LR_RULE = "lr_rule"
+BASE_LR = "base_lr"
+
+# ---- derived when a trial is proposed ----
+EFFECTIVE_BATCH_SIZE = "effective_batch_size"
+BASE_BATCH_SIZE = "base_batch_size"
+LR = "lr"
+WARMUP_EPOCHS = "warmup_epochs"
+
+# ---- measured by the trial (rank 0's reports) ----
+VAL_ACCURACY = "val_accuracy"
+VAL_LOSS = "val_loss"
+TRAIN_LOSS = "train_loss"
+EPOCHS_COMPLETED = "epochs_completed"
+SAMPLES_SEEN = "samples_seen"
+STEPS = "steps"
+RUNTIME_S = "runtime_s"
+TRAIN_S = "train_s"
+DEVICE_SECONDS = "device_seconds"
+SAMPLES_PER_S = "samples_per_s"
+COMM_FRACTION = "comm_fraction"
+ALLREDUCE_CALLS = "allreduce_calls"
+NOISE_SCALE = "noise_scale"
+NOISE_SCALE_NOTE = "noise_scale_note"
+EMULATED_RANKS = "emulated_ranks"
+DEVICE = "device"
+NODE = "node"
+NODE_ID = "node_id"
+
+# ---- bookkeeping written by the searcher ----
+#: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
+STATUS_REASON = "status_reason"
+#: The human-readable explanation of ``status_reason``.
+STATUS_DETAIL = "status_detail"
+#: The per-evaluation series of a trial: ``{metric: [value per evaluation]}`` on ``samples_seen``.
+CURVES = "curves"
+#: The number of the interrupted trial a queued rerun repeats.
+RERUN_OF = "rerun_of"
+#: Set when the trial got its resources and its ranks started; a RUNNING trial without it is
+#: still waiting for resources.
+TRAINING_STARTED = "training_started"
+
+# ---- status reasons ----
+REASON_EARLY_STOPPED = "early_stopped"
+REASON_CONSTRAINT = "constraint"
+REASON_EQUIVALENT = "equivalent"
+REASON_INTERRUPTED = "interrupted"
+REASON_DIVERGED = "diverged"
+REASON_TIMEOUT = "timeout"
+REASON_RANK_EXITED = "rank_exited"
+REASON_PEER_LOST = "peer_lost"
+REASON_WORKLOAD_ERROR = "workload_error"
+REASON_NO_RESULT = "no_result"
+REASON_MISSING_METRIC = "missing_metric"
+REASON_STOPPED = "stopped"
+REASON_ERROR = "error"
+
+#: Trials that did not run to an end of their own: skipped by a constraint or as equivalent, or
+#: cut short by a stopped search. They do not count as finished.
+NOT_RUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_CONSTRAINT, REASON_EQUIVALENT})
+
+#: Optuna's trial states as the record names them, and the ones that have ended.
+STATES: tuple[str, ...] = ("RUNNING", "WAITING", "COMPLETE", "PRUNED", "FAIL")
+FINISHED_STATES = frozenset({"COMPLETE", "PRUNED", "FAIL"})
+
+
+@dataclass(frozen=True)
+class Field:
+    """One name of the trial record.
+
+    Attributes:
+        name: The name as stored (param, user attr, objective or curve key).
+        label: A human axis title, with units.
+        kind: ``param`` (the engine's own parameters), ``derived`` (computed when the trial is
+            proposed), ``measured`` (reported by the trial) or ``bookkeeping``.
+        direction: Which values are better, where that means something (``None`` otherwise).
+            For a study's objectives the study's own directions rule; this is the default for
+            every other reader (axes of a frontier, "best" in a figure).
+        objective: Whether a space's ``objectives`` may name it.
+        curve: Whether it is kept per evaluation in the ``curves`` attr.
+        doc: What it is, in one line.
+    """
+
+    name: str
+    label: str
+    kind: Literal["param", "derived", "measured", "bookkeeping"]
+    direction: Direction | None = None
+    objective: bool = False
+    curve: bool = False
+    doc: str = ""
+
+
+_MIN: Direction = "minimize"
+_MAX: Direction = "maximize"
+
+#: Every name of the record, in the order tables show them.
+FIELDS: Mapping[str, Field] = {f.name: f for f in (
+    Field(PER_DEVICE_BATCH_SIZE, "per-device batch size", "param", doc="b, samples per rank per micro-step"),
+    Field(WORLD_SIZE, "world size (devices)", "param", doc="W, DDP ranks"),
+    Field(GRAD_ACCUM_STEPS, "gradient accumulation steps", "param", doc="A, micro-steps per optimizer step"),
+    Field(LR_RULE, "LR rule", "param", doc="constant, linear or sqrt in B / B0"),
+    Field(BASE_LR, "base learning rate", "param", doc="the LR meant for the base batch B0"),
+    Field(EFFECTIVE_BATCH_SIZE, "effective batch size", "derived", doc="B = b x W x A"),
+    Field(BASE_BATCH_SIZE, "base batch size", "derived", doc="B0, the batch base_lr is meant for"),
+    Field(LR, "learning rate", "derived", curve=True, doc="the applied peak LR, rule(base_lr, B / B0)"),
+    Field(WARMUP_EPOCHS, "warmup epochs", "derived", doc="linear warmup from base_lr to lr"),
+    Field(VAL_ACCURACY, "validation accuracy", "measured", _MAX, objective=True, curve=True),
+    Field(VAL_LOSS, "validation loss", "measured", _MIN, objective=True, curve=True),
+    Field(TRAIN_LOSS, "training loss", "measured", _MIN, objective=True, curve=True),
+    Field(EPOCHS_COMPLETED, "epochs completed", "measured"),
+    Field(SAMPLES_SEEN, "samples seen", "measured", curve=True, doc="training samples over all ranks"),
+    Field(STEPS, "optimizer steps", "measured", curve=True),
+    Field(RUNTIME_S, "runtime (s)", "measured", _MIN, objective=True, curve=True,
+          doc="wall time of the training job, evaluations included"),
+    Field(TRAIN_S, "training time (s)", "measured", _MIN, curve=True,
+          doc="wall time of the optimizer steps alone, evaluations left out"),
+    Field(DEVICE_SECONDS, "device-seconds", "measured", _MIN, objective=True, doc="runtime x devices"),
+    Field(SAMPLES_PER_S, "throughput (samples/s)", "measured", _MAX, objective=True),
+    Field(COMM_FRACTION, "communication share of step time", "measured", _MIN, objective=True, curve=True,
+          doc="share of step time in gradient all-reduce"),
+    Field(ALLREDUCE_CALLS, "all-reduce calls", "measured"),
+    Field(NOISE_SCALE, "gradient noise scale", "measured", curve=True, doc="B_simple (McCandlish et al. 2018)"),
+    Field(NOISE_SCALE_NOTE, "noise scale note", "measured"),
+    Field(EMULATED_RANKS, "emulated ranks per process", "measured"),
+    Field(DEVICE, "device", "measured"),
+    Field(NODE, "node", "bookkeeping"),
+    Field(NODE_ID, "Ray node id", "bookkeeping"),
+    Field(STATUS_REASON, "status reason", "bookkeeping"),
+    Field(STATUS_DETAIL, "status detail", "bookkeeping"),
+    Field(CURVES, "curves", "bookkeeping"),
+    Field(RERUN_OF, "rerun of trial", "bookkeeping"),
+    Field(TRAINING_STARTED, "training started", "bookkeeping"),
+)}
+
+#: Metrics a space's objectives may name.
+METRICS: tuple[str, ...] = tuple(f.name for f in FIELDS.values() if f.objective)
+#: Series kept per evaluation in the ``curves`` attr (``samples_seen`` is their x axis).
+CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, LR, RUNTIME_S, TRAIN_S,
+                                  COMM_FRACTION, NOISE_SCALE)
+#: Result keys the searcher copies to a trial's user attrs when it ends.
+RECORDED_METRICS: tuple[str, ...] = (
+    VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
+    SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
+    NODE_ID, LR,
+)
+
+
+def label(name: str) -> str:
+    """A human axis title, with units, for a record name; any other name comes back as it is.
+
+    Example:
+        >>> label("device_seconds")
+        'device-seconds'
+    """
+    field = FIELDS.get(name)
+    return field.label if field is not None else name
+
+
+def direction_of(name: str) -> Direction | None:
+    """Which values of a record name are better, or ``None`` where that means nothing.
+
+    A study's own objectives carry their direction in the study; prefer
+    ``hpsearch.study.directions_of`` where a study is at hand.
+
+    Example:
+        >>> direction_of("val_loss"), direction_of("world_size")
+        ('minimize', None)
+    """
+    field = FIELDS.get(name)
+    return field.direction if field is not None else None

@@ -1,0 +1,64 @@
+"""The read model: what a study says, computed in one place for every reader.
+
+The CLI, the study API (``hpsearch.Search``), the dashboard and the analysis all read a study
+through this package: the trial record's names and directions, the trials table (one bulk read
+of Optuna's tables, behind a schema-version guard, or Optuna's public API), the summary, the
+best trial, finished counts, the study listing, a cheap revision for pollers, Pareto fronts and
+exports. Nothing here writes to a store.
+
+Example:
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"number": [0, 1, 2], "state": ["COMPLETE", "COMPLETE", "FAIL"],
+    ...                       "val_accuracy": [0.9, 0.95, None], "runtime_s": [3.0, 8.0, None],
+    ...                       "status_reason": [None, None, "diverged"]})
+    >>> best_trial_number(frame, ["val_accuracy", "runtime_s"], ["maximize", "minimize"]), finished_count(frame)
+    (1, 3)
+    >>> frontier_numbers(frame, "runtime_s", "val_accuracy")
+    [0, 1]
+"""
+
+from hpsearch.study._export import to_csv, to_json
+from hpsearch.study._pareto import direction, frontier_numbers, pareto_front
+from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql
+from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
+from hpsearch.study._summary import (
+    BestTrial,
+    StudyListing,
+    StudySummary,
+    best_trial_number,
+    finished_count,
+    is_finished,
+    state_counts,
+    study_listing,
+    summarize,
+)
+from hpsearch.study._table import PENDING, display_state, read_attr, read_trials, revision
+
+__all__ = [
+    "PENDING",
+    "TESTED_SCHEMA_VERSIONS",
+    "BestTrial",
+    "StudyInfo",
+    "StudyListing",
+    "StudySummary",
+    "best_trial_number",
+    "direct_sql",
+    "direction",
+    "display_state",
+    "finished_count",
+    "frontier_numbers",
+    "is_finished",
+    "list_studies",
+    "param_names",
+    "pareto_front",
+    "read_attr",
+    "read_trials",
+    "revision",
+    "state_counts",
+    "study_info",
+    "study_infos",
+    "study_listing",
+    "summarize",
+    "to_csv",
+    "to_json",
+]

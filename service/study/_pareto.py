@@ -1,0 +1,144 @@
+"""Pareto fronts and directions: which trials no other trial beats on two measurements.
+
+The study API's ``Search.frontier``, the CLI's frontier table and the dashboard's frontier
+figures all take their front from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from hpsearch.search_spaces import record
+from hpsearch.search_spaces.record import Direction
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+__all__ = ["direction", "frontier_numbers", "pareto_front"]
+
+_DIRECTIONS: tuple[str, ...] = ("minimize", "maximize")
+
+
+def direction(metric: str, objective_directions: Mapping[str, str] | None = None) -> Direction:
+    """Which values of ``metric`` are better: the study's own direction for one of its
+    objectives, else the trial record's (``runtime_s`` minimised, ``val_accuracy`` maximised...),
+    else ``maximize``.
+
+    Example:
+        >>> direction("runtime_s"), direction("val_accuracy"), direction("val_loss", {"val_loss": "maximize"})
+        ('minimize', 'maximize', 'maximize')
+    """
+    if objective_directions and metric in objective_directions:
+        return "minimize" if objective_directions[metric] == "minimize" else "maximize"
+    return record.direction_of(metric) or "maximize"
+
+
+def _check_direction(name: str, value: str) -> None:
+    if value not in _DIRECTIONS:
+        raise ValueError(f"{name} must be 'minimize' or 'maximize', got {value!r}")
+
+
+def pareto_front(
+    xs: Sequence[float] | np.ndarray,
+    ys: Sequence[float] | np.ndarray,
+    *,
+    x_direction: Direction = "minimize",
+    y_direction: Direction = "maximize",
+) -> list[int]:
+    """Indices of the non-dominated points, ordered by ascending x.
+
+    Dominance rule: point ``a`` dominates point ``b`` when ``a`` is at least as good as
+    ``b`` in both coordinates and strictly better in at least one, where "better" follows
+    each coordinate's direction. A point is on the front when no other point dominates it.
+    Points with a NaN or infinite coordinate are never on the front (and dominate nothing).
+    Identical points do not dominate each other under this rule; the front keeps only the
+    one with the lowest index, so each (x, y) appears once.
+
+    Runs in O(n log n): one sort, then one sweep keeping the best y seen so far.
+
+    Args:
+        xs: The first coordinate of each point (e.g. runtime in seconds).
+        ys: The second coordinate of each point (e.g. validation accuracy).
+        x_direction: ``"minimize"`` or ``"maximize"``: which x is better.
+        y_direction: ``"minimize"`` or ``"maximize"``: which y is better.
+
+    Returns:
+        Positions into ``xs``/``ys`` of the front's points, by ascending x. Points on the
+        front have distinct x values, so this order is unique.
+
+    Raises:
+        ValueError: When ``xs`` and ``ys`` differ in length, are not one-dimensional, or a
+            direction is neither ``"minimize"`` nor ``"maximize"``.
+
+    Example:
+        >>> pareto_front([10.0, 20.0, 30.0, 15.0], [0.80, 0.90, 0.85, 0.70])
+        [0, 1]
+    """
+    import numpy as np
+
+    _check_direction("x_direction", x_direction)
+    _check_direction("y_direction", y_direction)
+    x = np.asarray(xs, dtype=float)
+    y = np.asarray(ys, dtype=float)
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError(
+            f"xs and ys must be one-dimensional, got shapes {x.shape} and {y.shape}"
+        )
+    if x.shape != y.shape:
+        raise ValueError(
+            f"xs and ys must have the same length, got {x.shape[0]} and {y.shape[0]}"
+        )
+    finite = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
+    # Flip signs so that smaller is better on both axes; the sweep then has one case.
+    kx = x[finite] if x_direction == "minimize" else -x[finite]
+    ky = y[finite] if y_direction == "minimize" else -y[finite]
+    # Sort by x, then y, then index: among equal x the best y comes first, and among
+    # identical points the lowest index comes first, so later copies fail the strict test.
+    order = np.lexsort((finite, ky, kx))
+    front: list[int] = []
+    best_y = math.inf
+    for k in order:
+        # Everything before k has x no worse than k's; k survives only with a strictly
+        # better y than all of them (equal y with worse-or-equal x is dominated or a copy).
+        if ky[k] < best_y:
+            best_y = float(ky[k])
+            front.append(int(finite[k]))
+    if x_direction == "maximize":
+        # The sweep ran from the largest x down; callers want ascending x for drawing.
+        front.reverse()
+    return front
+
+
+def frontier_numbers(frame: pd.DataFrame, x: str, y: str, *, x_direction: Direction = "minimize",
+                     y_direction: Direction = "maximize") -> list[int]:
+    """The numbers of the non-dominated COMPLETE trials on columns ``x`` and ``y``, by ascending
+    ``x``; of trials with identical values the lowest number. Trials without a finite ``x`` and
+    ``y`` take no part.
+
+    Raises:
+        KeyError: ``x`` or ``y`` is not a column while some trial is COMPLETE.
+
+    Example:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"number": [0, 1, 2], "state": ["COMPLETE"] * 3,
+        ...                       "runtime_s": [10.0, 20.0, 30.0], "val_accuracy": [0.8, 0.9, 0.85]})
+        >>> frontier_numbers(frame, "runtime_s", "val_accuracy")
+        [0, 1]
+    """
+    import pandas as pd
+
+    if not len(frame):
+        return []
+    done = frame[frame["state"] == "COMPLETE"].sort_values("number", kind="stable")
+    if not len(done):
+        return []
+    for column in (x, y):
+        if column not in done.columns:
+            raise KeyError(column)
+    xs = pd.to_numeric(done[x], errors="coerce").to_numpy(dtype=float)
+    ys = pd.to_numeric(done[y], errors="coerce").to_numpy(dtype=float)
+    numbers = done["number"].astype(int).tolist()
+    return [numbers[i] for i in pareto_front(xs, ys, x_direction=x_direction, y_direction=y_direction)]

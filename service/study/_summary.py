@@ -1,0 +1,210 @@
+"""What a study says at a glance: counts by state, finished trials, the best trial, the listing
+line of ``hpsearch ls``. Each is computed here once, from the trials table
+(``hpsearch.study.read_trials``), for the CLI, the study API and the dashboard alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.search_spaces import record
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "finished_count", "is_finished",
+           "state_counts", "study_listing", "summarize"]
+
+
+def is_finished(state: str, reason: object) -> bool:
+    """Whether a trial counts as finished for ``n_trials``: it ran to an end of its own
+    (COMPLETE, stopped early by ASHA, or failed), not skipped by a constraint nor cut short by
+    a stopped search.
+
+    Example:
+        >>> is_finished("FAIL", "diverged"), is_finished("FAIL", "interrupted"), is_finished("RUNNING", None)
+        (True, False, False)
+    """
+    return state in record.FINISHED_STATES and reason not in record.NOT_RUN_REASONS
+
+
+def finished_count(frame: pd.DataFrame) -> int:
+    """How many trials of the table count as finished (``is_finished``)."""
+    if not len(frame):
+        return 0
+    reasons = frame[record.STATUS_REASON] if record.STATUS_REASON in frame.columns else [None] * len(frame)
+    return sum(is_finished(state, _missing_as_none(reason)) for state, reason in zip(frame["state"], reasons))
+
+
+def state_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Trials per state, by state name (PENDING for trials waiting for their resources)."""
+    if not len(frame):
+        return {}
+    return {str(k): int(v) for k, v in sorted(frame["state"].value_counts().items())}
+
+
+def best_trial_number(frame: pd.DataFrame, objectives: Sequence[str], directions: Sequence[str]) -> int | None:
+    """The best COMPLETE trial: best on the first objective, a tie broken by the next objective,
+    and so on, then by the lowest number. Never a dominated trial: a trial that loses on a later
+    objective at an equal first one is not the best. ``None`` before any trial completes.
+
+    Args:
+        frame: The trials table.
+        objectives: The study's objective names, in order.
+        directions: ``"maximize"`` or ``"minimize"`` for each objective.
+
+    Example:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"number": [0, 1], "state": ["COMPLETE"] * 2,
+        ...                       "val_accuracy": [0.974, 0.974], "runtime_s": [0.372, 0.046]})
+        >>> best_trial_number(frame, ["val_accuracy", "runtime_s"], ["maximize", "minimize"])
+        1
+    """
+    if not len(frame) or any(o not in frame.columns for o in objectives):
+        return None
+    done = frame[frame["state"] == "COMPLETE"]
+    keys: list[tuple[float, ...]] = []
+    numbers = done["number"].tolist()
+    columns = [done[o].tolist() for o in objectives]
+    for i in range(len(done)):
+        values = [_number(column[i]) for column in columns]
+        if any(v is None for v in values):
+            continue
+        # Lexicographic order on sign-adjusted values: its minimum is on the Pareto front.
+        keys.append((*(-v if d == "maximize" else v for v, d in zip(values, directions)), numbers[i]))  # type: ignore[operator]
+    if not keys:
+        return None
+    return int(min(keys)[-1])
+
+
+@dataclass(frozen=True)
+class BestTrial:
+    """The best trial of a study: its number, objective values and params."""
+
+    number: int
+    values: Mapping[str, float]
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """A study at a glance.
+
+    Attributes:
+        study: The study's name.
+        objectives: Its objective metrics, in order.
+        directions: ``maximize`` or ``minimize`` per objective.
+        n_trials: Trials of any state.
+        finished: Trials that count toward ``target`` (``is_finished``).
+        target: The number of finished trials the search aims for, when the study records one.
+        states: Trials per state (PENDING: waiting for resources; RUNNING: training).
+        best_trial: The best COMPLETE trial (``best_trial_number``), or ``None``.
+    """
+
+    study: str
+    objectives: tuple[str, ...]
+    directions: tuple[str, ...]
+    n_trials: int
+    finished: int
+    target: int | None
+    states: Mapping[str, int]
+    best_trial: BestTrial | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (``hpsearch status --json``, the dashboard)."""
+        best = self.best_trial
+        return {
+            "study": self.study,
+            "objectives": list(self.objectives),
+            "directions": list(self.directions),
+            "n_trials": self.n_trials,
+            "finished": self.finished,
+            "target": self.target,
+            "states": dict(self.states),
+            "best_trial": None if best is None else {"number": best.number, "values": dict(best.values),
+                                                     "params": dict(best.params)},
+        }
+
+
+def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directions: Sequence[str], *,
+              params: Sequence[str], target: int | None = None) -> StudySummary:
+    """The ``StudySummary`` of a study's trials table.
+
+    Args:
+        params: The names of the study's params (the best trial's ``params`` are these columns).
+    """
+    number = best_trial_number(frame, objectives, directions)
+    best = None
+    if number is not None:
+        row = frame.loc[frame["number"] == number].iloc[0]
+        best = BestTrial(number, {o: float(row[o]) for o in objectives},
+                         {p: _plain(row[p]) for p in params if p in frame.columns and _plain(row[p]) is not None})
+    return StudySummary(name, tuple(objectives), tuple(directions), len(frame), finished_count(frame), target,
+                        state_counts(frame), best)
+
+
+@dataclass(frozen=True)
+class StudyListing:
+    """One line of ``hpsearch ls`` and of the dashboard's study list."""
+
+    name: str
+    n_trials: int
+    states: Mapping[str, int]
+    objectives: tuple[str, ...]
+    best_values: tuple[float, ...] | None
+    started: datetime | None
+    last_activity: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return {"name": self.name, "n_trials": self.n_trials, "states": dict(self.states),
+                "objectives": list(self.objectives),
+                "best_values": None if self.best_values is None else list(self.best_values),
+                "started": _iso(self.started), "last_activity": _iso(self.last_activity)}
+
+
+def study_listing(name: str, frame: pd.DataFrame, objectives: Sequence[str], directions: Sequence[str]) -> StudyListing:
+    """The ``StudyListing`` of a study's trials table."""
+    number = best_trial_number(frame, objectives, directions)
+    best_values = None
+    if number is not None:
+        row = frame.loc[frame["number"] == number].iloc[0]
+        best_values = tuple(float(row[o]) for o in objectives)
+    starts = [s for s in frame["datetime_start"].tolist() if _stamp(s)] if len(frame) else []
+    stamps = starts + ([s for s in frame["datetime_complete"].tolist() if _stamp(s)] if len(frame) else [])
+    return StudyListing(name, len(frame), state_counts(frame), tuple(objectives), best_values,
+                        min(starts) if starts else None, max(stamps) if stamps else None)
+
+
+def _number(value: object) -> float | None:
+    """A finite number, or ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)  # type: ignore[arg-type]  # numpy scalars
+        except (TypeError, ValueError):
+            return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _missing_as_none(value: object) -> object:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _plain(value: object) -> Any:
+    """A table cell as plain Python data (NaN becomes None, numpy scalars Python ones)."""
+    value = _missing_as_none(value)
+    return value.item() if hasattr(value, "item") else value
+
+
+def _stamp(value: object) -> bool:
+    """Whether a cell holds a time (pandas' NaT is a datetime that equals nothing, itself included)."""
+    return isinstance(value, datetime) and value == value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

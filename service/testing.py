@@ -1,0 +1,430 @@
+"""Synthetic studies: what a real search would write, drawn from known laws, without training.
+
+For docstring examples, tests and benchmarks that need a study of a given size now (a real
+10,000-trial search takes a cluster and days), and for checking that the analysis finds back
+the laws a study was drawn from. :func:`synthetic_study` writes the same params, user attrs,
+per-evaluation ``curves``, intermediate values, objectives and study user attrs as
+``hpsearch start`` (DESIGN.md, "What each trial must record"), with numbers drawn from a model
+of data-parallel training whose laws are those the analysis fits (SCIENCE.md), held in a
+:class:`SyntheticTruth`:
+
+- samples to reach the target at the best LR follow E(B) = E_min (1 + B / B_crit) (McCandlish
+  et al. 2018), each trial with a seed's noise; an LR off the best one by a factor f costs
+  accuracy (0.05 ln(f)^2) and samples (x (1 + 0.5 ln(f)^2)), and four times the best LR or more
+  diverges;
+- the best LR follows lr_opt(B) = lr_at_base (B / B0)^alpha, or, with ``b_noise``, the bent form
+  eps_max / (1 + B_noise / B);
+- a step takes A (t0 + t1 b) + t_allreduce 2 (W - 1) / W seconds (SCIENCE.md, "Throughput");
+- the gradient noise scale sits near B_crit; trials of W x A = 1 record none;
+- the worst trials are PRUNED with ``early_stopped`` (cut at 1 or 3 of 10 epochs).
+
+The LR rules and the study's attrs are the product's own (``hpsearch.trials.scaling``,
+``hpsearch.store.study_attrs``). Nothing here is a measurement: the space text says so.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import optuna
+from hpsearch.errors import StudyExistsError
+from hpsearch.search import Search
+from hpsearch.search_spaces import record as r
+from hpsearch.store import open_storage, study_attrs
+from hpsearch.study import direct_sql
+from hpsearch.trials.scaling import scaled_lr
+
+__all__ = ["SyntheticTruth", "synthetic_study"]
+
+# The space the synthetic trials are drawn from. It validates (hpsearch.search_spaces) and
+# names only what the model uses. A real search of it would need CIFAR-10 at the path and 8
+# GPUs per node.
+_SPACE_TEXT = """\
+# Synthetic study written by hpsearch.testing (seed {seed}): no trial was run, every number
+# comes from a model of data-parallel training, not a measurement.
+study: {study}
+workload:
+  name: cifar10
+  epochs: {epochs}
+  options: {{path: /data/cifar-10-batches-py}}
+scaling: {{base_batch_size: {base_batch}, warmup_epochs: 0}}
+parameters:
+  per_device_batch_size: {{choices: {batches}}}
+  world_size: {{choices: {world_sizes}}}
+  grad_accum_steps: {{choices: {accum_steps}}}
+  lr_rule: {{choices: [constant, linear, sqrt]}}
+  base_lr: {{low: {lr_low}, high: {lr_high}, log: true}}
+  momentum: 0.9
+objectives:
+  - {{metric: val_accuracy, direction: maximize}}
+  - {{metric: runtime_s, direction: minimize}}
+search: {{sampler: random, n_trials: {n_trials}, max_concurrent: {slots}, seed: {seed}}}
+resources: {{device: cuda, cpus_per_worker: 4, gpus_per_worker: 1}}
+"""
+_OBJECTIVES = [r.VAL_ACCURACY, r.RUNTIME_S]
+_RULES = ("constant", "linear", "sqrt")
+_MOMENTUM = 0.9
+_CHANCE = 0.10
+_DIVERGE_RATIO = 4.0  # an LR this many times the best one diverges
+_PRUNED_SHARE = 0.05  # the worst trials that ASHA would have stopped
+_EVAL_S = 0.5  # one evaluation pass
+_START_S = 15.0  # launching a trial's ranks
+_SLOTS = 8  # trials running at once
+_NODES = ("10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14")
+_DEVICE = "cuda (NVIDIA H100 80GB HBM3)"
+_STARTED = datetime(2025, 1, 6, 9, 0, 0)
+#: Trials per write to the store: bounds memory, and a store shared with readers (the
+#: dashboard) is never held by one long transaction.
+_BATCH = 2000
+
+
+@dataclass(frozen=True)
+class SyntheticTruth:
+    """The laws a synthetic study is drawn from: what an analysis of it should find back.
+
+    Attributes:
+        e_min: Samples to reach ``target`` at a vanishing batch, each batch at its best LR.
+        b_crit: The critical batch: E(B) = e_min (1 + B / b_crit).
+        base_batch: B0, the batch ``base_lr`` is meant for.
+        lr_at_base: The best LR at B0.
+        alpha: The best LR grows as (B / B0)^alpha (1: the linear rule is right).
+        b_noise: With a value, the best LR bends instead: eps_max / (1 + b_noise / B), equal to
+            ``lr_at_base`` at B0 (linear well below b_noise, flat well above).
+        t0: Seconds per micro-step whatever its size (launch costs).
+        t1: Seconds per sample per device.
+        t_allreduce: Seconds of a ring all-reduce's bandwidth term: W ranks take
+            t_allreduce x 2 (W - 1) / W per optimizer step.
+        examples_noise: A seed's spread of the samples a trial needs (lognormal sigma).
+        step_noise: The spread of a trial's step time (lognormal sigma).
+        target: The validation accuracy the laws are stated for.
+        best_accuracy: The accuracy a trial at its best LR approaches.
+        train_samples: Samples per epoch.
+        epochs: Epochs per trial.
+        evals_per_epoch: Evaluations per epoch (the curves' resolution).
+        per_device_batches: The per-device batches a search draws from.
+        world_sizes: The world sizes a search draws from.
+        accum_steps: The accumulation steps a search draws from.
+        base_lr_range: The range of base LRs (log-uniform).
+    """
+
+    e_min: float = 150_000.0
+    b_crit: float = 1024.0
+    base_batch: int = 32
+    lr_at_base: float = 0.05
+    alpha: float = 1.0
+    b_noise: float | None = 1024.0
+    t0: float = 0.004
+    t1: float = 1 / 4000
+    t_allreduce: float = 0.015
+    examples_noise: float = 0.05
+    step_noise: float = 0.03
+    target: float = 0.90
+    best_accuracy: float = 0.94
+    train_samples: int = 50_000
+    epochs: int = 10
+    evals_per_epoch: int = 1
+    per_device_batches: tuple[int, ...] = (32, 64, 128, 256, 512)
+    world_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    accum_steps: tuple[int, ...] = (1, 2, 4)
+    base_lr_range: tuple[float, float] = (0.01, 0.2)
+
+    def best_lr(self, batch: float) -> float:
+        """The LR that trains best at effective batch ``batch``."""
+        if self.b_noise is not None:
+            eps_max = self.lr_at_base * (1 + self.b_noise / self.base_batch)
+            return eps_max / (1 + self.b_noise / batch)
+        return self.lr_at_base * (batch / self.base_batch) ** self.alpha
+
+    def examples_to_target(self, batch: float) -> float:
+        """Samples to reach ``target`` at the best LR: E(B) = e_min (1 + B / b_crit)."""
+        return self.e_min * (1 + batch / self.b_crit)
+
+    def step_time(self, b: int, w: int, a: int) -> float:
+        """Seconds per optimizer step of (b, W, A), without noise."""
+        return a * (self.t0 + self.t1 * b) + self.t_allreduce * 2 * (w - 1) / w
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One synthetic trial, before it becomes an Optuna trial."""
+
+    state: str
+    params: dict[str, Any]
+    user_attrs: dict[str, Any]
+    values: list[float] | None
+    intermediate_values: dict[int, float]
+    runtime_s: float
+
+
+def synthetic_study(
+    storage: str | optuna.storages.BaseStorage,
+    study_name: str = "synthetic",
+    n_trials: int = 200,
+    seed: int = 0,
+    *,
+    truth: SyntheticTruth | None = None,
+) -> Search:
+    """Write a synthetic study into a store and return it as a ``Search``.
+
+    The study is what ``hpsearch start`` would leave after ``n_trials`` trials of a random
+    search over per-device batch, world size, accumulation steps, LR rule and base LR, drawn
+    from ``truth`` (see the module docstring): the same params, user attrs, ``curves``,
+    intermediate values (``val_accuracy`` at ``step = samples_seen``), objectives
+    ``val_accuracy`` (maximize) and ``runtime_s`` (minimize) and study user attrs. The same
+    ``seed`` writes the same trials. 10,000 trials take seconds on SQLite (``_insert_trials``).
+
+    Args:
+        storage: A store URL (``sqlite:///demo.db``, ``postgresql+psycopg://...``) or an Optuna
+            storage object such as ``optuna.storages.InMemoryStorage()``.
+        study_name: The new study's name.
+        n_trials: How many trials to write (all finished: COMPLETE, FAIL or PRUNED); also the
+            study's target. 0 writes a study whose search has just started (target 1).
+        seed: Seeds every random draw.
+        truth: The laws to draw from (default: ``SyntheticTruth()``).
+
+    Returns:
+        The study as a :class:`hpsearch.Search`.
+
+    Raises:
+        StudyExistsError: The store already has a study of that name.
+        StoreError: The storage URL is malformed or the store cannot be opened.
+        ValueError: ``n_trials`` is negative.
+
+    Example:
+        >>> import optuna
+        >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=50)
+        >>> search.summary()["n_trials"], search.objectives
+        (50, ['val_accuracy', 'runtime_s'])
+        >>> sorted(search.trials_dataframe()["lr_rule"].unique())
+        ['constant', 'linear', 'sqrt']
+    """
+    if n_trials < 0:
+        raise ValueError(f"n_trials must be 0 or more, got {n_trials}")
+    truth = truth or SyntheticTruth()
+    backend = open_storage(storage)
+    if study_name in optuna.get_all_study_names(backend):
+        raise StudyExistsError(f"study {study_name!r} already exists in this store; pick another name")
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line
+    try:
+        study = optuna.create_study(study_name=study_name, storage=backend, directions=["maximize", "minimize"])
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(_OBJECTIVES)
+    # A space asks for at least one trial: an empty study is one whose search has just started.
+    target = max(n_trials, 1)
+    space_text = _SPACE_TEXT.format(
+        seed=seed, study=study_name, epochs=truth.epochs, base_batch=truth.base_batch, n_trials=target,
+        slots=_SLOTS, batches=list(truth.per_device_batches), world_sizes=list(truth.world_sizes),
+        accum_steps=list(truth.accum_steps), lr_low=truth.base_lr_range[0], lr_high=truth.base_lr_range[1])
+    for key, value in study_attrs(space_text, _OBJECTIVES, target).items():
+        study.set_user_attr(key, value)
+
+    rng = np.random.default_rng(seed)
+    node_ids = {ip: rng.bytes(28).hex() for ip in _NODES}
+    outcomes = [_draw_trial(rng, node_ids, truth) for _ in range(n_trials)]
+    _prune_the_worst(outcomes, truth)
+    trials = _frozen_trials(outcomes, truth)
+    for start in range(0, len(trials), _BATCH):
+        chunk = trials[start:start + _BATCH]
+        if direct_sql(backend):
+            _insert_trials(backend, backend.get_study_id_from_name(study_name), chunk)  # type: ignore[arg-type]
+        else:
+            study.add_trials(chunk)
+    return Search(study_name, backend)
+
+
+def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: SyntheticTruth) -> _Outcome:
+    """One trial of the random search, as the searcher would record it."""
+    b = int(rng.choice(truth.per_device_batches))
+    w = int(rng.choice(truth.world_sizes))
+    a = int(rng.choice(truth.accum_steps))
+    rule = str(rng.choice(_RULES))
+    low, high = truth.base_lr_range
+    base_lr = float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    batch = b * w * a
+    lr = scaled_lr(rule, base_lr, batch, truth.base_batch)
+    params = {r.PER_DEVICE_BATCH_SIZE: b, r.WORLD_SIZE: w, r.GRAD_ACCUM_STEPS: a, r.LR_RULE: rule,
+              r.BASE_LR: base_lr, "momentum": _MOMENTUM}
+    node = str(rng.choice(_NODES))
+    attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
+                             r.WARMUP_EPOCHS: 0.0, r.TRAINING_STARTED: True}
+
+    # Accuracy approaches a_max as chance + (a_max - chance)(1 - exp(-s / tau)); at the best LR
+    # it crosses the target after E(B) samples (with a seed's noise), so tau follows from E(B).
+    off = math.log(lr / truth.best_lr(batch))
+    a_max = truth.best_accuracy - 0.05 * off * off
+    tau = (truth.examples_to_target(batch) * rng.lognormal(0, truth.examples_noise)
+           / math.log((truth.best_accuracy - _CHANCE) / (truth.best_accuracy - truth.target)))
+    tau *= 1 + 0.5 * off * off
+    step_s = truth.step_time(b, w, a) * rng.lognormal(0, truth.step_noise)
+    comm_s = truth.t_allreduce * 2 * (w - 1) / w
+    samples_per_epoch = math.ceil(truth.train_samples / w) * w  # padded so every rank has as many
+    steps_per_epoch = math.ceil(truth.train_samples / batch)
+    noise_scale = truth.b_crit * rng.lognormal(0, 0.25) if w * a > 1 else None
+    diverged_in = int(rng.integers(1, 4)) if lr / truth.best_lr(batch) > _DIVERGE_RATIO else None
+    epochs = truth.epochs if diverged_in is None else diverged_in - 1
+
+    evals = epochs * truth.evals_per_epoch
+    curves: dict[str, list[Any]] = {k: [] for k in r.CURVE_METRICS}
+    intermediate: dict[int, float] = {}
+    for k in range(1, evals + 1):
+        samples = round(samples_per_epoch * k / truth.evals_per_epoch)
+        steps = round(steps_per_epoch * k / truth.evals_per_epoch)
+        accuracy = _CHANCE + (a_max - _CHANCE) * (1 - math.exp(-samples / tau)) + rng.normal(0, 0.002)
+        accuracy = min(0.999, max(_CHANCE / 2, accuracy))
+        val_loss = 0.15 + 2.15 * (1 - accuracy) / (1 - _CHANCE)
+        train_s = steps * step_s
+        curves[r.SAMPLES_SEEN].append(samples)
+        curves[r.STEPS].append(steps)
+        curves[r.VAL_ACCURACY].append(accuracy)
+        curves[r.VAL_LOSS].append(val_loss)
+        curves[r.TRAIN_LOSS].append(val_loss * 0.85)
+        curves[r.LR].append(lr)
+        curves[r.TRAIN_S].append(train_s)
+        curves[r.RUNTIME_S].append(train_s + k * _EVAL_S)
+        curves[r.COMM_FRACTION].append(min(1.0, comm_s / step_s * rng.lognormal(0, 0.05)))
+        curves[r.NOISE_SCALE].append(None if noise_scale is None else noise_scale * (0.3 + 0.7 * k / evals))
+        intermediate[samples] = accuracy
+    if evals:
+        attrs.update({r.CURVES: curves, r.EPOCHS_COMPLETED: epochs, r.SAMPLES_SEEN: curves[r.SAMPLES_SEEN][-1],
+                      r.STEPS: curves[r.STEPS][-1]})
+    if diverged_in is not None:
+        attrs.update({r.NODE: node, r.NODE_ID: node_ids[node], r.STATUS_REASON: r.REASON_DIVERGED,
+                      r.STATUS_DETAIL: f"non-finite training loss nan in epoch {diverged_in}, "
+                                       f"step {int(rng.integers(1, steps_per_epoch + 1))}"})
+        return _Outcome("FAIL", params, attrs, None, intermediate, curves[r.RUNTIME_S][-1] if evals else 0.0)
+
+    runtime = curves[r.RUNTIME_S][-1]
+    attrs.update({
+        r.VAL_ACCURACY: curves[r.VAL_ACCURACY][-1], r.VAL_LOSS: curves[r.VAL_LOSS][-1],
+        r.TRAIN_LOSS: curves[r.TRAIN_LOSS][-1], r.RUNTIME_S: runtime, r.TRAIN_S: curves[r.TRAIN_S][-1],
+        r.DEVICE_SECONDS: runtime * w, r.SAMPLES_PER_S: curves[r.SAMPLES_SEEN][-1] / runtime,
+        r.COMM_FRACTION: curves[r.COMM_FRACTION][-1], r.ALLREDUCE_CALLS: steps_per_epoch * truth.epochs if w > 1 else 0,
+        r.EMULATED_RANKS: 1, r.DEVICE: _DEVICE, r.NODE: node, r.NODE_ID: node_ids[node],
+    })
+    if noise_scale is None:
+        attrs[r.NOISE_SCALE_NOTE] = "not measurable: world_size x grad_accum_steps = 1"
+    else:
+        attrs[r.NOISE_SCALE] = curves[r.NOISE_SCALE][-1]
+    return _Outcome("COMPLETE", params, attrs, [attrs[r.VAL_ACCURACY], runtime], intermediate, runtime)
+
+
+def _prune_the_worst(outcomes: list[_Outcome], truth: SyntheticTruth) -> None:
+    """Turn the worst completed trials into ones ASHA stopped at its first or second rung
+    (1 or 3 epochs of 10, as ``grace_epochs: 1, reduction_factor: 3`` would)."""
+    done = [i for i, o in enumerate(outcomes) if o.state == "COMPLETE"]
+    worst = sorted(done, key=lambda i: (outcomes[i].user_attrs[r.VAL_ACCURACY], i))
+    for rank, i in enumerate(worst[:int(len(done) * _PRUNED_SHARE)]):
+        o = outcomes[i]
+        stop_epoch = 1 if rank % 2 == 0 else 3
+        stop = stop_epoch * truth.evals_per_epoch
+        curves = {k: v[:stop] for k, v in o.user_attrs[r.CURVES].items()}
+        attrs = {k: o.user_attrs[k] for k in (r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS,
+                                               r.TRAINING_STARTED, r.NODE, r.NODE_ID)}
+        attrs.update({
+            r.CURVES: curves, r.EPOCHS_COMPLETED: stop_epoch, r.SAMPLES_SEEN: curves[r.SAMPLES_SEEN][-1],
+            r.STEPS: curves[r.STEPS][-1], r.VAL_ACCURACY: curves[r.VAL_ACCURACY][-1],
+            r.VAL_LOSS: curves[r.VAL_LOSS][-1], r.TRAIN_LOSS: curves[r.TRAIN_LOSS][-1],
+            r.RUNTIME_S: curves[r.RUNTIME_S][-1], r.TRAIN_S: curves[r.TRAIN_S][-1],
+            r.COMM_FRACTION: curves[r.COMM_FRACTION][-1],
+            r.ALLREDUCE_CALLS: o.user_attrs[r.ALLREDUCE_CALLS] * stop_epoch // truth.epochs,
+            r.STATUS_REASON: r.REASON_EARLY_STOPPED,
+            r.STATUS_DETAIL: (f"ASHA stopped it after {stop_epoch} of {truth.epochs} epochs "
+                              f"({curves[r.SAMPLES_SEEN][-1]} samples seen): val_accuracy "
+                              f"{curves[r.VAL_ACCURACY][-1]} did not make its rung's cutoff"),
+        })
+        if curves[r.NOISE_SCALE][-1] is not None:
+            attrs[r.NOISE_SCALE] = curves[r.NOISE_SCALE][-1]
+        steps = dict(list(o.intermediate_values.items())[:stop])
+        outcomes[i] = _Outcome("PRUNED", o.params, attrs, None, steps, curves[r.RUNTIME_S][-1])
+
+
+def _frozen_trials(outcomes: list[_Outcome], truth: SyntheticTruth) -> list[optuna.trial.FrozenTrial]:
+    """Optuna trials of the outcomes, started as a cluster of ``_SLOTS`` trial slots would
+    start them: each trial when the first slot frees up."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+    distributions = {
+        r.PER_DEVICE_BATCH_SIZE: CategoricalDistribution(list(truth.per_device_batches)),
+        r.WORLD_SIZE: CategoricalDistribution(list(truth.world_sizes)),
+        r.GRAD_ACCUM_STEPS: CategoricalDistribution(list(truth.accum_steps)),
+        r.LR_RULE: CategoricalDistribution(list(_RULES)),
+        r.BASE_LR: FloatDistribution(*truth.base_lr_range, log=True),
+        "momentum": CategoricalDistribution([_MOMENTUM]),
+    }
+    states = {s.name: s for s in optuna.trial.TrialState}
+    free_at = [0.0] * _SLOTS
+    trials = []
+    for o in outcomes:
+        start = heapq.heappop(free_at)
+        end = start + _START_S + o.runtime_s
+        heapq.heappush(free_at, end)
+        trial = optuna.trial.create_trial(
+            state=states[o.state], params=o.params, distributions=distributions, values=o.values,
+            user_attrs=o.user_attrs, intermediate_values=o.intermediate_values,
+        )
+        trial.datetime_start = _STARTED + timedelta(seconds=start)
+        trial.datetime_complete = _STARTED + timedelta(seconds=end)
+        trials.append(trial)
+    return trials
+
+
+def _insert_trials(storage: optuna.storages.RDBStorage, study_id: int, trials: list[optuna.trial.FrozenTrial]) -> None:
+    """``study.add_trials(trials)`` for an RDB store of a known schema, as a few bulk inserts
+    in one transaction.
+
+    Optuna writes a trial as some 70 queries (each attribute looked up, then written): 43 ms
+    per trial measured on SQLite, about 7 minutes for 10,000. Here each table gets one
+    multi-row insert. The rows are the ones ``RDBStorage._get_prepared_new_trial`` writes
+    (same encodings of values, params, datetimes and JSON); a test checks that a study written
+    here reads back equal to one written by ``add_trials``. Trial numbers follow the study's
+    existing trials, as Optuna numbers them.
+    """
+    from optuna.distributions import distribution_to_json
+    from optuna.storages._rdb import models
+    from sqlalchemy import func, insert, select
+
+    def utc(moment: datetime | None) -> datetime | None:
+        # Optuna stores naive UTC and hands out naive local time (models.TrialModel).
+        return None if moment is None else moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+    trials_table = models.TrialModel.__table__
+    with storage.engine.begin() as connection:
+        first = connection.execute(
+            select(func.count()).select_from(trials_table).where(trials_table.c.study_id == study_id)
+        ).scalar_one()
+        ids = connection.execute(
+            insert(trials_table).returning(trials_table.c.trial_id, sort_by_parameter_order=True),
+            [{"number": first + i, "study_id": study_id, "state": t.state,
+              "datetime_start": utc(t.datetime_start), "datetime_complete": utc(t.datetime_complete)}
+             for i, t in enumerate(trials)],
+        ).scalars().all()
+        values, params, attrs, steps = [], [], [], []
+        for trial_id, t in zip(ids, trials):
+            for objective, value in enumerate(t.values or []):
+                stored, kind = models.TrialValueModel.value_to_stored_repr(value)
+                values.append({"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind})
+            for name, value in t.params.items():
+                distribution = t.distributions[name]
+                params.append({"trial_id": trial_id, "param_name": name,
+                               "param_value": distribution.to_internal_repr(value),
+                               "distribution_json": distribution_to_json(distribution)})
+            attrs += [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in t.user_attrs.items()]
+            for step, value in t.intermediate_values.items():
+                stored, kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
+                steps.append({"trial_id": trial_id, "step": step, "intermediate_value": stored,
+                              "intermediate_value_type": kind})
+        for model, rows in ((models.TrialValueModel, values), (models.TrialParamModel, params),
+                            (models.TrialUserAttributeModel, attrs), (models.TrialIntermediateValueModel, steps)):
+            if rows:
+                connection.execute(insert(model.__table__), rows)
