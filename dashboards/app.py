@@ -1,4 +1,4 @@
-"""The web dashboard: a small WSGI app over one store, served by the standard library.
+"""The web dashboard: a Starlette app over one store, served by uvicorn.
 
 Pages (HTML shells that draw themselves from the JSON API, so they refresh in place while a
 study runs):
@@ -10,17 +10,21 @@ study runs):
 
 JSON API (documented in docs/dashboard.md): ``/api/studies``, ``/api/studies/{name}``,
 ``/api/studies/{name}/trials``, ``/api/studies/{name}/trials.csv``,
-``/api/studies/{name}/trials/{number}``, ``/api/studies/{name}/figures/{kind}``.
+``/api/studies/{name}/trials/{number}``, ``/api/studies/{name}/figures/{kind}`` and
+``/api/studies/{name}/analysis``, each a thin mapping onto a function of
+``hpsearch.dashboards.api``.
 
-Everything is read-only and works offline: plotly.js is served from the installed plotly
-package. It binds 127.0.0.1 unless told otherwise; any other address needs a token, which every
-request must then carry (a ``Authorization: Bearer`` header, or a ``?token=`` on the first page,
-which becomes a cookie). Study names travel percent-encoded, one path segment each, so a name
-may hold ``/``, ``?`` or ``#``.
+``create_app(storage)`` builds the ASGI application, which any ASGI server runs; ``serve`` runs it
+on uvicorn, as ``hpsearch dashboard`` does. Everything is read-only and works offline: plotly.js
+is served from the installed plotly package. ``serve`` binds 127.0.0.1 unless told otherwise; any
+other address needs a token, which every request must then carry (a ``Authorization: Bearer``
+header, or a ``?token=`` on the first page, which becomes a cookie). Study names travel
+percent-encoded, one path segment each, so a name may hold ``/``, ``?`` or ``#``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import html
@@ -28,39 +32,49 @@ import ipaddress
 import json
 import re
 import socket
-import socketserver
-import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable
+from functools import cache
+from http import HTTPStatus
 from importlib import resources
-from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlencode, urlsplit
 
 from hpsearch.dashboards import api
 from hpsearch.errors import HPSearchError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
-__all__ = ["DashboardApp", "DashboardTokenError", "TOKEN_ENV", "is_loopback", "login_url",
-           "require_token_off_loopback", "serve"]
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+__all__ = ["DashboardTokenError", "TOKEN_ENV", "create_app", "create_app_from_environment", "is_loopback",
+           "login_url", "require_token_off_loopback", "serve"]
 
 #: The environment variable ``hpsearch dashboard`` reads its token from when ``--token`` is absent.
 TOKEN_ENV = "HPSEARCH_DASHBOARD_TOKEN"
 
-_STATUS = {200: "200 OK", 400: "400 Bad Request", 401: "401 Unauthorized", 404: "404 Not Found",
-           405: "405 Method Not Allowed", 409: "409 Conflict", 500: "500 Internal Server Error",
-           503: "503 Service Unavailable"}
-_STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")  # visible ASCII: it must travel in a header, a URL and a cookie
 # Pages run only the dashboard's own scripts: even a name that slipped past escaping could not
 # run code (inline scripts and on* attributes are refused). Plotly sets inline styles.
-_PAGE_HEADERS = [
-    ("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-                                "img-src 'self' data: blob:; object-src 'none'; base-uri 'none'; "
-                                "form-action 'none'; frame-ancestors 'none'"),
-    ("Referrer-Policy", "no-referrer"),  # a ?token= URL never leaves in a Referer header
-    ("X-Frame-Options", "DENY"),
-]
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data: blob:; object-src 'none'; base-uri 'none'; "
+                               "form-action 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",  # a ?token= URL never leaves in a Referer header
+    "X-Frame-Options": "DENY",
+}
+_CACHE_FOREVER = {"Cache-Control": "public, max-age=86400"}
+_JSON = "application/json"
+#: Answers outside these prefixes are for a person's browser: errors there are HTML pages.
+_MACHINE_PREFIXES = ("/api/", "/static/")
 
 
 class DashboardTokenError(HPSearchError):
@@ -126,181 +140,182 @@ def login_url(host: str, port: int, token: str | None = None) -> str:
     return f"http://{host}:{port}/" + (f"?token={quote(token, safe='')}" if token else "")
 
 
-class DashboardApp:
-    """The WSGI application for one store URL.
+# ---- study names as path segments -----------------------------------------------------------------
+#
+# A study name may hold "/", "?", "#", "%" or spaces; the pages send it percent-encoded
+# (encodeURIComponent), one path segment. ASGI servers hand the app a *decoded* ``path``, where
+# "a%2Fb" has become two segments "a" and "b", and Starlette routes on it. So the outermost
+# middleware (``_SegmentPaths``) rewrites ``scope["path"]`` from ``raw_path``, the path as sent:
+# each segment decoded once, then encoded again with nothing left unescaped but letters, digits
+# and "_.-~". Routes then match whole segments, and the ``segment`` convertor decodes a path
+# parameter back into the name. A middleware plus a convertor rather than a router of our own:
+# Starlette keeps doing the matching, mounting and 404s, and a route reads like any other.
+
+
+class _SegmentConvertor(Convertor[str]):
+    """One percent-encoded path segment (of a path ``_SegmentPaths`` made canonical), decoded."""
+
+    regex = "[^/]+"
+
+    def convert(self, value: str) -> str:
+        return unquote(value)
+
+    def to_string(self, value: str) -> str:
+        return quote(value, safe="")
+
+
+register_url_convertor("segment", _SegmentConvertor())
+
+
+def _canonical_path(scope: Scope) -> str:
+    """The request path, each segment decoded on its own and encoded again, without a trailing
+    empty segment (``/studies/x/`` is ``/studies/x``).
+
+    Example: ``/studies/a%2Fb%20c`` is ``/studies/a%2Fb%20c`` and ``/%61pi/studies`` is
+    ``/api/studies``. Without ``raw_path`` (optional in ASGI) the decoded path is all there is.
+    """
+    raw: bytes | None = scope.get("raw_path")
+    if raw:
+        if not raw.startswith(b"/"):  # the absolute form, http://host/path
+            raw = urlsplit(raw.decode("latin-1")).path.encode("latin-1") or b"/"
+        parts = [unquote_to_bytes(p).decode("utf-8", "replace") for p in raw.split(b"/")[1:]]
+    else:
+        parts = str(scope["path"]).split("/")[1:]
+    if parts and parts[-1] == "":
+        parts.pop()
+    return "/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def _shown_path(scope: Scope) -> str:
+    """The canonical request path decoded, for messages and for telling the API from pages."""
+    return "/" + "/".join(unquote(p) for p in str(scope["path"]).split("/")[1:])
+
+
+class _SegmentPaths:
+    """ASGI middleware: routes see the canonical path (see the comment above ``_SegmentConvertor``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = {**scope, "path": _canonical_path(scope)}
+        await self.app(scope, receive, send)
+
+
+# ---- who may read, and how ------------------------------------------------------------------------
+
+class _Guard:
+    """ASGI middleware run on every request before routing: the token (when there is one), then
+    read-only; and the headers every answer carries (``nosniff``, the page policy on HTML, the
+    login cookie).
 
     Args:
-        storage: The store's URL.
         token: When set, every request must carry it (``Authorization: Bearer TOKEN``, the
             cookie a ``?token=TOKEN`` request gets, or ``?token=TOKEN`` itself); others get 401.
+            When not set, a request that reached the server on an address other machines can
+            reach gets 403: the promise "a token off loopback" holds under any server.
     """
 
-    def __init__(self, storage: str, token: str | None = None) -> None:
-        _check_token(token)
-        self.cache = api.StudyCache(storage)
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
         self._token = token.encode() if token else None
         # The cookie holds a digest of the token, not the token: a leaked cookie does not
         # reveal a token that may open other things too.
         self._cookie_value = hmac.new(self._token, b"hpsearch dashboard cookie", hashlib.sha256).hexdigest() \
             if self._token else ""
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        parts = _path_segments(environ)
-        path = "/" + "/".join(parts)
-        query = dict(parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
-        extra: list[tuple[str, str]] = []
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # the dashboard has none; refused before anything is looked at
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan
+            await self.app(scope, receive, send)
+            return
+        path = _shown_path(scope)
+        query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
+        cookie = None
+        refused: Response | None = None
         if self._token is not None:
             # Before anything else: a request without the token learns nothing, not even
             # whether a study or a page exists.
-            how = self._credential(environ, query)
+            how = self._credential(scope, query)
             if how is None:
-                return self._unauthorized(path, start_response)
-            if how == "query":
-                extra.append(("Set-Cookie", self._cookie(environ)))
-        query.pop("token", None)
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            return _respond(start_response, 405, _error_body("the dashboard is read-only: GET only"),
-                            headers=[("Allow", "GET, HEAD"), *extra])
-        try:
-            return self._route(parts, query, _Reply(start_response, extra))
-        except HPSearchError as exc:
-            status = exc.http_status if exc.http_status in _STATUS else 500
-            return self._error(path, status, str(exc), _Reply(start_response, extra))
-        except Exception:  # the server's boundary: a broken request must not stop the dashboard
-            traceback.print_exc()
-            return self._error(path, 500, "internal error; see the dashboard's log", _Reply(start_response, extra))
+                refused = _unauthorized(path)
+            elif how == "query":
+                cookie = self._cookie(scope)
+        elif (address := _exposed_address(scope)) is not None:
+            refused = _error(path, 403, f"this dashboard has no token and was reached on {address}, an address "
+                                        f"other machines can reach: give it a token (create_app(storage, token=...) "
+                                        f"or {TOKEN_ENV}), or serve it on 127.0.0.1")
+        if refused is None and scope["method"] not in ("GET", "HEAD"):
+            refused = _error(path, 405, "the dashboard is read-only: GET only", headers={"Allow": "GET, HEAD"}, json_=True)
 
-    # ---- the token ----------------------------------------------------------------------------
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(raw=list(message["headers"]))
+                headers.setdefault("X-Content-Type-Options", "nosniff")
+                if headers.get("content-type", "").startswith("text/html"):
+                    for key, value in _PAGE_HEADERS.items():
+                        headers.setdefault(key, value)
+                if cookie is not None:
+                    headers.append("Set-Cookie", cookie)
+                message = {**message, "headers": headers.raw}
+            await send(message)
 
-    def _credential(self, environ: dict[str, Any], query: dict[str, str]) -> str | None:
+        if refused is not None:
+            await refused(scope, receive, send_with_headers)
+            return
+        if "token" in query:  # the token never reaches a handler, a memo key or a log
+            pairs = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+            scope = {**scope, "query_string": urlencode([(k, v) for k, v in pairs if k != "token"]).encode("latin-1")}
+        await self.app(scope, receive, send_with_headers)
+
+    def _credential(self, scope: Scope, query: dict[str, str]) -> str | None:
         """How the request shows the token ("header", "cookie", "query"), or None."""
         assert self._token is not None
-        scheme, _, value = environ.get("HTTP_AUTHORIZATION", "").strip().partition(" ")
+        headers = Headers(scope=scope)
+        scheme, _, value = headers.get("authorization", "").strip().partition(" ")
         if scheme.lower() == "bearer" and _same(value.strip(), self._token):
             return "header"
-        cookie = _cookies(environ).get(_cookie_name(environ))
+        cookie = _cookies(headers).get(_cookie_name(scope))
         if cookie is not None and _same(cookie, self._cookie_value.encode()):
             return "cookie"
         if "token" in query and _same(query["token"], self._token):
             return "query"
         return None
 
-    def _cookie(self, environ: dict[str, Any]) -> str:
+    def _cookie(self, scope: Scope) -> str:
         # HttpOnly: page scripts never see it; SameSite=Strict: other sites cannot make a
         # browser send it. A session cookie: closing the browser forgets it.
-        secure = "; Secure" if environ.get("wsgi.url_scheme") == "https" else ""
-        return f"{_cookie_name(environ)}={self._cookie_value}; Path=/; HttpOnly; SameSite=Strict{secure}"
-
-    @staticmethod
-    def _unauthorized(path: str, start_response: StartResponse) -> list[bytes]:
-        message = ("this dashboard needs its token: open the URL it printed when it started (ending in ?token=...), "
-                   "or send the header 'Authorization: Bearer TOKEN'")
-        headers = [("WWW-Authenticate", 'Bearer realm="hpsearch dashboard"'), ("Cache-Control", "no-store")]
-        if path.startswith(("/api/", "/static/")):
-            return _respond(start_response, 401, _error_body(message), headers=headers)
-        # Self-contained: the stylesheet would need the token too. "try again" is a same-site
-        # navigation, which carries the cookie a link from another site does not.
-        body = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>hpsearch: 401</title></head>"
-                f"<body><h1>{_STATUS[401]}</h1><p>{html.escape(message)}.</p><p><a href=''>try again</a></p>"
-                "</body></html>")
-        return _respond(start_response, 401, body.encode(), "text/html; charset=utf-8", [*headers, *_PAGE_HEADERS])
-
-    # ---- routes -------------------------------------------------------------------------------
-
-    @staticmethod
-    def _error(path: str, status: int, message: str, start_response: StartResponse) -> list[bytes]:
-        """JSON for the API, a readable page for a person's browser."""
-        if path.startswith(("/api/", "/static/")):
-            return _respond(start_response, status, _error_body(message))
-        body = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>hpsearch: {status}</title>"
-                f"<link rel='stylesheet' href='/static/app.css'></head><body><header><a class='home' href='/'>"
-                f"hpsearch</a></header><main><h1>{_STATUS[status]}</h1><p class='error'>{html.escape(message)}</p>"
-                "</main></body></html>")
-        return _respond(start_response, status, body.encode(), "text/html; charset=utf-8", _PAGE_HEADERS)
-
-    def _route(self, parts: list[str], query: dict[str, str], start_response: StartResponse) -> Iterable[bytes]:
-        cache = self.cache
-        match parts:
-            case ["api", "studies"]:
-                return _json(start_response, api.list_studies(cache))
-            case ["api", "studies", name]:
-                return _json(start_response, api.study_detail(cache, name))
-            case ["api", "studies", name, "trials"]:
-                return _json(start_response, api.trials_page(cache, name, query))
-            case ["api", "studies", name, "trials.csv"]:
-                body = api.trials_csv(cache, name).encode()
-                return _respond(start_response, 200, body, "text/csv; charset=utf-8",
-                                [("Content-Disposition", _attachment(f"{name}-trials.csv"))])
-            case ["api", "studies", name, "trials", number]:
-                return _json(start_response, api.trial_detail(cache, name, number))
-            case ["api", "studies", name, "figures", kind]:
-                return _respond(start_response, 200, api.figure_json(cache, name, kind, query).encode())
-            case ["favicon.ico"]:  # every browser asks; a 404 would be a console error on each page
-                start_response("204 No Content", _CACHE_FOREVER)
-                return []
-            case ["static", "plotly.min.js"]:
-                return _respond(start_response, 200, _plotly_js(), _STATIC_TYPES[".js"], _CACHE_FOREVER)
-            case ["static", file] if re.fullmatch(r"[a-z_]+\.(?:js|css)", file) and (body := _static(file)):
-                return _respond(start_response, 200, body, _STATIC_TYPES[file[file.rfind("."):]])
-            case []:
-                return self._page("studies", {}, start_response)
-            case ["studies", name]:
-                return self._page("study", {"name": name}, start_response)
-            case ["studies", name, "trials", number] if number.isascii() and number.isdigit():
-                return self._page("trial", {"name": name, "number": number}, start_response)
-        path = "/" + "/".join(parts)
-        return self._error(path, 404, f"no page or endpoint at {path}", start_response)
-
-    def _page(self, page: str, args: dict[str, str], start_response: StartResponse) -> Iterable[bytes]:
-        if "name" in args:
-            self.cache.search(args["name"])  # an unknown study is a 404, not an empty page
-        template = _static("page.html")  # one shell; app.js draws the page it names
-        assert template is not None
-        # The page's parameters, JSON inside an HTML attribute: escaped both ways. One pass,
-        # so a name that holds "{{TITLE}}" stays a name.
-        values = {"PAGE": page, "PAGE_ARGS": html.escape(json.dumps(args), quote=True),
-                  "TITLE": html.escape(" / ".join(["hpsearch", *args.values()]))}
-        body = re.sub(r"\{\{(PAGE|PAGE_ARGS|TITLE)\}\}", lambda m: values[m[1]], template.decode())
-        return _respond(start_response, 200, body.encode(), "text/html; charset=utf-8", _PAGE_HEADERS)
+        secure = "; Secure" if scope.get("scheme") == "https" else ""
+        return f"{_cookie_name(scope)}={self._cookie_value}; Path=/; HttpOnly; SameSite=Strict{secure}"
 
 
-_CACHE_FOREVER = [("Cache-Control", "public, max-age=86400")]
+def _unauthorized(path: str) -> Response:
+    message = ("this dashboard needs its token: open the URL it printed when it started (ending in ?token=...), "
+               "or send the header 'Authorization: Bearer TOKEN'")
+    headers = {"WWW-Authenticate": 'Bearer realm="hpsearch dashboard"', "Cache-Control": "no-store"}
+    if path.startswith(_MACHINE_PREFIXES):
+        return _error(path, 401, message, headers=headers)
+    # Self-contained: the stylesheet would need the token too. "try again" is a same-site
+    # navigation, which carries the cookie a link from another site does not.
+    body = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>hpsearch: 401</title></head>"
+            f"<body><h1>{_status_line(401)}</h1><p>{html.escape(message)}.</p><p><a href=''>try again</a></p>"
+            "</body></html>")
+    return _html(body, 401, headers)
 
 
-class _Reply:
-    """``start_response`` with headers every answer to this request carries (the cookie)."""
-
-    def __init__(self, start_response: StartResponse, extra: list[tuple[str, str]]) -> None:
-        self._start_response, self._extra = start_response, extra
-
-    def __call__(self, status: str, headers: list[tuple[str, str]]) -> Any:
-        return self._start_response(status, [*headers, *self._extra])
-
-
-def _path_segments(environ: dict[str, Any]) -> list[str]:
-    """The request path as decoded segments, without a trailing empty one.
-
-    ``/studies/a%2Fb%20c`` is ``["studies", "a/b c"]``: each segment is decoded on its own, from
-    the raw request target where the server passes it (``RAW_URI``, ``REQUEST_URI``). PEP 3333's
-    ``PATH_INFO`` is already decoded, so there a study name holding ``/`` cannot be told from two
-    segments (wsgiref decodes it; the dashboard's own server passes ``RAW_URI``).
-    """
-    raw = None if environ.get("SCRIPT_NAME") else environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    if raw:
-        target = raw.split("?", 1)[0].split("#", 1)[0]
-        if not target.startswith("/"):  # the absolute form, http://host/path
-            target = urlsplit(target).path or "/"
-        parts = [unquote(p) for p in target.split("/")[1:]]
-    else:
-        path = environ.get("PATH_INFO") or "/"
-        try:  # PEP 3333: bytes as latin-1; the URL's are UTF-8
-            path = path.encode("latin-1").decode("utf-8")
-        except UnicodeError:  # already text (a server that decoded UTF-8, a test)
-            pass
-        parts = path.split("/")[1:]
-    if parts and parts[-1] == "":
-        parts.pop()
-    return parts
+def _exposed_address(scope: Scope) -> str | None:
+    """The address the request reached the server on, when it is an IP address other machines
+    can reach; None on loopback, and for what is not an IP address (a Unix socket, a test client)."""
+    server = scope.get("server")
+    host = str(server[0]) if server else ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return None if is_loopback(host) else host
 
 
 def _same(given: str, expected: bytes) -> bool:
@@ -308,21 +323,53 @@ def _same(given: str, expected: bytes) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "replace"), expected)
 
 
-def _cookie_name(environ: dict[str, Any]) -> str:
+def _cookie_name(scope: Scope) -> str:
     # Cookies are per host, not per port: two dashboards on one machine keep one cookie each.
-    port = re.sub(r"\D", "", str(environ.get("SERVER_PORT", "")))
+    server = scope.get("server")
+    port = re.sub(r"\D", "", str(server[1])) if server and server[1] is not None else ""
     return f"hpsearch_dashboard_{port}"
 
 
-def _cookies(environ: dict[str, Any]) -> dict[str, str]:
+def _cookies(headers: Headers) -> dict[str, str]:
     """The request's cookies. Parsed by hand: http.cookies gives up on the whole header at the
     first cookie it dislikes, and other apps on localhost set all sorts."""
     out: dict[str, str] = {}
-    for pair in environ.get("HTTP_COOKIE", "").split(";"):
+    for pair in "; ".join(headers.getlist("cookie")).split(";"):
         key, sep, value = pair.strip().partition("=")
         if sep:
             out.setdefault(key, value.strip().strip('"'))
     return out
+
+
+# ---- answers --------------------------------------------------------------------------------------
+
+def _status_line(status: int) -> str:
+    return f"{status} {HTTPStatus(status).phrase}"
+
+
+def _html(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A page: with the page policy (set here too, not only by ``_Guard``: a 500 page is written
+    outside it, by the framework's outermost error middleware)."""
+    return Response(body, status, {**_PAGE_HEADERS, "X-Content-Type-Options": "nosniff", **(headers or {})},
+                    media_type="text/html")
+
+
+def _error(path: str, status: int, message: str, *, headers: dict[str, str] | None = None,
+           json_: bool = False) -> Response:
+    """JSON ``{"error": message}`` for the API and files, a readable page for a person's browser."""
+    if json_ or path.startswith(_MACHINE_PREFIXES):
+        return Response(_json_bytes({"error": message}), status, {"X-Content-Type-Options": "nosniff", **(headers or {})},
+                        media_type=_JSON)
+    body = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>hpsearch: {status}</title>"
+            f"<link rel='stylesheet' href='/static/app.css'></head><body><header><a class='home' href='/'>"
+            f"hpsearch</a></header><main><h1>{_status_line(status)}</h1><p class='error'>{html.escape(message)}</p>"
+            "</main></body></html>")
+    return _html(body, status, headers)
+
+
+def _json_bytes(data: Any) -> bytes:
+    """What ``JSONResponse`` writes: compact UTF-8, and no ``NaN`` (which is not JSON)."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _attachment(filename: str) -> str:
@@ -332,72 +379,278 @@ def _attachment(filename: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
-def _json(start_response: StartResponse, data: Any) -> list[bytes]:
-    return _respond(start_response, 200, json.dumps(data).encode())
+def _cache(request: Request) -> api.StudyCache:
+    cache: api.StudyCache = request.app.state.cache
+    return cache
 
 
-def _respond(start_response: StartResponse, status: int, body: bytes, content_type: str = "application/json",
-             headers: list[tuple[str, str]] | None = None) -> list[bytes]:
-    start_response(_STATUS[status], [("Content-Type", content_type), ("Content-Length", str(len(body))),
-                                     ("X-Content-Type-Options", "nosniff"), *(headers or [])])
-    return [body]
+async def _read(request: Request, read: Callable[[api.StudyCache, dict[str, str]], bytes]) -> bytes:
+    """``read(cache, query)`` in a worker thread: the API functions are synchronous and ask the store."""
+    cache, query = _cache(request), dict(request.query_params)
+    return await run_in_threadpool(read, cache, query)
 
 
-def _error_body(message: str) -> bytes:
-    return json.dumps({"error": message}).encode()
+async def _answer_json(request: Request, read: Callable[[api.StudyCache, dict[str, str]], Any]) -> Response:
+    body = await _read(request, lambda cache, query: _json_bytes(read(cache, query)))
+    return Response(body, media_type=_JSON)
 
 
-def _static(name: str) -> bytes | None:
-    path = resources.files("hpsearch.dashboards") / "static" / name
-    return path.read_bytes() if path.is_file() else None
+# ---- the JSON API ---------------------------------------------------------------------------------
+
+async def study_list(request: Request) -> Response:
+    """``GET /api/studies``."""
+    return await _answer_json(request, lambda cache, _: api.list_studies(cache))
 
 
-def _plotly_js() -> bytes:
-    """plotly.js from the installed plotly package: the dashboard never reaches a CDN."""
-    return (resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+async def study_summary(request: Request) -> Response:
+    """``GET /api/studies/{name}``."""
+    name = request.path_params["name"]
+    return await _answer_json(request, lambda cache, _: api.study_detail(cache, name))
 
 
-class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+async def trials_table(request: Request) -> Response:
+    """``GET /api/studies/{name}/trials``."""
+    name = request.path_params["name"]
+    return await _answer_json(request, lambda cache, query: api.trials_page(cache, name, query))
 
 
-class _ThreadingServer6(_ThreadingServer):
-    address_family = socket.AF_INET6
+async def trials_csv(request: Request) -> Response:
+    """``GET /api/studies/{name}/trials.csv``: a download named after the study."""
+    name = request.path_params["name"]
+    body = await _read(request, lambda cache, _: api.trials_csv(cache, name).encode())
+    return Response(body, media_type="text/csv",
+                    headers={"Content-Disposition": _attachment(f"{name}-trials.csv")})
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """Logs nothing (a ?token= URL never reaches a log) and passes the raw request target, so
-    the app can decode a study name's ``%2F`` as part of the name."""
+async def trial_detail(request: Request) -> Response:
+    """``GET /api/studies/{name}/trials/{number}``."""
+    name, number = request.path_params["name"], request.path_params["number"]
+    return await _answer_json(request, lambda cache, _: api.trial_detail(cache, name, number))
 
-    def get_environ(self) -> dict[str, Any]:
-        environ = super().get_environ()
-        environ["RAW_URI"] = self.path
-        return environ
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        return None
+async def figure(request: Request) -> Response:
+    """``GET /api/studies/{name}/figures/{kind}``: plotly JSON, already text."""
+    name, kind = request.path_params["name"], request.path_params["kind"]
+    body = await _read(request, lambda cache, query: api.figure_json(cache, name, kind, query).encode())
+    return Response(body, media_type=_JSON)
+
+
+async def analysis(request: Request) -> Response:
+    """``GET /api/studies/{name}/analysis``: ``api.analysis_json``, looked up when asked, so the
+    route answers 404 until the API has it."""
+    analysis_json: Callable[[api.StudyCache, str, dict[str, str]], Any] | None = getattr(api, "analysis_json", None)
+    if analysis_json is None:
+        return _error(_shown_path(request.scope), 404, "analysis is not available in this version of the dashboard")
+    name = request.path_params["name"]
+    return await _answer_json(request, lambda cache, query: analysis_json(cache, name, query))
+
+
+# ---- pages and files ------------------------------------------------------------------------------
+
+def _page(request: Request, page: str, args: dict[str, str]) -> Response:
+    if "name" in args:
+        _cache(request).search(args["name"])  # an unknown study is a 404, not an empty page
+    template: str = request.app.state.page_template  # one shell; app.js draws the page it names
+    # The page's parameters, JSON inside an HTML attribute: escaped both ways. One pass, so a
+    # name that holds "{{TITLE}}" stays a name.
+    values = {"PAGE": page, "PAGE_ARGS": html.escape(json.dumps(args), quote=True),
+              "TITLE": html.escape(" / ".join(["hpsearch", *args.values()]))}
+    return _html(re.sub(r"\{\{(PAGE|PAGE_ARGS|TITLE)\}\}", lambda m: values[m[1]], template))
+
+
+# Pages are synchronous handlers (Starlette runs them in its thread pool): the first look at a
+# study opens it in the store.
+def studies_page(request: Request) -> Response:
+    """``GET /``: the studies of the store."""
+    return _page(request, "studies", {})
+
+
+def study_page(request: Request) -> Response:
+    """``GET /studies/{name}``."""
+    return _page(request, "study", {"name": request.path_params["name"]})
+
+
+def trial_page(request: Request) -> Response:
+    """``GET /studies/{name}/trials/{number}``."""
+    number: str = request.path_params["number"]
+    if not (number.isascii() and number.isdigit()):
+        raise HTTPException(404)
+    return _page(request, "trial", {"name": request.path_params["name"], "number": number})
+
+
+async def favicon(request: Request) -> Response:
+    """``GET /favicon.ico``: every browser asks; a 404 would be a console error on each page."""
+    return Response(status_code=204, headers=_CACHE_FOREVER)
+
+
+@cache
+def _plotly_js_path() -> str:
+    return str(resources.files("plotly") / "package_data" / "plotly.min.js")
+
+
+async def plotly_js(request: Request) -> Response:
+    """``GET /static/plotly.min.js``: from the installed plotly package; the dashboard never
+    reaches a CDN."""
+    return FileResponse(_plotly_js_path(), media_type="text/javascript", headers=_CACHE_FOREVER)
+
+
+ROUTES = [
+    Route("/", studies_page),
+    Route("/studies/{name:segment}", study_page),
+    Route("/studies/{name:segment}/trials/{number:segment}", trial_page),
+    Route("/api/studies", study_list),
+    Route("/api/studies/{name:segment}", study_summary),
+    Route("/api/studies/{name:segment}/trials", trials_table),
+    Route("/api/studies/{name:segment}/trials.csv", trials_csv),
+    Route("/api/studies/{name:segment}/trials/{number:segment}", trial_detail),
+    Route("/api/studies/{name:segment}/figures/{kind:segment}", figure),
+    Route("/api/studies/{name:segment}/analysis", analysis),
+    Route("/favicon.ico", favicon),
+    Route("/static/plotly.min.js", plotly_js),
+    Mount("/static", StaticFiles(packages=[("hpsearch.dashboards", "static")])),
+]
+
+
+# ---- errors: translated here, and only here, for the web ----------------------------------------
+
+async def _on_hpsearch_error(request: Request, exc: Exception) -> Response:
+    """An ``HPSearchError`` is answered with its ``http_status`` and its message."""
+    assert isinstance(exc, HPSearchError)
+    status = exc.http_status if 400 <= exc.http_status < 600 else 500
+    return _error(_shown_path(request.scope), status, str(exc))
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    """The framework's own (no route, no such file) in the dashboard's words and formats."""
+    assert isinstance(exc, HTTPException)
+    path = _shown_path(request.scope)
+    message = f"no page or endpoint at {path}" if exc.status_code == 404 else exc.detail
+    return _error(path, exc.status_code, message, headers=dict(exc.headers or {}))
+
+
+async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
+    # The server's boundary: a broken request must not stop the dashboard. The framework
+    # re-raises after this answer is sent, so the server logs the traceback.
+    return _error(_shown_path(request.scope), 500, "internal error; see the dashboard's log")
+
+
+@contextlib.asynccontextmanager
+async def _warm_up(app: Starlette) -> AsyncIterator[None]:
+    """At server start-up, before the first request: imports now, not on the first page."""
+    await run_in_threadpool(api.warm_up)
+    yield
+
+
+def create_app(storage: str, *, token: str | None = None) -> Starlette:
+    """The dashboard of ``storage`` as an ASGI application, for any ASGI server.
+
+    ``serve`` (``hpsearch dashboard``) runs it on uvicorn; to run it yourself, see
+    docs/dashboard.md ("Serving it yourself"). The app keeps each study's table in memory,
+    per process, until a trial changes.
+
+    Args:
+        storage: The store's URL.
+        token: When set, every request must carry it (``Authorization: Bearer TOKEN``, the
+            cookie a ``?token=TOKEN`` request gets, or ``?token=TOKEN`` itself); others get 401.
+            Without one, requests that reach the server on an address other than a loopback
+            one get 403.
+
+    Returns:
+        A Starlette application.
+
+    Raises:
+        DashboardTokenError: the token holds characters other than visible ASCII.
+
+    Example:
+        >>> from starlette.testclient import TestClient
+        >>> TestClient(create_app("sqlite:///:memory:")).get("/api/studies").json()
+        []
+    """
+    _check_token(token)
+    app = Starlette(
+        routes=ROUTES,
+        # Outermost first: the canonical path, then the token and the method, then routing.
+        middleware=[Middleware(_SegmentPaths), Middleware(_Guard, token=token)],
+        exception_handlers={HPSearchError: _on_hpsearch_error, HTTPException: _on_http_error,
+                            Exception: _on_unexpected_error},
+        lifespan=_warm_up,
+    )
+    app.state.cache = api.StudyCache(storage)
+    app.state.page_template = (resources.files("hpsearch.dashboards") / "static" / "page.html").read_text("utf-8")
+    return app
+
+
+def create_app_from_environment() -> Starlette:
+    """``create_app`` for the store and token the environment names (``HPSEARCH_STORAGE``,
+    ``HPSEARCH_DASHBOARD_TOKEN``), as ``hpsearch dashboard`` reads them: the factory an ASGI
+    server calls.
+
+    Example:
+        ``uvicorn --factory hpsearch.dashboards.app:create_app_from_environment``
+    """
+    import os
+
+    from hpsearch.settings import resolve_settings
+
+    # The token is not a search setting (hpsearch.settings): like the CLI's --token, it is read
+    # from its own variable, here and nowhere else in the package.
+    return create_app(resolve_settings().storage, token=os.environ.get(TOKEN_ENV) or None)
+
+
+# ---- the server -----------------------------------------------------------------------------------
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (IPv6 when ``host`` is an IPv6 address): bound here, not
+    by uvicorn, so a busy port is an ``OSError`` for the caller (the CLI says "cannot listen on")
+    and ``port=0``'s real port is known."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def serve(storage: str, host: str = "127.0.0.1", port: int = 8080,
           on_ready: Callable[[str], None] | None = None, token: str | None = None) -> None:
-    """Serve the dashboard of ``storage`` until interrupted.
+    """Serve the dashboard of ``storage`` on uvicorn until interrupted.
 
     Args:
         host: The address to bind; any but a loopback one needs ``token``.
         on_ready: Called with the URL to open once it listens (``port=0`` picks a free one); the
             URL carries ``?token=`` when a token is set.
-        token: Ask every request for this token (see ``DashboardApp``).
+        token: Ask every request for this token (see ``create_app``).
 
     Raises:
         DashboardTokenError: ``host`` is not a loopback address and there is no token.
+        OSError: the address cannot be bound (a port in use).
     """
+    import uvicorn
+
     require_token_off_loopback(host, token)
-    app = DashboardApp(storage, token=token)
+    app = create_app(storage, token=token)
     api.warm_up()  # imports now, not on the first page
     bind = host.removeprefix("[").removesuffix("]")
-    server_class = _ThreadingServer6 if ":" in bind else _ThreadingServer
-    with make_server(bind, port, app, server_class=server_class, handler_class=_QuietHandler) as server:
-        if on_ready is not None:
-            on_ready(login_url(bind, server.server_port, token))
-        server.serve_forever()
+    sock = _listening_socket(bind, port)
+    url = login_url(bind, sock.getsockname()[1], token)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and on_ready is not None:
+                on_ready(url)
+
+    config = uvicorn.Config(
+        app,
+        lifespan="off",  # warmed up above
+        # No access log: a ?token= URL must never reach a log. Warnings and errors (a
+        # traceback) still reach stderr.
+        access_log=False, log_config=None, log_level="warning",
+        timeout_graceful_shutdown=5,  # Ctrl-C waits this long at most for requests in flight
+    )
+    try:
+        Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

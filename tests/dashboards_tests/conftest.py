@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -10,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from wsgiref.util import setup_testing_defaults
 
 import pytest
+from starlette.testclient import TestClient
 
 #: A 2 x 2 grid of a small MLP on the digits, 2 epochs each, one rank per trial, on the CPU:
 #: real trials with real curves in about half a minute.
@@ -61,16 +60,12 @@ def finished_study(tmp_path_factory: pytest.TempPathFactory) -> FinishedStudy:
 
 @pytest.fixture
 def get_json() -> Callable[[Any, str], Any]:
-    """A function calling a dashboard's WSGI app in process with a GET of ``url`` and returning
-    the JSON answer (asserting 200)."""
+    """A function calling a dashboard's ASGI app (``create_app``) in process, through Starlette's
+    test client, with a GET of ``url`` and returning the JSON answer (asserting 200)."""
 
     def get(app: Any, url: str) -> Any:
-        path, _, query = url.partition("?")
-        environ: dict[str, Any] = {"PATH_INFO": path, "QUERY_STRING": query}
-        setup_testing_defaults(environ)
-        status: list[str] = []
-        body = b"".join(app(environ, lambda s, h: status.append(s)))
-        assert status == ["200 OK"], body[:300]
-        return json.loads(body)
+        response = TestClient(app).get(url)
+        assert response.status_code == 200, response.content[:300]
+        return response.json()
 
     return get

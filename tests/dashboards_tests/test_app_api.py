@@ -1,38 +1,31 @@
-"""Every dashboard endpoint, in process: the WSGI app called as a server calls it."""
+"""Every dashboard endpoint, in process: the ASGI app called through Starlette's test client."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from wsgiref.util import setup_testing_defaults
 
 import optuna
 import pytest
-from hpsearch.dashboards.app import DashboardApp
+from hpsearch.dashboards.app import create_app
 from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, open_storage
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
+from starlette.testclient import TestClient
 
 SPACE_TEXT = "parameters:\n  per_device_batch_size: {choices: [8, 64]}\n  base_lr: 0.01\n"
 
 
-def _get(app: DashboardApp, url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-    path, _, query = url.partition("?")
-    environ: dict[str, Any] = {"PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": method}
-    setup_testing_defaults(environ)
-    seen: dict[str, Any] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
-        seen.update(status=int(status.split()[0]), headers=dict(headers))
-
-    body = b"".join(app(environ, start_response))
-    return seen["status"], seen["headers"], body
+def _get(app: TestClient, url: str, method: str = "GET") -> tuple[int, Mapping[str, str], bytes]:
+    response = app.request(method, url)
+    return response.status_code, response.headers, response.content
 
 
-def _json(app: DashboardApp, url: str, status: int = 200) -> Any:
+def _json(app: TestClient, url: str, status: int = 200) -> Any:
     code, headers, body = _get(app, url)
     assert code == status, body
     assert headers["Content-Type"] == "application/json"
@@ -54,7 +47,7 @@ def _trial(number: int, b: int, rule: str, state: TrialState, accuracy: float | 
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> DashboardApp:
+def app(tmp_path: Path) -> TestClient:
     url = f"sqlite:///{tmp_path / 'dash.db'}"
     study = optuna.create_study(study_name="demo", storage=open_storage(url), directions=["maximize", "minimize"])
     study.set_metric_names(["val_accuracy", "runtime_s"])
@@ -67,10 +60,10 @@ def app(tmp_path: Path) -> DashboardApp:
                            status_detail="non-finite loss at step 3"))
     study.add_trial(_trial(4, 16, "sqrt", TrialState.PRUNED, 0.5, status_reason="early_stopped"))
     optuna.create_study(study_name="empty", storage=open_storage(url))
-    return DashboardApp(url)
+    return TestClient(create_app(url))
 
 
-def test_the_study_list_has_counts_best_values_and_last_activity(app: DashboardApp) -> None:
+def test_the_study_list_has_counts_best_values_and_last_activity(app: TestClient) -> None:
     studies = {s["name"]: s for s in _json(app, "/api/studies")}
 
     assert set(studies) == {"demo", "empty"}
@@ -82,7 +75,7 @@ def test_the_study_list_has_counts_best_values_and_last_activity(app: DashboardA
     assert studies["empty"]["n_trials"] == 0 and studies["empty"]["best_values"] is None
 
 
-def test_the_study_endpoint_has_the_summary_space_columns_and_a_revision(app: DashboardApp) -> None:
+def test_the_study_endpoint_has_the_summary_space_columns_and_a_revision(app: TestClient) -> None:
     study = _json(app, "/api/studies/demo")
 
     assert study["finished"] == 5 and study["target"] == 6
@@ -94,7 +87,7 @@ def test_the_study_endpoint_has_the_summary_space_columns_and_a_revision(app: Da
     assert study["revision"] == _json(app, "/api/studies/demo")["revision"]
 
 
-def test_the_trial_table_sorts_filters_and_pages(app: DashboardApp) -> None:
+def test_the_trial_table_sorts_filters_and_pages(app: TestClient) -> None:
     page = _json(app, "/api/studies/demo/trials?sort=-val_accuracy&limit=2")
     assert page["total"] == 5 and page["limit"] == 2
     assert [r["number"] for r in page["rows"]] == [0, 2]
@@ -122,11 +115,11 @@ def test_the_trial_table_sorts_filters_and_pages(app: DashboardApp) -> None:
     ("sort=nope", "cannot sort by 'nope': no such column"),
     ("columns=lr_rule,nope", "unknown columns ['nope']"),
 ])
-def test_bad_table_parameters_are_400_with_a_reason(app: DashboardApp, query: str, fragment: str) -> None:
+def test_bad_table_parameters_are_400_with_a_reason(app: TestClient, query: str, fragment: str) -> None:
     assert fragment in _json(app, f"/api/studies/demo/trials?{query}", status=400)["error"]
 
 
-def test_the_csv_download_has_every_trial_param_and_attr(app: DashboardApp) -> None:
+def test_the_csv_download_has_every_trial_param_and_attr(app: TestClient) -> None:
     status, headers, body = _get(app, "/api/studies/demo/trials.csv")
 
     assert status == 200
@@ -138,7 +131,7 @@ def test_the_csv_download_has_every_trial_param_and_attr(app: DashboardApp) -> N
     assert json.loads(rows[0]["curves"])["val_accuracy"] == [0.485, 0.97]
 
 
-def test_the_trial_endpoint_has_params_values_attrs_curves_and_reason(app: DashboardApp) -> None:
+def test_the_trial_endpoint_has_params_values_attrs_curves_and_reason(app: TestClient) -> None:
     trial = _json(app, "/api/studies/demo/trials/2")
     assert trial["state"] == "COMPLETE"
     assert trial["params"] == {"per_device_batch_size": 64, "lr_rule": "linear"}
@@ -152,7 +145,7 @@ def test_the_trial_endpoint_has_params_values_attrs_curves_and_reason(app: Dashb
     assert failed["values"] is None
 
 
-def test_the_frontier_figure_is_plotly_json_with_the_non_dominated_trials(app: DashboardApp) -> None:
+def test_the_frontier_figure_is_plotly_json_with_the_non_dominated_trials(app: TestClient) -> None:
     fig = _json(app, "/api/studies/demo/figures/frontier")
     assert fig["data"] and "layout" in fig
     text = json.dumps(fig)
@@ -172,16 +165,16 @@ def test_the_frontier_figure_is_plotly_json_with_the_non_dominated_trials(app: D
     ("/api/nothing", 404, "no page or endpoint at /api/nothing"),
     ("/static/nope.js", 404, "no page or endpoint"),
 ])
-def test_unknown_things_are_404_and_bad_ones_400(app: DashboardApp, url: str, status: int, fragment: str) -> None:
+def test_unknown_things_are_404_and_bad_ones_400(app: TestClient, url: str, status: int, fragment: str) -> None:
     assert fragment in _json(app, url, status=status)["error"]
 
 
-def test_the_dashboard_is_read_only(app: DashboardApp) -> None:
+def test_the_dashboard_is_read_only(app: TestClient) -> None:
     status, _, body = _get(app, "/api/studies", method="POST")
     assert status == 405 and b"read-only" in body
 
 
-def test_pages_are_html_shells_with_their_arguments_escaped(app: DashboardApp) -> None:
+def test_pages_are_html_shells_with_their_arguments_escaped(app: TestClient) -> None:
     for url, page in [("/", "studies"), ("/studies/demo", "study"), ("/studies/demo/trials/3", "trial")]:
         status, headers, body = _get(app, url)
         assert status == 200 and headers["Content-Type"].startswith("text/html")
@@ -193,7 +186,7 @@ def test_pages_are_html_shells_with_their_arguments_escaped(app: DashboardApp) -
         app, "/studies/demo/trials/3")[2].decode()
 
 
-def test_static_files_and_plotly_js_are_served_from_the_package(app: DashboardApp) -> None:
+def test_static_files_and_plotly_js_are_served_from_the_package(app: TestClient) -> None:
     status, headers, body = _get(app, "/static/plotly.min.js")
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
     assert len(body) > 1_000_000 and b"plotly" in body[:2000].lower()
@@ -203,14 +196,14 @@ def test_static_files_and_plotly_js_are_served_from_the_package(app: DashboardAp
 
 
 @pytest.mark.parametrize("kind", ["accuracy_vs_batch", "learning_curves", "throughput", "noise_scale"])
-def test_every_figure_of_the_study_page_answers(app: DashboardApp, kind: str) -> None:
+def test_every_figure_of_the_study_page_answers(app: TestClient, kind: str) -> None:
     assert kind in _json(app, "/api/studies/demo")["figures"]
     fig = _json(app, f"/api/studies/demo/figures/{kind}")
     assert "data" in fig and "layout" in fig
     assert "data" in _json(app, f"/api/studies/empty/figures/{kind}")
 
 
-def test_learning_curves_take_trial_numbers_and_refuse_bad_ones(app: DashboardApp) -> None:
+def test_learning_curves_take_trial_numbers_and_refuse_bad_ones(app: TestClient) -> None:
     fig = _json(app, "/api/studies/demo/figures/learning_curves?trials=0,2")
     names = json.dumps([t.get("name") for t in fig["data"]])
     assert "0" in names and "2" in names
@@ -223,13 +216,13 @@ def test_learning_curves_take_trial_numbers_and_refuse_bad_ones(app: DashboardAp
     ("/studies/nope", "no study named &#x27;nope&#x27;"),
     ("/elsewhere", "no page or endpoint at /elsewhere"),
 ])
-def test_a_page_that_does_not_exist_is_a_readable_404_page(app: DashboardApp, url: str, fragment: str) -> None:
+def test_a_page_that_does_not_exist_is_a_readable_404_page(app: TestClient, url: str, fragment: str) -> None:
     status, headers, body = _get(app, url)
     assert status == 404 and headers["Content-Type"].startswith("text/html")
     assert fragment in body.decode()
 
 
-def test_a_study_without_trials_has_an_empty_table(app: DashboardApp) -> None:
+def test_a_study_without_trials_has_an_empty_table(app: TestClient) -> None:
     page = _json(app, "/api/studies/empty/trials?sort=-val_accuracy")
     assert (page["total"], page["rows"]) == (0, [])
     assert _json(app, "/api/studies/empty")["n_trials"] == 0

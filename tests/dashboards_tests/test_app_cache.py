@@ -11,9 +11,9 @@ from typing import Any
 
 import optuna
 import pytest
-from hpsearch.dashboards import frontier_info
-from hpsearch.dashboards.app import DashboardApp
-from hpsearch.dashboards.synthetic import synthetic_study
+from hpsearch.dashboards import frontier_info, plot_learning_curves
+from hpsearch.dashboards.app import create_app
+from hpsearch.testing import synthetic_study
 from hpsearch.search import Search
 from hpsearch.store import open_storage
 from optuna.distributions import CategoricalDistribution
@@ -36,7 +36,7 @@ def test_a_large_frontier_draws_every_front_trial_and_says_it_thinned_the_rest(
     big: tuple[str, Search], kind: str, x: str, get_json: Callable[[Any, str], Any]
 ) -> None:
     url, search = big
-    app = DashboardApp(url)
+    app = create_app(url)
     frame = search.trials_dataframe()
     everything = frontier_info(frame, x=x, y="val_accuracy")
     assert everything.n_complete > 2000
@@ -57,7 +57,7 @@ def test_a_large_frontier_draws_every_front_trial_and_says_it_thinned_the_rest(
     assert min(ys) == min(p.y for p in all_points) and max(ys) == max(p.y for p in all_points)
     # Every rule keeps its trace, and the same study draws the same points.
     assert {t["name"] for t in fig["data"]} == {g.name for g in everything.groups} | {"Pareto front"}
-    assert get_json(DashboardApp(url), f"/api/studies/big/figures/{kind}") == fig
+    assert get_json(create_app(url), f"/api/studies/big/figures/{kind}") == fig
 
     every = get_json(app, f"/api/studies/big/figures/{kind}?max_points=0")
     assert len(_scatter_numbers(every)) == everything.n_complete
@@ -68,7 +68,7 @@ def test_a_large_noise_scale_figure_is_thinned_and_says_so(
     big: tuple[str, Search], get_json: Callable[[Any, str], Any]
 ) -> None:
     url, _ = big
-    app = DashboardApp(url)
+    app = create_app(url)
     fig = get_json(app, "/api/studies/big/figures/noise_scale")
     every = get_json(app, "/api/studies/big/figures/noise_scale?max_points=0")
     assert len(_scatter_numbers(fig)) <= 2000 < len(_scatter_numbers(every))
@@ -80,10 +80,10 @@ def test_learning_curves_read_lazily_draw_what_the_whole_table_draws(
     big: tuple[str, Search], get_json: Callable[[Any, str], Any]
 ) -> None:
     url, search = big
-    app = DashboardApp(url)
-    best = json.loads(search.learning_curves_figure().to_json())
+    app = create_app(url)
+    best = json.loads(plot_learning_curves(search).to_json())
     assert get_json(app, "/api/studies/big/figures/learning_curves") == best
-    chosen = json.loads(search.learning_curves_figure(trials=[5, 17, 2999], metric="val_loss").to_json())
+    chosen = json.loads(plot_learning_curves(search, trials=[5, 17, 2999], metric="val_loss").to_json())
     assert get_json(app, "/api/studies/big/figures/learning_curves?trials=5,17,2999&metric=val_loss") == chosen
     # The table leaves curves out; the trial page has them.
     study = get_json(app, "/api/studies/big")
@@ -110,7 +110,7 @@ def test_every_change_of_a_trial_moves_the_revision_and_reaches_the_answers(
     url = f"sqlite:///{tmp_path / 'live.db'}"
     study, running = _running_study(url)
     storage = open_storage(url)
-    app = DashboardApp(url)
+    app = create_app(url)
     seen = [get_json(app, "/api/studies/live")["revision"]]
     figure = get_json(app, "/api/studies/live/figures/frontier")
     assert get_json(app, "/api/studies/live")["revision"] == seen[-1]  # nothing changed

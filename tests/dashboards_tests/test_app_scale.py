@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpsearch.dashboards.app import DashboardApp
-from hpsearch.dashboards.synthetic import synthetic_study
+from hpsearch.dashboards.app import create_app
+from hpsearch.testing import synthetic_study
 
 N = 10_000
 
@@ -15,7 +15,7 @@ N = 10_000
 def test_a_study_of_ten_thousand_trials_opens(tmp_path: Path, get_json: Callable[[Any, str], Any]) -> None:
     url = f"sqlite:///{tmp_path / 'big.db'}"
     synthetic_study(url, "big", n_trials=N, seed=1)
-    app = DashboardApp(url)
+    app = create_app(url)
 
     [listed] = get_json(app, "/api/studies")
     assert listed["n_trials"] == N

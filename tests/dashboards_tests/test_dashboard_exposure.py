@@ -1,4 +1,4 @@
-"""What the dashboard exposes, and to whom, in process (the WSGI app called as its server calls it).
+"""What the dashboard exposes, and to whom, in process (the ASGI app called through Starlette's test client).
 
 - Off loopback it needs a token; with a token, a request without it gets 401 and learns nothing.
 - Text from the store (study names, params, attrs) is escaped in every page the server writes,
@@ -28,19 +28,20 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
-from wsgiref.util import setup_testing_defaults
+from urllib.parse import quote
 
 import optuna
 import pytest
 from click.testing import CliRunner
 from hpsearch.cli import cli
 from hpsearch.dashboards.api import FIGURES
-from hpsearch.dashboards.app import TOKEN_ENV, DashboardApp, is_loopback, login_url
+from hpsearch.dashboards.app import TOKEN_ENV, create_app, is_loopback, login_url
 from hpsearch.errors import StoreError
 from hpsearch.store import ATTR_SPACE_TEXT, open_storage
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
 #: Text that runs script if a page ever writes it as HTML.
 XSS = ('<script>alert(1)</script>', '"><img src=x onerror=alert(1)>')
@@ -94,14 +95,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 @pytest.fixture(scope="module")
-def app(store: Store) -> DashboardApp:
-    return DashboardApp(store.url)
+def app(store: Store) -> Starlette:
+    return create_app(store.url)
 
 
 @pytest.fixture(scope="module")
-def locked(store: Store) -> DashboardApp:
+def locked(store: Store) -> Starlette:
     """The same store behind a token."""
-    return DashboardApp(store.url, token=TOKEN)
+    return create_app(store.url, token=TOKEN)
 
 
 @dataclass(frozen=True)
@@ -118,21 +119,11 @@ class Reply:
         return self.body.decode()
 
 
-def _call(app: DashboardApp, target: str, method: str = "GET", port: str = "8080", **headers: str) -> Reply:
-    """One request, given as its raw target (``/studies/a%2Fb?x=1``), as the dashboard's server
-    passes it: PATH_INFO decoded (PEP 3333), RAW_URI as sent."""
-    path, _, query = target.partition("?")
-    environ: dict[str, Any] = {"PATH_INFO": unquote(path, "latin-1"), "QUERY_STRING": query, "RAW_URI": target,
-                               "REQUEST_METHOD": method, "SERVER_PORT": port}
-    environ.update({f"HTTP_{k.upper()}": v for k, v in headers.items()})
-    setup_testing_defaults(environ)
-    seen: dict[str, Any] = {}
-
-    def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
-        seen.update(status=int(status.split()[0]), headers=response_headers)
-
-    body = b"".join(app(environ, start_response))
-    return Reply(seen["status"], seen["headers"], body)
+def _call(app: Starlette, target: str, method: str = "GET", port: str = "8080", **headers: str) -> Reply:
+    """One request, given as its raw target (``/studies/a%2Fb?x=1``), to a server on ``port``:
+    a fresh client each time, so no cookie carries over from an earlier answer."""
+    response = TestClient(app).request(method, f"http://testserver:{port}{target}", headers=headers)
+    return Reply(response.status_code, list(response.headers.multi_items()), response.content)
 
 
 def _documented_endpoints(name: str) -> list[str]:
@@ -231,7 +222,7 @@ def test_the_login_url_carries_the_token_and_names_this_machine_when_bound_every
     assert login_url("0.0.0.0", 8080, "t") == f"http://{socket.gethostname()}:8080/?token=t"
 
 
-def test_without_the_token_every_request_is_401_and_says_nothing(locked: DashboardApp) -> None:
+def test_without_the_token_every_request_is_401_and_says_nothing(locked: Starlette) -> None:
     routes = [*_routes("demo"), *_routes("no-such-study"), "/nowhere", "/api/nowhere"]
     replies = {target: _call(locked, target) for target in routes}
 
@@ -255,14 +246,14 @@ def test_without_the_token_every_request_is_401_and_says_nothing(locked: Dashboa
     assert _call(locked, f"/api/studies?token={TOKEN[:-1]}").status == 401
 
 
-def test_a_bearer_header_opens_every_endpoint(locked: DashboardApp) -> None:
+def test_a_bearer_header_opens_every_endpoint(locked: Starlette) -> None:
     for target in _routes("demo"):
         reply = _call(locked, target, Authorization=f"Bearer {TOKEN}")
         assert reply.status in (200, 204), (target, reply.body[:200])
         assert reply.header("Set-Cookie") is None  # a script with the header needs no cookie
 
 
-def test_a_token_in_the_url_becomes_an_httponly_strict_cookie(locked: DashboardApp) -> None:
+def test_a_token_in_the_url_becomes_an_httponly_strict_cookie(locked: Starlette) -> None:
     first = _call(locked, f"/?token={TOKEN}&refresh=0")
     assert first.status == 200
     cookie = first.header("Set-Cookie")
@@ -282,7 +273,7 @@ def test_a_token_in_the_url_becomes_an_httponly_strict_cookie(locked: DashboardA
 # ---- what it shows --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
-def test_pages_write_store_text_escaped(app: DashboardApp, name: str) -> None:
+def test_pages_write_store_text_escaped(app: Starlette, name: str) -> None:
     q = quote(name, safe="")
     for target, args in [(f"/studies/{q}", {"name": name}), (f"/studies/{q}/trials/1", {"name": name, "number": "1"})]:
         reply = _call(app, target)
@@ -300,14 +291,14 @@ def test_pages_write_store_text_escaped(app: DashboardApp, name: str) -> None:
             assert hostile not in reply.text
 
 
-def test_a_missing_hostile_study_is_an_escaped_404_page(app: DashboardApp) -> None:
+def test_a_missing_hostile_study_is_an_escaped_404_page(app: Starlette) -> None:
     reply = _call(app, f"/studies/{quote(XSS[1] + 'x', safe='')}")
     assert reply.status == 404
     assert XSS[1] not in reply.text and html.escape(XSS[1]) in reply.text
     assert "img" not in {tag for tag, _ in _Html(reply.text).elements}
 
 
-def test_the_api_returns_store_text_as_json_data_never_as_html(app: DashboardApp) -> None:
+def test_the_api_returns_store_text_as_json_data_never_as_html(app: Starlette) -> None:
     q = quote(XSS[0], safe="")
     trial = _call(app, f"/api/studies/{q}/trials/1")
     assert trial.header("Content-Type") == "application/json" and trial.header("X-Content-Type-Options") == "nosniff"
@@ -318,7 +309,7 @@ def test_the_api_returns_store_text_as_json_data_never_as_html(app: DashboardApp
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_study_name_with_url_syntax_reaches_its_study(app: DashboardApp, name: str) -> None:
+def test_a_study_name_with_url_syntax_reaches_its_study(app: Starlette, name: str) -> None:
     q = quote(name, safe="")  # what encodeURIComponent makes of it
     assert json.loads(_call(app, f"/api/studies/{q}").body)["study"] == name
     assert json.loads(_call(app, f"/api/studies/{q}/trials?sort=-number").body)["total"] == 2
@@ -337,7 +328,7 @@ def test_a_percent_sign_in_a_name_is_decoded_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'pct.db'}"
     for name in ("100%", "x%2Fy"):
         optuna.create_study(study_name=name, storage=open_storage(url))
-    app = DashboardApp(url)
+    app = create_app(url)
     for name in ("100%", "x%2Fy"):
         assert json.loads(_call(app, f"/api/studies/{quote(name, safe='')}").body)["study"] == name
 
@@ -354,7 +345,7 @@ def _store_bytes(db: Path) -> str:
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
-def test_no_method_but_get_is_served(app: DashboardApp, locked: DashboardApp, method: str) -> None:
+def test_no_method_but_get_is_served(app: Starlette, locked: Starlette, method: str) -> None:
     for target in _routes("demo"):
         refused = _call(app, target, method)
         assert refused.status == 405 and refused.header("Allow") == "GET, HEAD", target
@@ -368,7 +359,7 @@ def test_reading_every_endpoint_leaves_the_store_bytes_unchanged(store: Store, t
     db = tmp_path / "copy.db"
     shutil.copy(store.db, db)
     before = _store_bytes(db)
-    app = DashboardApp(f"sqlite:///{db}")
+    app = create_app(f"sqlite:///{db}")
 
     for name in NAMES:
         for target in _routes(name):
@@ -416,7 +407,7 @@ def test_other_commands_never_print_a_storage_password(args: list[str], tmp_path
 
 
 def test_an_unreachable_store_answers_503_without_its_password() -> None:
-    app = DashboardApp(UNREACHABLE)
+    app = create_app(UNREACHABLE)
     for target in ["/api/studies", "/api/studies/x", "/studies/x", "/studies/x/trials/0"]:
         reply = _call(app, target)
         assert reply.status == 503, target
@@ -440,8 +431,8 @@ def test_a_postgresql_store_s_password_never_reaches_a_page_or_the_api(postgres_
         pytest.skip(message)
     add_hostile_study(url, unique_name)
     try:
-        app = DashboardApp(url)
-        locked = DashboardApp(url, token=TOKEN)
+        app = create_app(url)
+        locked = create_app(url, token=TOKEN)
         targets = [*_routes(unique_name), "/studies/nope", "/api/studies/nope", "/nowhere",
                    f"/api/studies/{unique_name}/trials?sort=nope", f"/api/studies/{unique_name}/trials/9"]
         for target in targets:

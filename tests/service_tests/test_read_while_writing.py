@@ -3,16 +3,15 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
-from wsgiref.util import setup_testing_defaults
 
 import pytest
-from hpsearch.dashboards.app import DashboardApp
+from hpsearch.dashboards.app import create_app
 from hpsearch.search import Search
+from starlette.testclient import TestClient
 
 SPACE = """\
 workload: {name: digits_mlp, epochs: 5}
@@ -27,13 +26,9 @@ resources: {device: cpu}
 """
 
 
-def _get(app: DashboardApp, url: str) -> tuple[int, dict]:
-    path, _, query = url.partition("?")
-    environ = {"PATH_INFO": path, "QUERY_STRING": query}
-    setup_testing_defaults(environ)
-    status: list[str] = []
-    body = b"".join(app(environ, lambda s, h: status.append(s)))
-    return int(status[0].split()[0]), json.loads(body)
+def _get(app: TestClient, url: str) -> tuple[int, dict]:
+    response = app.get(url)
+    return response.status_code, response.json()
 
 
 @pytest.mark.slow
@@ -42,7 +37,7 @@ def test_reading_while_a_search_writes_loses_nothing(storage_url: str, unique_na
     search = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--study", unique_name,
                                "--storage", storage_url, "--no-progress"],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    app = DashboardApp(storage_url)
+    app = TestClient(create_app(storage_url))
     seen: list[int] = []  # trials the dashboard counted, poll after poll
     epochs: list[int] = []
     while search.poll() is None:
