@@ -1,0 +1,343 @@
+"""Step time of a DDP configuration: compute per micro-step plus one all-reduce per step.
+
+For a per-device batch ``b``, world size ``W`` and ``A`` accumulation steps, one optimizer
+step runs ``A`` micro-steps and all-reduces once (the ``A - 1`` others run under
+``no_sync``)::
+
+    step_time(b, W, A) = A (t0 + t1 b) + t_ar 2 (W - 1) / W
+
+``t0`` is the fixed cost of a micro-step (launches, Python, the optimizer), ``t1`` the cost of
+one sample, so throughput per device saturates as ``b`` grows; ``2 (W - 1) / W`` is the share of
+the gradient a ring all-reduce sends per device, 0 on one device. One model per device kind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TypeAlias, overload
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import nnls
+
+from hpsearch.analysis._stats import (
+    FloatArray,
+    Interval,
+    as_positive_array,
+    check_level,
+    check_n_boot,
+    check_same_length,
+    format_batch,
+    percentile_interval,
+)
+from hpsearch.errors import AnalysisError
+
+__all__ = ["ThroughputModel", "fit_throughput"]
+
+Number: TypeAlias = float | FloatArray
+
+
+@dataclass(frozen=True)
+class ThroughputModel:
+    """A fitted step-time model for one device kind, with the ranges it was fitted on.
+
+    Attributes:
+        device: the device kind the trials ran on ("cpu", "cuda:H100", ...).
+        t0: fixed seconds per micro-step.
+        t1: seconds per sample per micro-step.
+        t_ar: seconds of a ring all-reduce at large ``W`` (multiplied by ``2 (W - 1) / W``);
+            0.0 and meaningless when ``allreduce_measured`` is false.
+        t0_interval: bootstrap interval of ``t0``.
+        t1_interval: bootstrap interval of ``t1``.
+        t_ar_interval: bootstrap interval of ``t_ar``.
+        n_trials: number of trials fitted.
+        per_device_batch_range: smallest and largest per-device batch that ran.
+        world_sizes: the distinct world sizes that ran, ascending.
+        accum_range: smallest and largest number of accumulation steps that ran.
+        allreduce_measured: whether any trial ran on more than one device.
+        relative_rmse: root mean square of the relative residuals (0.04 is 4% scatter).
+        level: the intervals' level.
+        note: what a reader should know about the fit, or ``None``.
+
+    Example:
+        >>> m = fit_throughput([8, 32, 128, 32], [1, 1, 1, 4], [1, 1, 1, 2], [0.014, 0.026, 0.074, 0.09])
+        >>> round(m.samples_per_s(64, 1, 1)), m.extrapolations(64, 8, 1)
+        (1524, ('world size 8 is larger than any that ran (up to 4)',))
+    """
+
+    device: str
+    t0: float
+    t1: float
+    t_ar: float
+    t0_interval: Interval
+    t1_interval: Interval
+    t_ar_interval: Interval
+    n_trials: int
+    per_device_batch_range: tuple[float, float]
+    world_sizes: tuple[int, ...]
+    accum_range: tuple[int, int]
+    allreduce_measured: bool
+    relative_rmse: float
+    level: float
+    note: str | None
+    coefficient_draws: FloatArray = field(repr=False, compare=False)
+    """Bootstrap draws of ``(t0, t1, t_ar)``, shape ``(n_boot, 3)``."""
+
+    @overload
+    def step_time(self, per_device_batch: float, world_size: float, accum_steps: float) -> float: ...
+    @overload
+    def step_time(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> Number: ...
+    def step_time(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> Number:
+        """Predicted seconds per optimizer step; arguments broadcast like numpy arrays.
+
+        Args:
+            per_device_batch: samples per device per micro-step.
+            world_size: number of devices (DDP ranks).
+            accum_steps: micro-steps per optimizer step.
+
+        Returns:
+            A float for scalar arguments, else an array of the broadcast shape.
+
+        Raises:
+            AnalysisError: an argument is not positive and finite, or a world size or
+                accumulation count is below 1.
+
+        Example:
+            >>> m = fit_throughput([8, 32, 128], [1, 1, 1], [1, 1, 1], [0.014, 0.026, 0.074])
+            >>> round(m.step_time(64, 1, 2), 3)
+            0.084
+        """
+        b, w, a = _config(per_device_batch, world_size, accum_steps)
+        out = a * (self.t0 + self.t1 * b) + self.t_ar * _ring(w)
+        return float(out) if out.ndim == 0 else out
+
+    @overload
+    def samples_per_s(self, per_device_batch: float, world_size: float, accum_steps: float) -> float: ...
+    @overload
+    def samples_per_s(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> Number: ...
+    def samples_per_s(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> Number:
+        """Predicted training throughput over all devices: ``b W A / step_time``.
+
+        Args:
+            per_device_batch: samples per device per micro-step.
+            world_size: number of devices (DDP ranks).
+            accum_steps: micro-steps per optimizer step.
+
+        Returns:
+            Samples per second; a float for scalar arguments, else an array.
+
+        Raises:
+            AnalysisError: as :meth:`step_time`.
+
+        Example:
+            >>> m = fit_throughput([8, 32, 128], [1, 1, 1], [1, 1, 1], [0.014, 0.026, 0.074])
+            >>> m.samples_per_s(np.array([8.0, 128.0]), 1, 1).round()
+            array([ 571., 1730.])
+        """
+        b, w, a = _config(per_device_batch, world_size, accum_steps)
+        out = b * w * a / (a * (self.t0 + self.t1 * b) + self.t_ar * _ring(w))
+        return float(out) if out.ndim == 0 else out
+
+    def step_time_draws(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> FloatArray:
+        """Bootstrap draws of the step time, for prediction intervals.
+
+        Args:
+            per_device_batch: samples per device per micro-step.
+            world_size: number of devices (DDP ranks).
+            accum_steps: micro-steps per optimizer step.
+
+        Returns:
+            Array of shape ``(n_boot,) + broadcast shape of the arguments``.
+
+        Raises:
+            AnalysisError: as :meth:`step_time`.
+
+        Example:
+            >>> m = fit_throughput([8, 32, 128], [1, 1, 1], [1, 1, 1], [0.014, 0.026, 0.074], n_boot=100)
+            >>> m.step_time_draws(np.array([8.0, 16.0]), 1, 1).shape
+            (100, 2)
+        """
+        b, w, a = np.broadcast_arrays(*_config(per_device_batch, world_size, accum_steps))
+        t0, t1, t_ar = (self.coefficient_draws[:, k].reshape((-1,) + (1,) * b.ndim) for k in range(3))
+        out: FloatArray = a * (t0 + t1 * b) + t_ar * _ring(w)
+        return out
+
+    def extrapolations(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> tuple[str, ...]:
+        """Why a prediction at this configuration goes beyond what the trials measured.
+
+        Args:
+            per_device_batch: samples per device per micro-step (or an array: any outside counts).
+            world_size: number of devices.
+            accum_steps: micro-steps per optimizer step.
+
+        Returns:
+            One sentence per reason, empty when the configuration is inside the data.
+
+        Raises:
+            AnalysisError: as :meth:`step_time`.
+
+        Example:
+            >>> m = fit_throughput([8, 32, 128], [1, 1, 1], [1, 1, 1], [0.014, 0.026, 0.074])
+            >>> for reason in m.extrapolations(512, 4, 1): print(reason)
+            per-device batch 512 is outside the range that ran (8 to 128)
+            communication is unmeasured: every trial ran on one device (W = 1), so the step time at W = 4 leaves out the all-reduce
+        """
+        b, w, a = _config(per_device_batch, world_size, accum_steps)
+        reasons = []
+        lo, hi = self.per_device_batch_range
+        outside = b[(b < lo) | (b > hi)]
+        if outside.size:
+            ran = f"{format_batch(lo)} to {format_batch(hi)}"
+            reasons.append(f"per-device batch {_values(outside)} is outside the range that ran ({ran})")
+        w_max = self.world_sizes[-1]
+        if not self.allreduce_measured and (w > 1).any():
+            reasons.append(
+                "communication is unmeasured: every trial ran on one device (W = 1), so the step time "
+                f"at W = {_values(w[w > 1])} leaves out the all-reduce"
+            )
+        elif (w > w_max).any():
+            reasons.append(f"world size {_values(w[w > w_max])} is larger than any that ran (up to {w_max})")
+        a_lo, a_hi = self.accum_range
+        outside = a[(a < a_lo) | (a > a_hi)]
+        if outside.size:
+            reasons.append(
+                f"accumulation steps {_values(outside)} are outside the range that ran ({a_lo} to {a_hi})"
+            )
+        return tuple(reasons)
+
+
+def _values(x: FloatArray) -> str:
+    distinct = np.unique(x)
+    return ", ".join(format_batch(float(v)) for v in distinct)
+
+
+def _ring(world_size: FloatArray) -> FloatArray:
+    # A ring all-reduce sends 2 (W - 1) / W of the gradient per device: 0 at W = 1, 1 at W = 2,
+    # approaching 2 as W grows, so t_ar is the cost of moving the gradient twice.
+    out: FloatArray = 2.0 * (world_size - 1.0) / world_size
+    return out
+
+
+def _config(b: Number, w: Number, a: Number) -> tuple[FloatArray, FloatArray, FloatArray]:
+    arrays = tuple(np.asarray(v, dtype=np.float64) for v in (b, w, a))
+    names = ("per-device batch", "world size", "accumulation steps")
+    for name, arr, least in zip(names, arrays, (0.0, 1.0, 1.0), strict=True):
+        if not np.isfinite(arr).all() or (arr <= 0).any() or (arr < least).any():
+            rule = "positive and finite" if least == 0 else "finite and at least 1"
+            raise AnalysisError(f"a step-time prediction needs a {name} that is {rule}; got {arr.tolist()!r}")
+    return arrays[0], arrays[1], arrays[2]
+
+
+def fit_throughput(
+    per_device_batch: ArrayLike,
+    world_size: ArrayLike,
+    accum_steps: ArrayLike,
+    step_time_s: ArrayLike,
+    *,
+    device: str = "cpu",
+    level: float = 0.9,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> ThroughputModel:
+    """Fit ``step_time = A (t0 + t1 b) + t_ar 2 (W - 1) / W`` to measured trials of one device kind.
+
+    The three coefficients are non-negative least squares on relative error (each trial
+    weighted ``1 / step_time``), so a 20 ms step and a 2 s step count alike.
+
+    Args:
+        per_device_batch: samples per device per micro-step of each trial.
+        world_size: devices (DDP ranks) of each trial.
+        accum_steps: micro-steps per optimizer step of each trial.
+        step_time_s: measured seconds per optimizer step of each trial (a median over steps
+            after warm-up is what the model is about).
+        device: the device kind all these trials ran on (the caller groups by it).
+        level: level of the coefficient intervals.
+        n_boot: number of bootstrap draws (at least 100).
+        seed: seed of the bootstrap's ``numpy.random.default_rng``.
+
+    Returns:
+        A :class:`ThroughputModel`.
+
+    Raises:
+        AnalysisError: fewer than 3 trials; every trial at the same per-device batch (the fixed
+            and per-sample costs cannot be told apart); arguments of different lengths; values
+            that are not positive and finite, or a world size or accumulation below 1.
+
+    Example:
+        >>> m = fit_throughput([8, 32, 128], [1, 1, 1], [1, 1, 1], [0.014, 0.026, 0.074])
+        >>> round(m.t0, 3), round(m.t1 * 1e3, 2), m.allreduce_measured
+        (0.01, 0.5, False)
+    """
+    check_level(level)
+    check_n_boot(n_boot)
+    b = as_positive_array("per-device batch sizes", per_device_batch)
+    w = as_positive_array("world sizes", world_size)
+    a = as_positive_array("accumulation steps", accum_steps)
+    t = as_positive_array("step times", step_time_s)
+    check_same_length(per_device_batch=b, world_size=w, accum_steps=a, step_time_s=t)
+    for name, arr in (("world sizes", w), ("accumulation steps", a)):
+        if (arr < 1).any():
+            raise AnalysisError(f"{name} are at least 1; got {_values(arr[arr < 1])}")
+    if b.size < 3:
+        raise AnalysisError(f"a step-time fit needs at least 3 trials; got {b.size}")
+    if np.unique(b).size < 2:
+        raise AnalysisError(
+            "a step-time fit needs trials at 2 or more per-device batch sizes to tell the fixed "
+            f"cost per micro-step from the cost per sample; every trial ran b = {format_batch(float(b[0]))}"
+        )
+    design = np.column_stack([a, a * b, _ring(w)])
+    allreduce_measured = bool((w > 1).any())
+    n_coef = 3 if allreduce_measured else 2
+    coef = _nnls_relative(design, t)
+    fitted = design @ coef
+    rel = t / fitted - 1.0
+    notes = []
+    if not allreduce_measured:
+        notes.append("every trial ran on one device: the all-reduce cost is unmeasured (t_ar = 0)")
+    dof = b.size - n_coef
+    rng = np.random.default_rng(seed)
+    if dof > 0:
+        draws = _residual_draws(design, fitted, rel, dof, n_boot, rng)
+    else:
+        notes.append("as many trials as coefficients: the fit is exact and its intervals carry no uncertainty")
+        draws = np.tile(coef, (n_boot, 1))
+    draws.flags.writeable = False
+    return ThroughputModel(
+        device=device,
+        t0=float(coef[0]),
+        t1=float(coef[1]),
+        t_ar=float(coef[2]),
+        t0_interval=percentile_interval(draws[:, 0], level),
+        t1_interval=percentile_interval(draws[:, 1], level),
+        t_ar_interval=percentile_interval(draws[:, 2], level),
+        n_trials=int(b.size),
+        per_device_batch_range=(float(b.min()), float(b.max())),
+        world_sizes=tuple(int(v) for v in np.unique(w)),
+        accum_range=(int(a.min()), int(a.max())),
+        allreduce_measured=allreduce_measured,
+        relative_rmse=float(math.sqrt(np.mean(rel**2))),
+        level=level,
+        note="; ".join(notes) if notes else None,
+        coefficient_draws=draws,
+    )
+
+
+def _nnls_relative(design: FloatArray, t: FloatArray) -> FloatArray:
+    # Rows divided by the measured time: minimises the sum of squared relative errors.
+    coef, _ = nnls(design / t[:, None], np.ones_like(t))
+    return np.asarray(coef, dtype=np.float64)
+
+
+def _residual_draws(
+    design: FloatArray, fitted: FloatArray, rel: FloatArray, dof: int, n_boot: int, rng: np.random.Generator
+) -> FloatArray:
+    """Refit on the fitted times times resampled relative residuals."""
+    n = fitted.size
+    # As for the critical batch: residuals rescaled to the errors they estimate, and each
+    # draw's noise scale drawn from its chi-square distribution (few trials, uncertain scale).
+    r = (rel - rel.mean()) * math.sqrt(n / dof)
+    scale = np.sqrt(dof / rng.chisquare(dof, size=(n_boot, 1)))
+    t_star = np.maximum(fitted * (1.0 + scale * r[rng.integers(0, n, size=(n_boot, n))]), 1e-6 * fitted)
+    # nnls has no batched form; 1,000 refits of a 3-column problem take ~20 ms.
+    return np.array([_nnls_relative(design, row) for row in t_star])
