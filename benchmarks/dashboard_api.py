@@ -7,8 +7,9 @@ other. While it stays open it polls the summary every 5 s and fetches the table 
 again only when the summary's ``revision`` moved. plotly.js and the page's own script and
 style are static files, the same for every study (and cached by the browser): not counted.
 
-Three costs are measured, on synthetic SQLite studies (``hpsearch.dashboards.synthetic``),
-with the dashboard's WSGI app called in process (no network in the numbers):
+Three costs are measured, on synthetic SQLite studies (``hpsearch.testing``),
+with the dashboard's ASGI app (``create_app``) called in process on one event loop (no server
+or network in the numbers):
 
 - *cold*: the page opened on a dashboard process that has just started (what
   ``hpsearch dashboard`` does before it prints its URL: the store opened, imports done), so
@@ -62,22 +63,35 @@ TOTAL = "study page, total"
 
 # ---- the child: one fresh dashboard process ------------------------------------------------------
 
-def _call(app: Any, url: str) -> int:
-    from wsgiref.util import setup_testing_defaults
+def _call(loop: Any, app: Any, url: str) -> int:
+    """A GET of ``url`` as an ASGI server makes it, on ``loop`` (one per process); the
+    answer's size. The request path goes in raw, as a server passes it."""
+    from urllib.parse import unquote
 
     path, _, query = url.partition("?")
-    environ: dict[str, Any] = {"PATH_INFO": path, "QUERY_STRING": query}
-    setup_testing_defaults(environ)
-    status: list[str] = []
-    body = b"".join(app(environ, lambda s, h: status.append(s)))
-    if not status[0].startswith("200"):
-        raise SystemExit(f"{url}: {status[0]} {body[:300]!r}")
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": unquote(path), "raw_path": path.encode(), "root_path": "", "query_string": query.encode(),
+             "headers": [(b"host", b"127.0.0.1:8080")], "client": ("127.0.0.1", 50000),
+             "server": ("127.0.0.1", 8080)}
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    loop.run_until_complete(app(scope, receive, send))
+    status = sent[0]["status"]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    if status != 200:
+        raise SystemExit(f"{url}: {status} {body[:300]!r}")
     return len(body)
 
 
-def _timed_call(app: Any, url: str) -> tuple[float, int]:
+def _timed_call(loop: Any, app: Any, url: str) -> tuple[float, int]:
     start = time.perf_counter()
-    size = _call(app, url)
+    size = _call(loop, app, url)
     return time.perf_counter() - start, size
 
 
@@ -85,19 +99,22 @@ def child(storage: str) -> dict[str, Any]:
     """In a fresh process: start a dashboard as ``hpsearch dashboard`` does, open the study page
     (cold), open it again (warm), poll it; seconds per request and bytes of each answer."""
     start = time.perf_counter()
+    import asyncio
+
     from hpsearch.dashboards import api
-    from hpsearch.dashboards.app import DashboardApp
+    from hpsearch.dashboards.app import create_app
     from hpsearch.store import open_storage
 
+    loop = asyncio.new_event_loop()  # the one loop every request runs on, as under uvicorn
     open_storage(storage)  # the CLI opens the store before it serves
-    app = DashboardApp(storage)
+    app = create_app(storage)
     api.warm_up()
     startup = time.perf_counter() - start
     cold, sizes = {}, {}
     for name, url in PAGE.items():
-        cold[name], sizes[name] = _timed_call(app, url)
-    warm = {name: _timed_call(app, url)[0] for name, url in PAGE.items()}
-    polls = [_timed_call(app, PAGE[POLL])[0] for _ in range(POLLS)]
+        cold[name], sizes[name] = _timed_call(loop, app, url)
+    warm = {name: _timed_call(loop, app, url)[0] for name, url in PAGE.items()}
+    polls = [_timed_call(loop, app, PAGE[POLL])[0] for _ in range(POLLS)]
     return {"startup": startup, "cold": cold, "warm": warm, "poll": median(polls), "bytes": sizes}
 
 
@@ -112,7 +129,7 @@ def _fresh_process(storage: str) -> dict[str, Any]:
 
 
 def measure(sizes: tuple[int, int], repeat: int) -> dict[int, list[dict[str, Any]]]:
-    from hpsearch.dashboards.synthetic import synthetic_study
+    from hpsearch.testing import synthetic_study
 
     results: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
     with tempfile.TemporaryDirectory() as tmp:
@@ -198,8 +215,8 @@ def run(quick: bool = False) -> str:
 
 What the study page costs: the requests a browser makes when it opens `/studies/NAME` (the
 page shell, the summary, the first 50 rows of the trials table with the columns the page shows,
-and the six figures, one after the other), answered by the dashboard's WSGI app in process (no
-network) from synthetic SQLite studies of {small_n:,} and {large_n:,} trials. *Cold*: the page
+and the six figures, one after the other), answered by the dashboard's ASGI app in process (no
+server or network) from synthetic SQLite studies of {small_n:,} and {large_n:,} trials. *Cold*: the page
 opened on a dashboard that has just started (store opened and imports done, as
 `hpsearch dashboard` does before it prints its URL: {large['startup']['startup']:.2f} s, the same
 at both sizes), so everything is read from the store; *warm*: the page opened again while nothing

@@ -32,13 +32,16 @@ import ipaddress
 import json
 import re
 import socket
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Hashable
+from dataclasses import dataclass
 from functools import cache
 from http import HTTPStatus
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlencode, urlsplit
 
+import anyio
 from hpsearch.dashboards import api
 from hpsearch.errors import HPSearchError
 from starlette.applications import Starlette
@@ -384,10 +387,66 @@ def _cache(request: Request) -> api.StudyCache:
     return cache
 
 
+class _SharedReads:
+    """Concurrent identical requests share one call of the API: the reads of one key run one at
+    a time, and a request that arrives while one runs takes the answer of the next one, with
+    every request that arrived meanwhile.
+
+    Why: every warm answer still asks the store whether a trial changed (and the summary reads
+    the study's attrs): about 1 ms of store queries and a thread hop per request, which at 64
+    clients polling one study queued answers for 200 ms and more (benchmarks/dashboard_load.py).
+    Shared, one read answers them all. Never an answer older than the request: a read that had
+    started before a request arrived may have missed a change the request expects to see (a
+    poll right after a write), so the request waits for the next read instead.
+    """
+
+    @dataclass
+    class _Queue:
+        lock: anyio.Lock
+        users: int = 0     # requests holding or waiting for the lock
+        started: int = 0   # reads begun so far
+        done: int = 0      # the number of the last read that finished
+        body: bytes = b""
+        error: Exception | None = None
+
+    def __init__(self) -> None:
+        self._queues: dict[Hashable, _SharedReads._Queue] = {}
+
+    async def read(self, key: Hashable, read: Callable[[], bytes]) -> bytes:
+        """``read()`` in a worker thread (the API is synchronous and asks the store), or the
+        answer of a read of ``key`` that began after this call did."""
+        # Per event loop thread: a lock belongs to the loop it was made in (a test client may
+        # run several loops at once).
+        key = (threading.get_ident(), key)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = self._Queue(anyio.Lock())
+        arrived = queue.started
+        queue.users += 1
+        try:
+            async with queue.lock:
+                if queue.done <= arrived:  # no read that began after this request has finished: run one
+                    queue.started += 1
+                    number = queue.started
+                    try:
+                        queue.body, queue.error = await run_in_threadpool(read), None
+                    except Exception as exc:  # the same answer for every request that waited: re-raised below
+                        queue.body, queue.error = b"", exc
+                    queue.done = number
+                if queue.error is not None:
+                    raise queue.error
+                return queue.body
+        finally:
+            queue.users -= 1
+            if queue.users == 0:
+                del self._queues[key]
+
+
 async def _read(request: Request, read: Callable[[api.StudyCache, dict[str, str]], bytes]) -> bytes:
-    """``read(cache, query)`` in a worker thread: the API functions are synchronous and ask the store."""
+    """``read(cache, query)`` shared by the concurrent requests for the same URL (``_SharedReads``)."""
     cache, query = _cache(request), dict(request.query_params)
-    return await run_in_threadpool(read, cache, query)
+    shared: _SharedReads = request.app.state.shared_reads
+    return await shared.read((request.scope["path"], tuple(sorted(query.items()))), lambda: read(cache, query))
 
 
 async def _answer_json(request: Request, read: Callable[[api.StudyCache, dict[str, str]], Any]) -> Response:
@@ -576,6 +635,7 @@ def create_app(storage: str, *, token: str | None = None) -> Starlette:
         lifespan=_warm_up,
     )
     app.state.cache = api.StudyCache(storage)
+    app.state.shared_reads = _SharedReads()
     app.state.page_template = (resources.files("hpsearch.dashboards") / "static" / "page.html").read_text("utf-8")
     return app
 
@@ -603,7 +663,10 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (IPv6 when ``host`` is an IPv6 address): bound here, not
     by uvicorn, so a busy port is an ``OSError`` for the caller (the CLI says "cannot listen on")
     and ``port=0``'s real port is known."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelt out: asyncio sets TCP_NODELAY only on connections of a socket that says
+    # it is TCP, and without it every answer written in two parts (head, body) waited 40 ms for
+    # the client's delayed ACK.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
         sock.bind((host, port))

@@ -172,6 +172,43 @@ def test_an_unexpected_error_is_a_500_and_the_server_goes_on(storage: str, monke
     assert "a bug" in caplog.text  # the traceback reached the log
 
 
+def test_concurrent_identical_requests_share_a_read_that_began_after_they_arrived(
+    storage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = {"value": 0}
+    calls: list[int] = []
+    reading = threading.Event()
+
+    def slow_summary(cache: api.StudyCache, name: str) -> dict[str, Any]:
+        value = store["value"]  # what the store holds when the read begins
+        calls.append(value)
+        reading.set()
+        time.sleep(0.3)
+        return {"study": name, "value": value}
+
+    monkeypatch.setattr(api, "study_detail", slow_summary)
+    with _uvicorn(create_app(storage)) as address:
+        def get(out: list[Any]) -> None:
+            status, _, body = _request(address, "/api/studies/plain")
+            out.append((status, json.loads(body)))
+
+        first: list[Any] = []
+        leader = threading.Thread(target=get, args=(first,))
+        leader.start()
+        assert reading.wait(10)
+        store["value"] = 1  # a write while the first read runs: later requests must see it
+        later: list[Any] = []
+        followers = [threading.Thread(target=get, args=(later,)) for _ in range(20)]
+        for thread in followers:
+            thread.start()
+        for thread in (leader, *followers):
+            thread.join(timeout=30)
+
+    assert first == [(200, {"study": "plain", "value": 0})]
+    assert later == [(200, {"study": "plain", "value": 1})] * 20  # none got the read that began before it
+    assert len(calls) < 6, calls  # 21 requests, a few reads
+
+
 def _start(args: list[str], env: dict[str, str], log: Path, pattern: str) -> tuple[subprocess.Popen[bytes], str]:
     with log.open("w") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
