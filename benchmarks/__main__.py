@@ -12,6 +12,7 @@ machine, with a summary of every verdict, into ``docs/benchmarks.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import os
@@ -48,10 +49,8 @@ def describe_machine() -> list[str]:
            else "none (CPU only)")
     versions = []
     for package in ("hpsearch", "torch", "ray", "optuna", "sqlalchemy", "pandas", "plotly"):
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             versions.append(f"{package} {version(package)}")
-        except PackageNotFoundError:
-            pass
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     return [

@@ -69,6 +69,7 @@ def specs(epochs: int) -> list[Any]:
 
 def _plain_trial(spec: Any) -> dict[str, Any]:
     import torch
+
     from hpsearch.trials.context import RankContext
     from hpsearch.trials.loop import train
 

@@ -49,7 +49,7 @@ import math
 import multiprocessing
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 

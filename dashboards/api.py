@@ -25,12 +25,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
 from hpsearch import study as read_model
 from hpsearch.errors import ColumnError, HPSearchError
 from hpsearch.search_spaces import record
 
 if TYPE_CHECKING:
     import optuna
+
     from hpsearch.search import Search
 
 __all__ = [
@@ -422,6 +424,7 @@ def warm_up() -> None:
     waits for the study, not for imports."""
     import optuna  # noqa: F401 - imported for its side effect
     import sqlalchemy  # noqa: F401
+
     from hpsearch.dashboards import figures
 
     figures.frontier_figure(pd.DataFrame()).to_json()

@@ -20,6 +20,8 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.subplots import make_subplots
+
 from hpsearch.dashboards.frontier import (
     Direction,
     FrontierInfo,
@@ -37,7 +39,6 @@ from hpsearch.dashboards.plots import (
     throughput_info,
 )
 from hpsearch.search_spaces import record
-from plotly.subplots import make_subplots
 
 __all__ = [
     "METRIC_LABELS",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
 from hpsearch.search_spaces import record
 from hpsearch.study import pareto_front
 from hpsearch.study._pareto import _check_direction
@@ -376,16 +377,16 @@ def frontier_info(
     points: list[FrontierPoint] = []
     names: list[str] = []
     at: dict[int, int] = {}  # position in ``completed`` -> index in ``points``
-    for record, i in zip(records, shown.tolist()):
+    for row, i in zip(records, shown.tolist()):
         config = {
             column: value
             for column in config_columns
-            if (value := _plain(record[column])) is not None
+            if (value := _plain(row[column])) is not None
         }
         at[i] = len(points)
         points.append(
             FrontierPoint(
-                number=int(record["number"]),
+                number=int(row["number"]),
                 x=float(xs[i]),
                 y=float(ys[i]),
                 size=float(sizes[i]) if math.isfinite(sizes[i]) else None,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
 from hpsearch.dashboards.frontier import Direction, _config_columns, _plain, thin_points
 
 __all__ = [

@@ -26,6 +26,7 @@ from hpsearch.search_spaces import record
 if TYPE_CHECKING:
     import pandas as pd
     import plotly.graph_objects as go
+
     from hpsearch.search import Search
 
 __all__ = [

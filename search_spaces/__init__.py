@@ -16,12 +16,13 @@ Example:
 from hpsearch.search_spaces._examples import example_path, list_examples
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.search_spaces.loader import load_space, parse_space, space_from_mapping
+from hpsearch.search_spaces.record import METRICS
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     LR_RULES,
-    METRICS,
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
+    AnalysisSpec,
     Choice,
     Constraints,
     Fixed,
@@ -42,6 +43,7 @@ __all__ = [
     "METRICS",
     "SAMPLERS",
     "SAMPLER_CLASS_NAMES",
+    "AnalysisSpec",
     "Choice",
     "Constraints",
     "Fixed",

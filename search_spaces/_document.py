@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from hpsearch.search_spaces.errors import SpaceError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from hpsearch.search_spaces.errors import SpaceError
 
 __all__ = [
     "Document",

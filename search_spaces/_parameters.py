@@ -174,7 +174,7 @@ def _check_value(doc: Document, name: str, value: Any, path: KeyPath) -> Scalar:
         return check_one_of(doc, value, path, LR_RULES, label=name)
     if name == "base_lr":
         return check_number(doc, value, path, above=0, label=name)
-    if value is None or not isinstance(value, (str, bool)) and not is_number(value):
+    if value is None or (not isinstance(value, (str, bool)) and not is_number(value)):
         fail(
             doc,
             path,

@@ -23,11 +23,12 @@ from hpsearch.search_spaces._rules import (
     show,
     suggest,
 )
+from hpsearch.search_spaces.record import METRICS
 from hpsearch.search_spaces.space import (
     LR_SCHEDULES,
-    METRICS,
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
+    AnalysisSpec,
     Choice,
     Constraints,
     Fixed,
@@ -41,6 +42,7 @@ from hpsearch.search_spaces.space import (
 
 __all__ = [
     "TOP_KEYS",
+    "parse_analysis",
     "parse_constraints",
     "parse_objectives",
     "parse_resources",
@@ -60,8 +62,10 @@ TOP_KEYS = (
     "search",
     "resources",
     "constraints",
+    "analysis",
 )
-_WORKLOAD_KEYS = ("name", "epochs", "options")
+_WORKLOAD_KEYS = ("name", "epochs", "options", "eval_every_samples")
+_ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s")
@@ -123,7 +127,24 @@ def parse_workload(doc: Document, root: Mapping[str, Any]) -> WorkloadSpec:
     if section.get("options") is not None:
         # Passed to the workload untouched, so only the outer shape is checked.
         options = dict(check_mapping(doc, section["options"], path + ("options",)))
-    return WorkloadSpec(name=name, epochs=epochs, options=options)
+    every = None
+    if section.get("eval_every_samples") is not None:
+        every = check_int(doc, section["eval_every_samples"], path + ("eval_every_samples",), minimum=1, maximum=2**40)
+    return WorkloadSpec(name=name, epochs=epochs, options=options, eval_every_samples=every)
+
+
+def parse_analysis(doc: Document, root: Mapping[str, Any]) -> AnalysisSpec:
+    section = _section(doc, root, "analysis", _ANALYSIS_KEYS)
+    path: KeyPath = ("analysis", "target")
+    if section.get("target") is None:
+        return AnalysisSpec()
+    target = check_mapping(doc, section["target"], path)
+    if len(target) != 1:
+        fail(doc, path, "target must name one metric and its value, e.g. {val_accuracy: 0.95}, "
+                        f"got {len(target)} entries")
+    (metric, value), = target.items()
+    metric = check_one_of(doc, metric, path, METRICS, label="target metric")
+    return AnalysisSpec(target=(metric, check_number(doc, value, path + (metric,))))
 
 
 def _is_workload_name(name: str) -> bool:

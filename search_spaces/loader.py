@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
 from hpsearch.search_spaces._document import (
     Document,
     decode_text,
@@ -24,6 +25,7 @@ from hpsearch.search_spaces._parameters import parameter_form, parse_parameters
 from hpsearch.search_spaces._rules import check_keys, check_mapping, check_string, fail
 from hpsearch.search_spaces._sections import (
     TOP_KEYS,
+    parse_analysis,
     parse_constraints,
     parse_objectives,
     parse_resources,
@@ -183,6 +185,7 @@ def _build(doc: Document, *, default_study: str, source_path: str | None) -> Sea
         search=parse_search(doc, root, objectives, parameters),
         resources=parse_resources(doc, root),
         constraints=parse_constraints(doc, root),
+        analysis=parse_analysis(doc, root),
         source_text=doc.text,
         source_path=source_path,
     )

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
-
-from hpsearch.search_spaces.record import METRICS
+from typing import Any, Literal
 
 __all__ = [
+    "CORE_PARAMETERS",
+    "LR_RULES",
     "LR_SCHEDULES",
+    "AnalysisSpec",
     "Choice",
     "Constraints",
-    "FloatRange",
     "Fixed",
+    "FloatRange",
     "IntRange",
     "Objective",
     "Parameter",
@@ -26,8 +27,6 @@ __all__ = [
     "SearchSettings",
     "SearchSpace",
     "WorkloadSpec",
-    "CORE_PARAMETERS",
-    "LR_RULES",
 ]
 
 #: Learning-rate scaling rules in the effective batch size (SCIENCE.md).
@@ -46,7 +45,7 @@ CORE_PARAMETERS: tuple[str, ...] = (
     "base_lr",
 )
 
-Scalar = Union[int, float, str, bool]
+Scalar = int | float | str | bool
 
 
 @dataclass(frozen=True)
@@ -83,16 +82,35 @@ class IntRange:
     step: int = 1
 
 
-Parameter = Union[Fixed, Choice, FloatRange, IntRange]
+Parameter = Fixed | Choice | FloatRange | IntRange
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What each trial trains: a built-in workload name or ``"pkg.module:function"``."""
+    """What each trial trains: a built-in workload name or ``"pkg.module:function"``.
+
+    ``eval_every_samples`` makes rank 0 evaluate each time this many more training samples
+    (over all ranks) have been seen, besides at every epoch's end (``None``: at epoch ends
+    only). Time-to-target is interpolated between evaluations, so a finer cadence gives it a
+    finer resolution, at the cost of the evaluations' time.
+    """
 
     name: str = "digits_cnn"
     epochs: int = 10
     options: Mapping[str, Any] = field(default_factory=dict)
+    eval_every_samples: int | None = None
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """What the analysis of the study answers for (``hpsearch recommend``, the dashboard).
+
+    ``target`` is a metric and the value a trial must reach (at least that for a maximised
+    metric, at most for a minimised one), e.g. ``("val_accuracy", 0.95)``; ``None`` lets the
+    analysis derive one from the study (docs/analysis.md).
+    """
+
+    target: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +223,7 @@ class SearchSpace:
     search: SearchSettings
     resources: ResourceSpec
     constraints: Constraints = Constraints()
+    analysis: AnalysisSpec = AnalysisSpec()
     storage: str | None = None
     source_text: str = ""
     source_path: str | None = None
@@ -237,8 +256,6 @@ class SearchSpace:
         return int(p.low), int(p.high)
 
 
-#: Metrics a trial records that an objective may name (the trial record, ``record.METRICS``).
-__all__.append("METRICS")
 
 #: Sampler short names a space file may give as ``search.sampler``, with the Optuna class each
 #: one stands for. A class name (``TPESampler``) is accepted too and read as its short name.

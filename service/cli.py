@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from hpsearch.errors import HPSearchError
 
 __all__ = ["COMMANDS_GROUP", "REPORTS_GROUP", "cli", "main"]
@@ -265,15 +266,14 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
         else:
             click.echo(f"study {study!r} has no completed trial yet")
         return
-    record = {"number": trial.number, "values": dict(zip(search.objectives, trial.values)),
-              "params": trial.params,
-              "user_attrs": {k: v for k, v in trial.user_attrs.items() if k != "curves"}}
+    values = dict(zip(search.objectives, trial.values))
+    user_attrs = {k: v for k, v in trial.user_attrs.items() if k != "curves"}
     if as_json:
-        click.echo(json.dumps(record, default=str))
+        click.echo(json.dumps({"number": trial.number, "values": values, "params": trial.params,
+                               "user_attrs": user_attrs}, default=str))
         return
-    click.echo(f"best trial #{trial.number} of {study!r}: "
-               + ", ".join(f"{m} {_fmt(v)}" for m, v in record["values"].items()))
-    for key, value in {**record["params"], **record["user_attrs"]}.items():
+    click.echo(f"best trial #{trial.number} of {study!r}: " + ", ".join(f"{m} {_fmt(v)}" for m, v in values.items()))
+    for key, value in {**trial.params, **user_attrs}.items():
         click.echo(f"  {key}: {_fmt(value)}")
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+
 from hpsearch.errors import (
     ClusterError,
     ResourceError,
@@ -87,6 +88,7 @@ def trial_settings(space: SearchSpace, device: str) -> dict[str, Any]:
         workload=space.workload.name,
         workload_options=dict(space.workload.options),
         epochs=space.workload.epochs,
+        eval_every_samples=space.workload.eval_every_samples,
         device=device,
         cpus_per_worker=space.resources.cpus_per_worker,
         seed=space.search.seed,
@@ -383,8 +385,9 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
 
 def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
               on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int) -> None:
-    from hpsearch.searcher import InterruptStopper, StudySearcher
     from ray import tune
+
+    from hpsearch.searcher import InterruptStopper, StudySearcher
 
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
     searcher = StudySearcher(study, space, plan.n_trials, trial_settings(space, plan.device), plan.runs_dir,
@@ -479,10 +482,11 @@ def _trainable(config: dict[str, Any]) -> None:
     raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
     """
     import ray
+    from ray import tune
+
     from hpsearch.searcher import FAILED_KEY, FINAL_KEY
     from hpsearch.trials.launcher import run_trial
     from hpsearch.trials.spec import TrialSpec
-    from ray import tune
 
     # The node's IP and its Ray node id: several nodes may share an IP (containers, or a test
     # cluster on one machine); the id tells them apart.
@@ -490,9 +494,9 @@ def _trainable(config: dict[str, Any]) -> None:
     spec = TrialSpec(**config["spec"])
 
     def forward(metrics: dict[str, Any]) -> None:
-        # The last epoch goes out once, merged into the final report below: a scheduler that
-        # stops a trial on that report would otherwise cut off its final measurements.
-        if metrics["epoch"] < spec.epochs:
+        # The last evaluation goes out once, merged into the final report below: a scheduler
+        # that stops a trial on that report would otherwise cut off its final measurements.
+        if not metrics.get("final"):
             tune.report({**metrics, **where})
 
     try:
@@ -500,7 +504,7 @@ def _trainable(config: dict[str, Any]) -> None:
     except TrialFailed as exc:
         tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
         return
-    tune.report({**final, "epochs_completed": final["epoch"], **where, FINAL_KEY: True})
+    tune.report({**final, **where, FINAL_KEY: True})
 
 
 def _trial_resources(world_size: int, space: SearchSpace, device: str) -> dict[str, float]:

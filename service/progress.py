@@ -79,9 +79,7 @@ class ProgressDisplay:
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
-        elif event.kind == "store":
-            self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
-        elif event.kind == "exhausted":
+        elif event.kind == "store" or event.kind == "exhausted":
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind in ("completed", "failed", "pruned"):
             self.running.discard(event.number)

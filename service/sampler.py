@@ -160,8 +160,9 @@ def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
     seed = space.search.seed
     if cls in (optuna.samplers.GridSampler, optuna.samplers.BruteForceSampler):
         # Both would call study.stop() at the end of the grid; the study grid sampler does not.
-        return _grid_sampler_class()(grid_points(space), seed=seed)
+        sampler: optuna.samplers.BaseSampler = _grid_sampler_class()(grid_points(space), seed=seed)
+        return sampler
     try:
-        return cls(seed=seed)
+        return cls(seed=seed)  # type: ignore[call-arg]  # the samplers of SAMPLER_CLASS_NAMES take a seed
     except TypeError:  # a sampler without a seed argument
         return cls()

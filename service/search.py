@@ -32,6 +32,7 @@ from hpsearch.store import (
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
+
     from hpsearch.orchestrator import SearchPlan
 
 __all__ = ["Search", "frontier_axes", "load", "resume", "start"]
@@ -77,7 +78,7 @@ class Search:
     @cached_property
     def info(self) -> read_model.StudyInfo:
         """What the study declares: objectives, their directions, its own attrs (as first read)."""
-        self.study  # a missing study is StudyNotFoundError, with the studies the store has
+        _ = self.study  # a missing study is StudyNotFoundError, naming the studies the store has
         return read_model.study_info(self.backend, self.study_name)
 
     @property
@@ -289,7 +290,7 @@ def load(study: str, storage: str | optuna.storages.BaseStorage | None = None) -
     """
     store = storage if storage is not None else resolve_settings().storage
     search = Search(study, store)
-    search.study  # fail now, not on first use
+    _ = search.study  # fail now, not on first use
     return search
 
 

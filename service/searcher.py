@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
+from ray.tune import Stopper
+from ray.tune.search import Searcher
+
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
 from hpsearch.progress import SearchEvent
@@ -37,9 +41,6 @@ from hpsearch.search_spaces import SearchSpace
 from hpsearch.search_spaces.record import CURVE_METRICS, RECORDED_METRICS
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
-from optuna.trial import TrialState
-from ray.tune import Stopper
-from ray.tune.search import Searcher
 
 __all__ = ["InterruptStopper", "StudySearcher", "trial_spec"]
 #: How many configurations in a row the constraints may skip before the search gives up asking.
@@ -178,26 +179,27 @@ class StudySearcher(Searcher):
     @_store_guard
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         trial = self._trials.get(trial_id)
-        if trial is None or result.get(FAILED_KEY) or "epoch" not in result:
+        if trial is None or result.get(FAILED_KEY) or "evaluation" not in result:
             return
         _write(trial, *self._epoch_record(trial_id, result))
         self._emit("result", trial.number, result=result)
 
     def _epoch_record(self, trial_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, float] | None]:
-        """What one epoch's report adds to the trial: the curves, the progress attrs and the
-        intermediate value (nothing when that epoch was already recorded)."""
+        """What one evaluation's report adds to the trial: the curves, the progress attrs and
+        the intermediate value (nothing when that evaluation was already recorded)."""
         curves = self._curves[trial_id]
-        if len(curves["samples_seen"]) >= result["epoch"]:
+        if len(curves["samples_seen"]) >= result["evaluation"]:
             return {}, None
         for key in CURVE_METRICS:
             curves[key].append(_finite_or_none(result.get(key)))
-        attrs = {"curves": curves, "epochs_completed": result["epoch"], "samples_seen": result.get("samples_seen")}
+        attrs = {"curves": curves, "epochs_completed": result.get("epochs_completed"),
+                 "samples_seen": result.get("samples_seen"), "steps": result.get("steps")}
         value = result.get(self._metrics[0])
         if not (_is_finite(value) and "samples_seen" in result):
             return attrs, None
         # Intermediate values on a samples-seen axis, so batch sizes compare fairly. Written
         # through the storage: Trial.report refuses multi-objective studies.
-        return attrs, (int(result["samples_seen"]), float(value))
+        return attrs, (int(result["samples_seen"]), float(value))  # type: ignore[arg-type]  # _is_finite
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -207,7 +209,7 @@ class StudySearcher(Searcher):
         result = result or {}
         attrs: dict[str, Any] = {}
         intermediate = None
-        if "epoch" in result and not result.get(FAILED_KEY):
+        if "evaluation" in result and not result.get(FAILED_KEY):
             # Tune hands the report a scheduler stopped the trial on to this method only.
             attrs, intermediate = self._epoch_record(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
@@ -237,16 +239,17 @@ class StudySearcher(Searcher):
         if not all(_is_finite(v) for v in values):
             self._fail(trial, "diverged", f"non-finite objective values {values}")
             return
-        self.study.tell(trial, [float(v) for v in values])
-        self._emit("completed", trial.number, values=[float(v) for v in values])
+        finite = [float(v) for v in values if v is not None]
+        self.study.tell(trial, finite)
+        self._emit("completed", trial.number, values=finite)
 
     def _prune(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
-        epochs = result.get("epoch", 0)
+        epochs = result.get("epoch", 0)  # fractional when it stopped between epochs
         samples = result.get("samples_seen", 0)
-        detail = (f"ASHA stopped it after {epochs} of {self.space.workload.epochs} epochs ({samples} samples "
+        detail = (f"ASHA stopped it after {epochs:g} of {self.space.workload.epochs} epochs ({samples} samples "
                   f"seen): {self._metrics[0]} {result.get(self._metrics[0])} did not make its rung's cutoff")
-        _write(trial, {"epochs_completed": epochs, "samples_seen": samples, "status_reason": REASON_EARLY_STOPPED,
-                       "status_detail": detail})
+        _write(trial, {"epochs_completed": result.get("epochs_completed", int(epochs)), "samples_seen": samples,
+                       "status_reason": REASON_EARLY_STOPPED, "status_detail": detail})
         self.study.tell(trial, state=TrialState.PRUNED)
         self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 

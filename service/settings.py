@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DEFAULT_STORAGE", "Settings", "SETTINGS_DOC", "resolve_settings"]
+__all__ = ["DEFAULT_STORAGE", "SETTINGS_DOC", "Settings", "resolve_settings"]
 
 DEFAULT_STORAGE = "sqlite:///hpsearch.db"
 
@@ -47,7 +48,7 @@ def resolve_settings(file_values: dict[str, str | None] | None = None, **explici
         'sqlite:///x.db'
     """
     file_values = file_values or {}
-    values: dict[str, str | None] = {}
+    values: dict[str, Any] = {}
     for f in fields(Settings):
         env_name, default, _ = SETTINGS_DOC[f.name]
         for candidate in (explicit.get(f.name), os.environ.get(env_name) or None, file_values.get(f.name), default):

@@ -252,11 +252,13 @@ def write_trial_record(
     Raises:
         optuna.exceptions.UpdateFinishedTrialError: the trial is finished (nothing is written).
     """
+    import optuna
+
     from hpsearch.study import direct_sql
 
     backend = getattr(storage, "_backend", storage)  # under Optuna's cache, writes pass through
-    dialect = backend.engine.name if direct_sql(backend) else None
-    if dialect not in ("sqlite", "postgresql"):
+    if not (isinstance(backend, optuna.storages.RDBStorage) and direct_sql(backend)
+            and backend.engine.name in ("sqlite", "postgresql")):
         for key, value in attrs.items():
             storage.set_trial_user_attr(trial_id, key, value)
         if intermediate is not None:
@@ -264,7 +266,7 @@ def write_trial_record(
         return
     import json
 
-    state_of, upsert_attrs, upsert_value = _record_statements(dialect)
+    state_of, upsert_attrs, upsert_value = _record_statements(backend.engine.name)
     with backend.engine.begin() as conn:
         state = conn.execute(state_of, {"trial_id": trial_id}).scalar_one_or_none()
         if state is None:

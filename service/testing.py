@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+
 from hpsearch.errors import StudyExistsError
 from hpsearch.search import Search
 from hpsearch.search_spaces import record as r
@@ -140,7 +141,7 @@ class SyntheticTruth:
         if self.b_noise is not None:
             eps_max = self.lr_at_base * (1 + self.b_noise / self.base_batch)
             return eps_max / (1 + self.b_noise / batch)
-        return self.lr_at_base * (batch / self.base_batch) ** self.alpha
+        return float(self.lr_at_base * (batch / self.base_batch) ** self.alpha)
 
     def examples_to_target(self, batch: float) -> float:
         """Samples to reach ``target`` at the best LR: E(B) = e_min (1 + B / b_crit)."""
@@ -421,9 +422,9 @@ def _insert_trials(storage: optuna.storages.RDBStorage, study_id: int, trials: l
                                "distribution_json": distribution_to_json(distribution)})
             attrs += [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in t.user_attrs.items()]
             for step, value in t.intermediate_values.items():
-                stored, kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
+                stored, step_kind = models.TrialIntermediateValueModel.intermediate_value_to_stored_repr(value)
                 steps.append({"trial_id": trial_id, "step": step, "intermediate_value": stored,
-                              "intermediate_value_type": kind})
+                              "intermediate_value_type": step_kind})
         for model, rows in ((models.TrialValueModel, values), (models.TrialParamModel, params),
                             (models.TrialUserAttributeModel, attrs), (models.TrialIntermediateValueModel, steps)):
             if rows:

@@ -218,9 +218,9 @@ def _failure(run: Path, exc: Exception, exit_codes: list[int | None]) -> TrialFa
             return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")
     if reports:
         return TrialFailed(reports[0]["reason"], reports[0]["detail"])
-    rank = getattr(exc, "error_index", "?")
+    index = getattr(exc, "error_index", None)
     last_line = str(exc).strip().splitlines()[-1] if str(exc).strip() else "no message"
-    return TrialFailed("rank_exited", f"rank {rank} exited: {last_line}")
+    return TrialFailed("rank_exited", f"rank {'?' if index is None else index} exited: {last_line}")
 
 
 def _device_name(device: str) -> str:
@@ -241,7 +241,8 @@ def _rank_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     import torch.distributed as dist
-    from hpsearch.trials.errors import HPSearchError
+
+    from hpsearch.search_spaces.errors import HPSearchError
     from hpsearch.trials.loop import train
 
     # Ray sets OMP_NUM_THREADS for its workers and children inherit it; set torch's own thread

@@ -47,7 +47,8 @@ def timed_allreduce_hook(state: CommStats, bucket: dist.GradBucket) -> torch.fut
         state.seconds += time.perf_counter() - start
         return fut.value()[0]
 
-    return future.then(finished)
+    reduced: torch.futures.Future[torch.Tensor] = future.then(finished)
+    return reduced
 
 
 class NoiseScale:

@@ -40,6 +40,8 @@ class TrialSpec:
             playing V ranks as gradient accumulation in the sample order those ranks would
             read, so fewer devices preview a W-device run with identical math.
         save_model: Rank 0 writes the final weights to ``model.pt`` in the run folder.
+        eval_every_samples: Rank 0 also evaluates each time this many more samples were seen
+            (``None``: at the end of each epoch only).
     """
 
     per_device_batch_size: int
@@ -59,6 +61,7 @@ class TrialSpec:
     seed: int = 0
     emulated_ranks: int = 1
     save_model: bool = False
+    eval_every_samples: int | None = None
 
     @property
     def effective_batch_size(self) -> int:

@@ -22,10 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload
 from torch import nn
 from torch.utils.data import TensorDataset
+
+from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.workloads.base import Workload
 
 __all__ = ["make_workload"]
 

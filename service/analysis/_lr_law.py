@@ -325,7 +325,7 @@ def _power_summary(
 
 def _grid(b: FloatArray) -> FloatArray:
     lo, hi = math.log(b[0] / _GRID_REACH), math.log(b[-1] * _GRID_REACH)
-    steps = int(math.ceil((hi - lo) / math.log(10) * _GRID_STEPS_PER_DECADE)) + 1
+    steps = math.ceil((hi - lo) / math.log(10) * _GRID_STEPS_PER_DECADE) + 1
     return np.linspace(lo, hi, steps)
 
 

@@ -109,7 +109,7 @@ def format_number(x: float) -> str:
     if math.isinf(x) or math.isnan(x):
         return str(x)
     if 1000 <= abs(x) < 1e12:
-        digits = int(math.floor(math.log10(abs(x)))) - 2
+        digits = math.floor(math.log10(abs(x))) - 2
         return f"{round(x, -digits):,.0f}"
     return f"{x:.3g}"
 

@@ -45,7 +45,7 @@ class StudyInfo:
         return dict(zip(self.objectives, self.directions))
 
 
-def _info(study: optuna.study.FrozenStudy) -> StudyInfo:
+def _info(study: optuna.study._frozen.FrozenStudy) -> StudyInfo:
     directions = tuple(d.name.lower() for d in study.directions)
     names = study.system_attrs.get(_METRIC_NAMES) or [f"value{i}" for i in range(len(directions))]
     return StudyInfo(study.study_name, tuple(names), directions, dict(study.user_attrs))

@@ -72,10 +72,11 @@ def best_trial_number(frame: pd.DataFrame, objectives: Sequence[str], directions
     columns = [done[o].tolist() for o in objectives]
     for i in range(len(done)):
         values = [_number(column[i]) for column in columns]
-        if any(v is None for v in values):
+        finite = [v for v in values if v is not None]
+        if len(finite) < len(values):
             continue
         # Lexicographic order on sign-adjusted values: its minimum is on the Pareto front.
-        keys.append((*(-v if d == "maximize" else v for v, d in zip(values, directions)), numbers[i]))  # type: ignore[operator]
+        keys.append((*(-v if d == "maximize" else v for v, d in zip(finite, directions)), float(numbers[i])))
     if not keys:
         return None
     return int(min(keys)[-1])

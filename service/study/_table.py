@@ -222,12 +222,13 @@ def trial_attr(storage: optuna.storages.RDBStorage, study_name: str, key: str, *
     if fields is not None and len(fields) > 1 and dialect.name == "sqlite" and all('"' not in f for f in fields):
         # With two paths or more, json_extract answers a JSON array of the values, as stored.
         picked = func.json_extract(attrs_t.c.value_json, *[f'$."{f}"' for f in fields])
+        unparsable: tuple[type[BaseException], ...] = (DBAPIError, ValueError, *_driver_errors(dialect))
         try:
             with storage.engine.connect() as conn:
                 found = _plain_rows(conn, _attr_query(trials_t, attrs_t, picked, study_id, key, numbers, states, limit))
             return {number: dict(zip(fields, value))
                     for number, value in zip((n for n, _ in found), _json_values([v for _, v in found]))}
-        except (DBAPIError, ValueError, dialect.dbapi.Error):  # text SQLite will not parse (NaN): parse it here
+        except unparsable:  # text SQLite will not parse (NaN): parse it here
             pass
     query = _attr_query(trials_t, attrs_t, attrs_t.c.value_json, study_id, key, numbers, states, limit)
     with storage.engine.connect() as conn:
@@ -236,6 +237,12 @@ def trial_attr(storage: optuna.storages.RDBStorage, study_name: str, key: str, *
     if fields is not None:
         values = {n: {f: v.get(f) for f in fields} if isinstance(v, dict) else v for n, v in values.items()}
     return values
+
+
+def _driver_errors(dialect: Any) -> tuple[type[BaseException], ...]:
+    """The database driver's own error class (sqlite3.Error...), which SQLAlchemy may let through."""
+    error = getattr(dialect.dbapi, "Error", None)
+    return (error,) if isinstance(error, type) and issubclass(error, BaseException) else ()
 
 
 def _attr_query(trials_t: Any, attrs_t: Any, value: Any, study_id: int, key: str, numbers: Sequence[int] | None,

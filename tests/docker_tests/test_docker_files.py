@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from hpsearch.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]

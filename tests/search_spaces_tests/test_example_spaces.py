@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hpsearch.search_spaces import SpaceError, example_path, list_examples, load_space
 
 

@@ -6,6 +6,7 @@ import pathlib
 import textwrap
 
 import pytest
+
 from hpsearch.search_spaces import (
     CORE_PARAMETERS,
     Choice,

@@ -1,6 +1,7 @@
 """The documented default scaling rule per optimizer family, and the LR schedule key."""
 
 import pytest
+
 from hpsearch.search_spaces import Fixed, SpaceError, parse_space
 
 BASE = "parameters:\n  per_device_batch_size: 8\n  base_lr: 0.01\n"

@@ -6,6 +6,7 @@ import pathlib
 import textwrap
 
 import pytest
+
 from hpsearch.search_spaces import HPSearchError, SpaceError, load_space, parse_space
 
 # Lines 1-3; tests append sections after them, so their lines start at 4.

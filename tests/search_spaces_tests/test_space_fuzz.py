@@ -50,6 +50,9 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings
+from hypothesis import strategies as st
+
 from hpsearch.search_spaces import (
     CORE_PARAMETERS,
     FloatRange,
@@ -59,8 +62,6 @@ from hpsearch.search_spaces import (
     list_examples,
     parse_space,
 )
-from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings
-from hypothesis import strategies as st
 
 KeyPath = tuple[Any, ...]
 
@@ -232,7 +233,7 @@ def near_miss_keys(path: KeyPath) -> tuple[str, ...]:
 def choice_values(path: KeyPath) -> tuple[str, ...] | None:
     for pattern, values in CHOICE_VALUES.items():
         if len(pattern) == len(path) and all(
-            p is int and isinstance(q, int) or p == q for p, q in zip(pattern, path)
+            (p is int and isinstance(q, int)) or p == q for p, q in zip(pattern, path)
         ):
             return values
     return None
@@ -361,7 +362,7 @@ def check_error(error: SpaceError, text: str | bytes, expect: Expect) -> None:
         parent = format_key_path(expect.near[:-1])
         beside = parent and parent + ("[" if isinstance(expect.near[-1], int) else ".")
         assert (error.key_path in above or error.key_path.startswith(changed)
-                or beside and error.key_path.startswith(beside)), (
+                or (beside and error.key_path.startswith(beside))), (
             f"changed {changed!r}, error elsewhere: {message}")
     if expect.key_on_line is not None:
         assert isinstance(text, str) and error.line is not None

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
+
 from hpsearch.analysis._critical_batch import fit_critical_batch
 from hpsearch.errors import AnalysisError
-from numpy.typing import NDArray
 
 Floats = NDArray[np.float64]
 

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
+
 from hpsearch.analysis._lr_law import fit_lr_law
 from hpsearch.errors import AnalysisError
-from numpy.typing import NDArray
 
 Floats = NDArray[np.float64]
 

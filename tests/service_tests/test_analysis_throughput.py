@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
+
 from hpsearch.analysis._throughput import fit_throughput
 from hpsearch.errors import AnalysisError
-from numpy.typing import NDArray
 
 Floats = NDArray[np.float64]
 

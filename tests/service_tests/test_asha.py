@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
+
 from hpsearch.store import open_storage
 from hpsearch.trials.workloads.digits import load_digits_split
-from optuna.trial import TrialState
 
 TRAIN_SIZE = len(load_digits_split()[0])
 EPOCHS = 6

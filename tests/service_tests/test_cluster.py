@@ -23,9 +23,10 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-import hpsearch
 import psutil
 import pytest
+
+import hpsearch
 
 RAY_CLI = Path(sys.executable).with_name("ray")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+
 from hpsearch.errors import StudyBusyError
 from hpsearch.locks import study_lock
 from hpsearch.store import ATTR_SPACE_TEXT, open_storage

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hpsearch.errors import ResourceError
 from hpsearch.orchestrator import plan_search
 from hpsearch.search_spaces import parse_space
@@ -21,11 +22,11 @@ resources: {device: DEVICE, cpus_per_worker: CPUS}
 """
 
 
-def _space(world: str = "[1, 2]", device: str = "cpu", cpus: int = 1):  # noqa: ANN202
+def _space(world: str = "[1, 2]", device: str = "cpu", cpus: int = 1):
     return parse_space(SPACE.replace("WORLD", world).replace("DEVICE", device).replace("CPUS", str(cpus)))
 
 
-def _plan(space, *nodes: dict[str, float]):  # noqa: ANN001, ANN202
+def _plan(space, *nodes: dict[str, float]):
     return plan_search(space, "s", Settings(storage="sqlite:///x.db"), {"nodes": list(nodes)})
 
 

@@ -10,9 +10,10 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-import hpsearch
 import psutil
 import pytest
+
+import hpsearch
 
 pytestmark = pytest.mark.postgres
 

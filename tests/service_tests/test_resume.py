@@ -17,9 +17,10 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
+from optuna.trial import TrialState
+
 from hpsearch.reasons import counts_toward_n_trials
 from hpsearch.store import open_storage
-from optuna.trial import TrialState
 
 SPACE = """\
 study: {study}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import optuna
 import pytest
+from optuna.trial import TrialState
+
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.orchestrator import runnable_grid_points, trial_settings
 from hpsearch.sampler import create_sampler, distributions
@@ -11,7 +13,6 @@ from hpsearch.search import Search
 from hpsearch.search_spaces import SAMPLERS, Constraints, parse_space
 from hpsearch.store import open_storage
 from hpsearch.trials.spec import TrialSpec
-from optuna.trial import TrialState
 
 RANGE_SPACE = """\
 parameters:
@@ -94,7 +95,7 @@ def test_the_constraints_name_the_cap_a_configuration_breaks() -> None:
 
     assert violation(spec, Constraints(max_effective_batch_size=512)) is None
     assert "above max_effective_batch_size 256" in violation(spec, Constraints(max_effective_batch_size=256))
-    assert "scaled lr 0.64 (linear rule at B 512) is above max_lr 0.5" == violation(spec, Constraints(max_lr=0.5))
+    assert violation(spec, Constraints(max_lr=0.5)) == "scaled lr 0.64 (linear rule at B 512) is above max_lr 0.5"
 
 
 def test_equivalent_configurations_share_a_key_and_different_ones_do_not() -> None:

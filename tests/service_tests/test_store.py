@@ -12,6 +12,7 @@ from typing import Any
 
 import optuna
 import pytest
+
 from hpsearch.errors import StoreError, StudyNotFoundError
 from hpsearch.store import load_study, open_storage, redact_url, write_trial_record
 from hpsearch.study import list_studies

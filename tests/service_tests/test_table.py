@@ -9,13 +9,14 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
-from hpsearch.testing import synthetic_study
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.trial import TrialState, create_trial
+
 from hpsearch.search import _NOT_COLUMNS, Search
 from hpsearch.store import open_storage
 from hpsearch.study import TESTED_SCHEMA_VERSIONS, direct_sql, read_trials
 from hpsearch.study._table import trial_attr, trial_rows
-from optuna.distributions import CategoricalDistribution, FloatDistribution
-from optuna.trial import TrialState, create_trial
+from hpsearch.testing import synthetic_study
 
 
 def _through_optuna(search: Search, hidden: frozenset[str]) -> pd.DataFrame:

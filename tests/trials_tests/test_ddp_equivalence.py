@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.loop import train

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.loop import train
 from hpsearch.trials.spec import TrialSpec

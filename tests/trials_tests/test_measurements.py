@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.loop import train
@@ -79,9 +80,6 @@ def test_noise_scale_lands_within_20_percent_of_the_true_value(
     spec = TrialSpec(per_device_batch_size=8, world_size=world_size, grad_accum_steps=accum, emulated_ranks=emulated,
                      base_lr=0.0, lr_rule="constant", epochs=2, workload="noisy_linear:make",
                      workload_options={"reduction": reduction})
-    if spec.processes == 1:
-        final = train(spec, RankContext())
-    else:
-        final = run_trial(spec, tmp_path / "run")
+    final = train(spec, RankContext()) if spec.processes == 1 else run_trial(spec, tmp_path / "run")
     assert final is not None
     assert final["noise_scale"] == pytest.approx(known_noise, rel=0.2)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.loop import train
 from hpsearch.trials.spec import TrialSpec
 
-TIMINGS = {"runtime_s", "comm_fraction"}
+TIMINGS = {"runtime_s", "train_s", "comm_fraction"}
 
 
 def _run(**kw: object) -> dict:

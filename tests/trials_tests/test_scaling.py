@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from hpsearch.trials.scaling import effective_batch_size, lr_at, scale_factor, scaled_lr
 from hpsearch.trials.spec import TrialSpec
 

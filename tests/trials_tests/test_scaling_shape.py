@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.loop import train
 from hpsearch.trials.spec import TrialSpec

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.loop import train
@@ -47,7 +48,7 @@ def test_loads_shapes_scaling_and_labels(cifar_dir: Path) -> None:
     x, y = train_set[0]
     assert x.shape == (3, 32, 32) and x.dtype == torch.float32
     assert torch.all(x == 1.0)
-    assert 0.0 <= float(train_set[1][0].min()) and float(train_set[1][0].max()) <= 1.0
+    assert float(train_set[1][0].min()) >= 0.0 and float(train_set[1][0].max()) <= 1.0
     assert int(y) == 0 and int(train_set[PER_BATCH + 3][1]) == 4  # batch 1, sample 3
     assert [int(val_set[i][1]) for i in range(3)] == [5, 6, 7]  # test_batch is file index 5
     # Rows are channel-major: the first 1024 bytes are the red plane.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from hpsearch.search_spaces.loader import load_space
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.loop import train

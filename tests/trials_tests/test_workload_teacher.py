@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.loop import train

@@ -11,7 +11,7 @@ import importlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from hpsearch.trials.errors import WorkloadError
 
@@ -100,4 +100,4 @@ def resolve_workload(name: str) -> WorkloadFactory:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise WorkloadError(f"module {module_name!r} has no callable {attr!r}")
-    return factory
+    return cast("Callable[[Mapping[str, Any]], Workload]", factory)

@@ -18,12 +18,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, check_options
 from torch import nn
 from torch.utils.data import Dataset
 
-__all__ = ["CifarImages", "TRAIN_BATCHES", "cifar10", "load_cifar10", "read_batch"]
+from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.workloads.base import Workload, check_options
+
+__all__ = ["TRAIN_BATCHES", "CifarImages", "cifar10", "load_cifar10", "read_batch"]
 
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 _BATCHES = (*TRAIN_BATCHES, "test_batch")

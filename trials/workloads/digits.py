@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, check_options
 from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
+
+from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.workloads.base import Workload, check_options
 
 __all__ = ["digits_cnn", "digits_mlp", "load_digits_split"]
 
@@ -36,7 +37,7 @@ def load_digits_split(
     x = torch.tensor(data.data / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
     y = torch.tensor(data.target, dtype=torch.long)
     order = torch.from_numpy(np.random.default_rng(split_seed).permutation(len(y)))
-    n_val = int(round(len(y) * val_fraction))
+    n_val = round(len(y) * val_fraction)
     val_idx, train_idx = order[:n_val], order[n_val:]
     return TensorDataset(x[train_idx], y[train_idx]), TensorDataset(x[val_idx], y[val_idx])
 

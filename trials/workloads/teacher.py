@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, check_options
 from torch import nn
 from torch.utils.data import TensorDataset
+
+from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.workloads.base import Workload, check_options
 
 __all__ = ["make_teacher_data", "teacher_mlp"]
 
@@ -36,7 +37,8 @@ def _teacher_logits(x: torch.Tensor, width: int, depth: int, classes: int, gen: 
         w = torch.randn(h.shape[1], width, generator=gen) * (2.0 / h.shape[1]) ** 0.5
         h = torch.relu(h @ w)
     w = torch.randn(h.shape[1], classes, generator=gen) / h.shape[1] ** 0.5
-    return h @ w
+    logits: torch.Tensor = h @ w
+    return logits
 
 
 def make_teacher_data(
@@ -60,7 +62,7 @@ def make_teacher_data(
     """
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0.0 < val_fraction < 1.0:
         raise WorkloadError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
-    n_val = int(round(samples * val_fraction))
+    n_val = round(samples * val_fraction)
     if n_val < 1 or n_val >= samples:
         raise WorkloadError(
             f"samples x val_fraction must leave at least one training and one validation sample, "
