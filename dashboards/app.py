@@ -42,8 +42,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlencode, urlsplit
 
 import anyio
-from hpsearch.dashboards import api
-from hpsearch.errors import HPSearchError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import Convertor, register_url_convertor
@@ -55,11 +53,22 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hpsearch.dashboards import api
+from hpsearch.errors import HPSearchError
+
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["DashboardTokenError", "TOKEN_ENV", "create_app", "create_app_from_environment", "is_loopback",
-           "login_url", "require_token_off_loopback", "serve"]
+__all__ = [
+    "TOKEN_ENV",
+    "DashboardTokenError",
+    "create_app",
+    "create_app_from_environment",
+    "is_loopback",
+    "login_url",
+    "require_token_off_loopback",
+    "serve",
+]
 
 #: The environment variable ``hpsearch dashboard`` reads its token from when ``--token`` is absent.
 TOKEN_ENV = "HPSEARCH_DASHBOARD_TOKEN"

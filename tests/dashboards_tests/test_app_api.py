@@ -11,11 +11,12 @@ from typing import Any
 
 import optuna
 import pytest
-from hpsearch.dashboards.app import create_app
-from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, open_storage
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 from starlette.testclient import TestClient
+
+from hpsearch.dashboards.app import create_app
+from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, open_storage
 
 SPACE_TEXT = "parameters:\n  per_device_batch_size: {choices: [8, 64]}\n  base_lr: 0.01\n"
 

@@ -11,13 +11,14 @@ from typing import Any
 
 import optuna
 import pytest
-from hpsearch.dashboards import frontier_info, plot_learning_curves
-from hpsearch.dashboards.app import create_app
-from hpsearch.testing import synthetic_study
-from hpsearch.search import Search
-from hpsearch.store import open_storage
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
+
+from hpsearch.dashboards import frontier_info, plot_learning_curves
+from hpsearch.dashboards.app import create_app
+from hpsearch.search import Search
+from hpsearch.store import open_storage
+from hpsearch.testing import synthetic_study
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,7 @@ def test_every_change_of_a_trial_moves_the_revision_and_reaches_the_answers(
 
 def test_thinning_keeps_what_it_must_within_its_budget_and_is_deterministic() -> None:
     import numpy as np
+
     from hpsearch.dashboards.frontier import pareto_front, thin_points
 
     rng = np.random.default_rng(0)

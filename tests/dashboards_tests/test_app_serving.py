@@ -26,11 +26,12 @@ from urllib.parse import quote, urlsplit
 import optuna
 import pytest
 import uvicorn
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
 from hpsearch.dashboards import api
 from hpsearch.dashboards.app import TOKEN_ENV, create_app
 from hpsearch.store import open_storage
-from starlette.applications import Starlette
-from starlette.testclient import TestClient
 
 #: Names a URL gives a meaning to: a slash, a query, a fragment, a percent sign (alone and as an
 #: escape), spaces, and text beyond ASCII.

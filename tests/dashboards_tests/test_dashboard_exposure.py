@@ -33,15 +33,16 @@ from urllib.parse import quote
 import optuna
 import pytest
 from click.testing import CliRunner
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.trial import TrialState, create_trial
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
 from hpsearch.cli import cli
 from hpsearch.dashboards.api import FIGURES
 from hpsearch.dashboards.app import TOKEN_ENV, create_app, is_loopback, login_url
 from hpsearch.errors import StoreError
 from hpsearch.store import ATTR_SPACE_TEXT, open_storage
-from optuna.distributions import CategoricalDistribution, FloatDistribution
-from optuna.trial import TrialState, create_trial
-from starlette.applications import Starlette
-from starlette.testclient import TestClient
 
 #: Text that runs script if a page ever writes it as HTML.
 XSS = ('<script>alert(1)</script>', '"><img src=x onerror=alert(1)>')
