@@ -63,9 +63,9 @@ TOTAL = "study page, total"
 
 # ---- the child: one fresh dashboard process ------------------------------------------------------
 
-def _call(loop: Any, app: Any, url: str) -> int:
-    """A GET of ``url`` as an ASGI server makes it, on ``loop`` (one per process); the
-    answer's size. The request path goes in raw, as a server passes it."""
+async def _call(app: Any, url: str) -> int:
+    """A GET of ``url`` as an ASGI server makes it; the answer's size. The request path goes in
+    raw, as a server passes it."""
     from urllib.parse import unquote
 
     path, _, query = url.partition("?")
@@ -81,7 +81,7 @@ def _call(loop: Any, app: Any, url: str) -> int:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    loop.run_until_complete(app(scope, receive, send))
+    await app(scope, receive, send)
     status = sent[0]["status"]
     body = b"".join(m.get("body", b"") for m in sent[1:])
     if status != 200:
@@ -89,9 +89,9 @@ def _call(loop: Any, app: Any, url: str) -> int:
     return len(body)
 
 
-def _timed_call(loop: Any, app: Any, url: str) -> tuple[float, int]:
+async def _timed_call(app: Any, url: str) -> tuple[float, int]:
     start = time.perf_counter()
-    size = _call(loop, app, url)
+    size = await _call(app, url)
     return time.perf_counter() - start, size
 
 
@@ -105,17 +105,22 @@ def child(storage: str) -> dict[str, Any]:
     from hpsearch.dashboards.app import create_app
     from hpsearch.store import open_storage
 
-    loop = asyncio.new_event_loop()  # the one loop every request runs on, as under uvicorn
     open_storage(storage)  # the CLI opens the store before it serves
     app = create_app(storage)
     api.warm_up()
     startup = time.perf_counter() - start
-    cold, sizes = {}, {}
-    for name, url in PAGE.items():
-        cold[name], sizes[name] = _timed_call(loop, app, url)
-    warm = {name: _timed_call(loop, app, url)[0] for name, url in PAGE.items()}
-    polls = [_timed_call(loop, app, PAGE[POLL])[0] for _ in range(POLLS)]
-    return {"startup": startup, "cold": cold, "warm": warm, "poll": median(polls), "bytes": sizes}
+
+    async def requests() -> dict[str, Any]:
+        # One task for every request, as a server's: the worker threads that run the synchronous
+        # API live as long as it does (a task per request would start a thread per request).
+        cold, sizes = {}, {}
+        for name, url in PAGE.items():
+            cold[name], sizes[name] = await _timed_call(app, url)
+        warm = {name: (await _timed_call(app, url))[0] for name, url in PAGE.items()}
+        polls = [(await _timed_call(app, PAGE[POLL]))[0] for _ in range(POLLS)]
+        return {"cold": cold, "warm": warm, "poll": median(polls), "bytes": sizes}
+
+    return {"startup": startup, **asyncio.run(requests())}
 
 
 # ---- the parent ----------------------------------------------------------------------------------
