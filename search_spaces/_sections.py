@@ -19,6 +19,7 @@ from hpsearch.search_spaces._rules import (
     check_string,
     fail,
     is_int,
+    is_number,
     kind,
     show,
     suggest,
@@ -32,6 +33,7 @@ from hpsearch.search_spaces.space import (
     Choice,
     Constraints,
     Fixed,
+    IntRange,
     Objective,
     Parameter,
     ResourceSpec,
@@ -68,7 +70,7 @@ _WORKLOAD_KEYS = ("name", "epochs", "options", "eval_every_samples")
 _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
-_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s")
+_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue")
 _RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
 _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
@@ -273,6 +275,9 @@ def parse_search(
     if "seed" in section:
         # numpy, under every Optuna sampler, takes seeds in [0, 2**32).
         seed = check_int(doc, section["seed"], path + ("seed",), minimum=0, maximum=2**32 - 1)
+    enqueue: list[Mapping[str, Any]] = []
+    if section.get("enqueue") is not None:
+        enqueue = _enqueue(doc, section["enqueue"], path + ("enqueue",), parameters)
     return SearchSettings(
         sampler=sampler,
         n_trials=n_trials,
@@ -282,7 +287,40 @@ def parse_search(
         grace_epochs=grace_epochs,
         reduction_factor=reduction_factor,
         trial_timeout_s=trial_timeout_s,
+        enqueue=tuple(enqueue),
     )
+
+
+def _enqueue(doc: Document, raw: Any, path: KeyPath, parameters: Mapping[str, Parameter]) -> list[Mapping[str, Any]]:
+    """Configurations to run first: each a mapping of parameters of the space to values they allow."""
+    if not isinstance(raw, list):
+        fail(doc, path, f"enqueue must be a list of configurations (parameter: value), got {kind(raw)}: {show(raw)}")
+    out: list[Mapping[str, Any]] = []
+    for i, item in enumerate(raw):
+        where = path + (i,)
+        entry = check_mapping(doc, item, where)
+        check_keys(doc, entry, where, tuple(parameters))
+        for name, value in entry.items():
+            problem = _outside(parameters[name], value)
+            if problem:
+                fail(doc, where + (name,), f"{name} {problem}, got {show(value)}")
+        out.append(entry)
+    return out
+
+
+def _outside(parameter: Parameter, value: Any) -> str | None:
+    """Why ``value`` is not one ``parameter`` takes, or ``None``."""
+    if isinstance(parameter, Fixed):
+        return None if value == parameter.value else f"is fixed at {show(parameter.value)}"
+    if isinstance(parameter, Choice):
+        return None if value in parameter.choices else f"must be one of its choices {list(parameter.choices)}"
+    if not is_number(value) or isinstance(value, bool):
+        return "must be a number"
+    if isinstance(parameter, IntRange) and not is_int(value):
+        return "must be an integer"
+    if not parameter.low <= value <= parameter.high:
+        return f"must be in [{show(parameter.low)}, {show(parameter.high)}]"
+    return None
 
 
 def _scheduler(

@@ -146,7 +146,8 @@ class SearchSettings:
     data: the first rung is at ``grace_epochs`` epochs' worth of samples, and each rung keeps
     the best ``1 / reduction_factor`` of the trials that reach it. ``trial_timeout_s`` stops a
     trial that runs longer (a hung data loader, a deadlock) as FAIL ``timeout``; ``None``: no
-    limit.
+    limit. ``enqueue`` holds configurations (parameter name -> value) that run first, before
+    the sampler proposes any (``hpsearch recommend --space`` puts its recommendation there).
     """
 
     sampler: str = "tpe"
@@ -157,6 +158,7 @@ class SearchSettings:
     grace_epochs: float = 1.0
     reduction_factor: int = 3
     trial_timeout_s: float | None = None
+    enqueue: tuple[Mapping[str, Scalar], ...] = ()
 
 
 @dataclass(frozen=True)

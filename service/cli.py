@@ -100,7 +100,7 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
                                 on_event=display.on_event, on_plan=on_plan)
-    _report(search, as_json)
+    _report(search, as_json, devices=on_plan.devices)
 
 
 @cli.command()
@@ -127,7 +127,7 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
     with display:
         search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
                                  on_event=display.on_event, on_plan=on_plan)
-    _report(search, as_json)
+    _report(search, as_json, devices=on_plan.devices)
 
 
 def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, quiet: bool) -> tuple[Any, Any]:
@@ -138,6 +138,7 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
     display = ProgressDisplay(n_trials, objective, maximize, enabled=enabled)
 
     def on_plan(plan: Any) -> None:
+        on_plan.devices = plan.devices  # type: ignore[attr-defined]  # the answer at the end is for these
         display.set_total(plan.n_trials)
         if quiet:
             return
@@ -150,12 +151,15 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
         click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {plan.n_trials} trials to run{resumed}, "
                    f"up to {plan.max_concurrent} at once on {plan.device}", err=True)
 
+    on_plan.devices = None  # type: ignore[attr-defined]
     return display, on_plan
 
 
-def _report(search: Any, as_json: bool) -> None:
-    """The end of start and resume: the trial table, the frontier, and the plugins' reports
-    (the dashboard's writes the frontier as an HTML file)."""
+def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
+    """The end of start and resume: the trial table, the frontier, the answer for the devices
+    the cluster has, and the plugins' reports (the dashboard's writes the frontier as an HTML
+    file)."""
+    from hpsearch.errors import AnalysisError
     from hpsearch.search import frontier_axes
     from hpsearch.store import redact_url
 
@@ -163,8 +167,16 @@ def _report(search: Any, as_json: bool) -> None:
     outputs: dict[str, str] = {}
     for report in _reports():
         outputs.update(report(search))
+    answer: Any = None
+    refusal = None
+    if devices:
+        try:
+            answer = search.recommend(devices)
+        except AnalysisError as exc:
+            refusal = str(exc)
     if as_json:
-        click.echo(json.dumps({**search.summary(), **outputs}, default=str))
+        recommendation = answer.to_dict() if answer is not None else {"error": refusal} if refusal else None
+        click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation}, default=str))
         return
     df = search.trials_dataframe()
     columns = _table_columns(df, [x, y, *search.objectives])
@@ -172,9 +184,98 @@ def _report(search: Any, as_json: bool) -> None:
     front = search.frontier(x=x, y=y)
     if len(front):
         _print_table(front, columns, title=f"frontier: {x} vs {y} (non-dominated trials)")
+    if answer is not None:
+        _print_recommendation(search.study_name, answer, brief=True)
+    elif refusal:
+        click.echo(f"no recommendation yet: {refusal}")
     for name, text in outputs.items():
         click.echo(f"{name.replace('_', ' ')}: {text}")
     click.echo(f"study stored in {redact_url(str(search.storage))} as {search.study_name!r}")
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--devices", "-n", type=click.IntRange(min=1), required=True,
+              help="Devices (GPUs, or CPU slots) the run may use; the answer's world size is at most this.")
+@click.option("--target", help="The target, METRIC=VALUE (default: the space's analysis.target, else derived).")
+@click.option("--minimize", type=click.Choice(["time", "device-hours"]), default="time", show_default=True,
+              help="What the answer minimises to reach the target.")
+@click.option("--allow-larger-batch", is_flag=True,
+              help="Let the per-device batch go up to 4x the largest that ran (it may not fit in memory).")
+@click.option("--space", "space_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a follow-up space for these devices, centred on the answer (run it with "
+                   "'hpsearch start FILE': the answer runs first).")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the recommendation and the analysis.")
+def recommend(study: str, devices: int, target: str | None, minimize: str, allow_larger_batch: bool,
+              space_out: Path | None, storage: str | None, as_json: bool) -> None:
+    """What to run on N devices: per-device batch, world size, accumulation, LR rule and LR, with
+    the predicted time, device-hours and samples to the target, from the laws fitted to STUDY."""
+    import hpsearch
+    from hpsearch.analysis import follow_up_space, parse_target
+    from hpsearch.analysis import recommend as recommend_on
+
+    search = hpsearch.load(study, storage=storage)
+    analysis = search.analyze(parse_target(target) if target else None)
+    answer = recommend_on(analysis, devices, minimize=minimize, allow_larger_batch=allow_larger_batch)  # type: ignore[arg-type]
+    if space_out is not None:
+        space_out.write_text(follow_up_space(answer, search.space_text, study))
+    if as_json:
+        click.echo(json.dumps({"recommendation": answer.to_dict(), "analysis": analysis.to_dict(),
+                               "space": None if space_out is None else str(space_out)}, default=str))
+        return
+    _print_recommendation(study, answer, brief=False)
+    if space_out is not None:
+        click.echo(f"follow-up space: {space_out} (hpsearch start {space_out})")
+
+
+def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
+    """The answer in a few lines: what to run, what it is predicted to cost, what was
+    extrapolated and (unless ``brief``) why."""
+    kind = f" ({answer.device_kind})" if answer.device_kind else ""
+    click.echo(f"recommendation for {answer.devices} device(s){kind} of study {study!r}, to reach {answer.target}, "
+               f"minimising {answer.minimize}:")
+    rule = (f", {answer.rule} rule from base_lr {answer.base_lr:.4g}" if answer.rule and answer.base_lr is not None
+            else "")
+    click.echo(f"  run   b {answer.per_device_batch_size} x W {answer.world_size} x A {answer.grad_accum_steps} "
+               f"= B {answer.effective_batch_size}, lr {answer.lr:.4g}{_interval(answer.lr_interval)}{rule}, "
+               f"warmup {answer.warmup_epochs:g} epochs")
+    click.echo(f"  cost  {_duration(answer.time_s)}{_interval(answer.time_interval, _duration)} of training, "
+               f"{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
+               f"{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
+               f"({answer.basis})")
+    for line in answer.extrapolated:
+        click.echo(f"  extrapolated: {line}")
+    if brief:
+        click.echo(f"  (why, and other device counts: hpsearch recommend {study} --devices N)")
+        return
+    for line in answer.explanation:
+        click.echo(f"  - {line}")
+    if answer.alternatives:
+        from rich.table import Table
+
+        table = Table("W", "b", "A", "B", "time", "device-hours", title="best configuration per world size")
+        for alt in answer.alternatives:
+            table.add_row(str(alt.world_size), str(alt.per_device_batch_size), str(alt.grad_accum_steps),
+                          str(alt.effective_batch_size), _duration(alt.time_s), f"{alt.device_hours:.3g}")
+        _console().print(table)
+
+
+def _interval(interval: Any, fmt: Any = None) -> str:
+    if interval is None:
+        return ""
+    fmt = fmt or (lambda v: f"{v:.3g}")
+    return f" [{fmt(interval.low)}, {fmt(interval.high)}]"
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "inf"
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
 
 
 @cli.command()

@@ -67,6 +67,8 @@ class SearchPlan:
         n_trials: Trials to launch in this run (for ``resume``, the ones still missing).
         finished: Trials the study had already finished (``resume``; 0 for a new study).
         requeued: Configurations of interrupted trials queued to run again (``resume``).
+        devices: The most devices one trial can use: the GPUs (CPU slots on a CPU cluster) of
+            the largest node, in units of ``gpus_per_worker`` (``cpus_per_worker``).
     """
 
     study_name: str
@@ -77,6 +79,7 @@ class SearchPlan:
     max_concurrent: int
     finished: int = 0
     requeued: int = 0
+    devices: int = 1
 
 
 def trial_settings(space: SearchSpace, device: str) -> dict[str, Any]:
@@ -137,7 +140,10 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         small = _trial_resources(w_min, space, device)
         max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
     runs = default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
-    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent)
+    kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
+        ("CPU", space.resources.cpus_per_worker)
+    devices = max(1, max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes))
+    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent, devices=devices)
 
 
 def runnable_grid_points(space: SearchSpace, settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -193,6 +199,8 @@ def run_search(
             if on_plan is not None:
                 on_plan(plan)
             study = _create_study(_search_storage(settings, on_event), study_name, space)
+            for params in space.search.enqueue:  # the configurations the space runs first
+                study.enqueue_trial(dict(params))
             _run_tune(space, study, plan, on_event, samples_per_epoch)
     return plan
 
@@ -251,7 +259,7 @@ def resume_search(
                          if t.params and occupies_its_configuration(t)}
                 to_run = min(to_run, len(runnable - taken))
             plan = SearchPlan(plan.study_name, plan.storage, plan.runs_dir, to_run, plan.device,
-                              plan.max_concurrent, finished=finished, requeued=requeued)
+                              plan.max_concurrent, finished=finished, requeued=requeued, devices=plan.devices)
             if on_plan is not None:
                 on_plan(plan)
             if to_run:
@@ -387,7 +395,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
               on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int) -> None:
     from ray import tune
 
-    from hpsearch.searcher import InterruptStopper, StudySearcher
+    from hpsearch.searcher import InterruptStopper, StudySearcher, TrainingStarted
 
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
     searcher = StudySearcher(study, space, plan.n_trials, trial_settings(space, plan.device), plan.runs_dir,
@@ -411,7 +419,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
-            name="tune", storage_path=str(plan.runs_dir), verbose=0, stop=stopper,
+            name="tune", storage_path=str(plan.runs_dir), verbose=0, stop=stopper, callbacks=[TrainingStarted(searcher)],
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )

@@ -14,7 +14,8 @@ class SearchEvent:
     """Something that happened to one trial during a search.
 
     Attributes:
-        kind: ``started``, ``result`` (one epoch), ``completed``, ``pruned`` (stopped early),
+        kind: ``started`` (proposed; it waits for its resources), ``training`` (its resources were
+            granted and its ranks start), ``result`` (one evaluation), ``completed``, ``pruned`` (stopped early),
             ``failed``, ``skipped`` (a constraint skipped the configuration) or ``exhausted``
             (the sampler found nothing left to run; ``number`` is -1) or ``store`` (the store
             stopped or started answering again; ``number`` is -1).
@@ -29,7 +30,8 @@ class SearchEvent:
 
 
 class ProgressDisplay:
-    """A one-line live progress bar: done, running, failed, best so far, estimated time left.
+    """A one-line live progress bar: done, training, waiting for resources, failed, best so far,
+    estimated time left.
 
     Use as a context manager and pass ``display.on_event`` to the search.
     """
@@ -48,7 +50,8 @@ class ProgressDisplay:
         self.n_trials = n_trials
         self.objective = objective
         self.maximize = maximize
-        self.running: set[int] = set()
+        self.running: set[int] = set()  # training
+        self.waiting: set[int] = set()  # proposed, waiting for resources
         self.failed = 0
         self.pruned = 0
         self.skipped = 0
@@ -76,6 +79,9 @@ class ProgressDisplay:
     def on_event(self, event: SearchEvent) -> None:
         """Update the display from one search event."""
         if event.kind == "started":
+            self.waiting.add(event.number)
+        elif event.kind == "training":
+            self.waiting.discard(event.number)
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
@@ -83,6 +89,7 @@ class ProgressDisplay:
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind in ("completed", "failed", "pruned"):
             self.running.discard(event.number)
+            self.waiting.discard(event.number)
             self.done += 1
             if event.kind == "pruned":
                 self.pruned += 1
@@ -97,7 +104,9 @@ class ProgressDisplay:
         best = "-" if self.best is None else f"{self.best:.4g}"
         self._progress.update(
             self._task, completed=self.done,
-            info=f"running {len(self.running)}  failed {self.failed}  "
+            info=f"training {len(self.running)}  "
+                 + (f"waiting {len(self.waiting)}  " if self.waiting else "")
+                 + f"failed {self.failed}  "
                  + (f"stopped early {self.pruned}  " if self.pruned else "")
                  + (f"skipped {self.skipped}  " if self.skipped else "")
                  + f"best {self.objective} {best}  left ~{self._eta()}",

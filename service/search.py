@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
+    from hpsearch.analysis import Recommendation, StudyAnalysis
     from hpsearch.orchestrator import SearchPlan
 
 __all__ = ["Search", "frontier_axes", "load", "resume", "start"]
@@ -195,6 +196,68 @@ class Search:
             params=read_model.param_names(self.backend, self.study_name),
             target=None if target is None else int(target))
         return summary.to_dict()
+
+    def analyze(self, target: str | tuple[str, float] | None = None) -> StudyAnalysis:
+        """What the trials say: time to the target per trial, the critical batch, the LR law,
+        each rule's regret and breaking batch, the step-time model (``hpsearch.analysis``).
+
+        Args:
+            target: ``"val_accuracy=0.95"`` or ``("val_accuracy", 0.95)``; default: the space's
+                ``analysis.target``, else one derived from the study (docs/analysis.md).
+
+        Raises:
+            AnalysisError: no trial to analyse, or a malformed target.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=300)
+            >>> analysis = search.analyze("val_accuracy=0.9")
+            >>> str(analysis.target), analysis.critical_batch.n_batch_sizes >= 3
+            ('val_accuracy >= 0.9', True)
+        """
+        from hpsearch.analysis import analyze, parse_target
+
+        return analyze(self, parse_target(target) if isinstance(target, str) else target)
+
+    def time_to_target(self, target: str | tuple[str, float] | None = None) -> pd.DataFrame:
+        """One row per trial: its configuration and the samples, steps, training seconds, wall
+        seconds and device-seconds it took to reach the target (NaN where it did not).
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> df = search.time_to_target("val_accuracy=0.9")
+            >>> bool((df["samples_to_target"].dropna() > 0).all()), "seconds_to_target" in df.columns
+            (True, True)
+        """
+        import pandas as pd
+
+        return pd.DataFrame(list(self.analyze(target).trials))
+
+    def recommend(self, devices: int, *, target: str | tuple[str, float] | None = None,
+                  minimize: str = "time", allow_larger_batch: bool = False) -> Recommendation:
+        """What to run on ``devices`` devices: the per-device batch, world size (at most
+        ``devices``), accumulation, rule and LR with the least predicted time (or
+        device-hours, ``minimize="device-hours"``) to the target, with intervals and what was
+        extrapolated (``hpsearch.analysis.recommend``).
+
+        Raises:
+            AnalysisError: no trial reached the target and no law could be fitted, or bad input.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=300)
+            >>> answer = search.recommend(8, target="val_accuracy=0.9")
+            >>> answer.world_size <= 8, answer.basis
+            (True, 'fitted laws')
+        """
+        from hpsearch.analysis import recommend
+
+        return recommend(self.analyze(target), devices, minimize=minimize,  # type: ignore[arg-type]
+                         allow_larger_batch=allow_larger_batch)
 
 
 def frontier_axes(objectives: list[str]) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import optuna
 from optuna.trial import TrialState
-from ray.tune import Stopper
+from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
 from hpsearch.constraints import equivalence_key, violation
@@ -38,11 +38,11 @@ from hpsearch.reasons import (
 )
 from hpsearch.sampler import distributions
 from hpsearch.search_spaces import SearchSpace
-from hpsearch.search_spaces.record import CURVE_METRICS, RECORDED_METRICS
+from hpsearch.search_spaces.record import CURVE_METRICS, RECORDED_METRICS, TRAINING_STARTED
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
 
-__all__ = ["InterruptStopper", "StudySearcher", "trial_spec"]
+__all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted", "trial_spec"]
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
 
@@ -177,6 +177,15 @@ class StudySearcher(Searcher):
         return None
 
     @_store_guard
+    def training_started(self, trial_id: str) -> None:
+        """The trial got its resources and its ranks start (``TrainingStarted``)."""
+        trial = self._trials.get(trial_id)
+        if trial is None:
+            return
+        _write(trial, {TRAINING_STARTED: True})
+        self._emit("training", trial.number)
+
+    @_store_guard
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         trial = self._trials.get(trial_id)
         if trial is None or result.get(FAILED_KEY) or "evaluation" not in result:
@@ -267,6 +276,22 @@ class StudySearcher(Searcher):
     def _emit(self, kind: str, number: int, **data: Any) -> None:
         if self.on_event is not None:
             self.on_event(SearchEvent(kind, number, data))
+
+
+class TrainingStarted(Callback):
+    """Marks a trial ``training_started`` when Tune starts it, its resources granted.
+
+    Tune asks the searcher for a trial as soon as ``max_concurrent_trials`` allows; the trial
+    may then wait for its placement group (a two-rank trial behind a one-rank one on a small
+    machine). Optuna holds it RUNNING all along, so readers tell waiting from training by this
+    attr (``hpsearch.study.display_state``: PENDING until it is set).
+    """
+
+    def __init__(self, searcher: StudySearcher) -> None:
+        self.searcher = searcher
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.searcher.training_started(trial.trial_id)
 
 
 class InterruptStopper(Stopper):

@@ -61,7 +61,7 @@ parameters:
   world_size: {{choices: {world_sizes}}}
   grad_accum_steps: {{choices: {accum_steps}}}
   lr_rule: {{choices: [constant, linear, sqrt]}}
-  base_lr: {{low: {lr_low}, high: {lr_high}, log: true}}
+  base_lr: {base_lr}
   momentum: 0.9
 objectives:
   - {{metric: val_accuracy, direction: maximize}}
@@ -112,7 +112,8 @@ class SyntheticTruth:
         per_device_batches: The per-device batches a search draws from.
         world_sizes: The world sizes a search draws from.
         accum_steps: The accumulation steps a search draws from.
-        base_lr_range: The range of base LRs (log-uniform).
+        base_lr_range: The range of base LRs (log-uniform); one value when both ends are equal
+            (the base LR tuned once at B0, as rules are meant to be used).
     """
 
     e_min: float = 150_000.0
@@ -226,7 +227,9 @@ def synthetic_study(
     space_text = _SPACE_TEXT.format(
         seed=seed, study=study_name, epochs=truth.epochs, base_batch=truth.base_batch, n_trials=target,
         slots=_SLOTS, batches=list(truth.per_device_batches), world_sizes=list(truth.world_sizes),
-        accum_steps=list(truth.accum_steps), lr_low=truth.base_lr_range[0], lr_high=truth.base_lr_range[1])
+        accum_steps=list(truth.accum_steps),
+        base_lr=(truth.base_lr_range[0] if truth.base_lr_range[0] == truth.base_lr_range[1] else
+                 f"{{low: {truth.base_lr_range[0]}, high: {truth.base_lr_range[1]}, log: true}}"))
     for key, value in study_attrs(space_text, _OBJECTIVES, target).items():
         study.set_user_attr(key, value)
 
@@ -251,7 +254,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     a = int(rng.choice(truth.accum_steps))
     rule = str(rng.choice(_RULES))
     low, high = truth.base_lr_range
-    base_lr = float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    base_lr = low if low == high else float(math.exp(rng.uniform(math.log(low), math.log(high))))
     batch = b * w * a
     lr = scaled_lr(rule, base_lr, batch, truth.base_batch)
     params = {r.PER_DEVICE_BATCH_SIZE: b, r.WORLD_SIZE: w, r.GRAD_ACCUM_STEPS: a, r.LR_RULE: rule,
@@ -355,12 +358,13 @@ def _frozen_trials(outcomes: list[_Outcome], truth: SyntheticTruth) -> list[optu
     start them: each trial when the first slot frees up."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution
 
-    distributions = {
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {
         r.PER_DEVICE_BATCH_SIZE: CategoricalDistribution(list(truth.per_device_batches)),
         r.WORLD_SIZE: CategoricalDistribution(list(truth.world_sizes)),
         r.GRAD_ACCUM_STEPS: CategoricalDistribution(list(truth.accum_steps)),
         r.LR_RULE: CategoricalDistribution(list(_RULES)),
-        r.BASE_LR: FloatDistribution(*truth.base_lr_range, log=True),
+        r.BASE_LR: (CategoricalDistribution([truth.base_lr_range[0]]) if truth.base_lr_range[0] == truth.base_lr_range[1]
+                    else FloatDistribution(*truth.base_lr_range, log=True)),
         "momentum": CategoricalDistribution([_MOMENTUM]),
     }
     states = {s.name: s for s in optuna.trial.TrialState}

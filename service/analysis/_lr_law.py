@@ -403,8 +403,19 @@ def _profile_interval(
     threshold = rss_min * (1.0 + float(stats.f.ppf(level, 1, dof)) / dof)
     point = math.exp(ln_bn)
     i = int(np.argmin(rss_grid))
-    if rss_grid[i] > threshold:  # near-exact data: the whole basin is between two grid points
-        return Interval(point, point, level)
+
+    def excess(ln: float) -> float:
+        return float(_rss_at(y, b, np.array(ln))[0]) - threshold
+
+    if rss_grid[i] > threshold:
+        # Near-exact data (best LRs read off smoothed fits): the whole basin lies between two
+        # grid points. Find its edges from the optimum itself, between it and those points.
+        if excess(ln_bn) >= 0:  # no noise at all: nothing to bound
+            return Interval(point, point, level)
+        lo_edge, hi_edge = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, grid.size - 1)])
+        low = math.exp(float(brentq(excess, lo_edge, ln_bn))) if excess(lo_edge) > 0 else math.exp(lo_edge)
+        high = math.exp(float(brentq(excess, ln_bn, hi_edge))) if excess(hi_edge) > 0 else math.exp(hi_edge)
+        return Interval(min(low, point), max(high, point), level)
     below = rss_grid <= threshold
     left = i
     while left > 0 and below[left - 1]:
@@ -414,9 +425,6 @@ def _profile_interval(
         right += 1
 
     def crossing(outside: float, inside: float) -> float:
-        def excess(ln: float) -> float:
-            return float(_rss_at(y, b, np.array(ln))[0]) - threshold
-
         # The grid's expanded RSS and the direct one differ in the last digits; where that
         # loses the sign change, the grid point is as good an answer.
         if excess(outside) * excess(inside) > 0:

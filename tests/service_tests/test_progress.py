@@ -1,4 +1,5 @@
-"""The live progress line of ``hpsearch start``: done, running, failed, best so far, time left."""
+"""The live progress line of ``hpsearch start``: done, training, waiting for resources, failed,
+best so far, time left."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_the_progress_line_counts_trials_by_outcome_and_tracks_the_best(
     err = capsys.readouterr().err
     assert "trial 2 failed: diverged non-finite loss" in err
     assert "4/5" in err
-    assert "running 0  failed 1  stopped early 1  skipped 1  best val_accuracy 0.95" in err
+    assert "training 0  failed 1  stopped early 1  skipped 1  best val_accuracy 0.95" in err
     assert "left ~" in err
 
 
@@ -41,5 +42,24 @@ def test_a_minimised_objective_keeps_the_lowest_value_as_best(
         display.on_event(SearchEvent("completed", 1, {"values": [0.7]}))
 
     err = capsys.readouterr().err
-    assert "running 0  failed 0  best val_loss 0.4" in err
+    assert "training 0  failed 0  best val_loss 0.4" in err
     assert "left ~0s" in err
+
+
+def test_trials_waiting_for_resources_are_not_counted_as_training(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    display = ProgressDisplay(3, "val_accuracy", maximize=True, enabled=True)
+    with display:
+        for number in (0, 1, 2):
+            display.on_event(SearchEvent("started", number))  # proposed: waiting for resources
+        display.on_event(SearchEvent("training", 0))
+        display.on_event(SearchEvent("training", 1))
+        display._progress.refresh()
+        shown_while_waiting = display._progress.tasks[0].fields["info"]
+        display.on_event(SearchEvent("completed", 0, {"values": [0.9]}))
+        display.on_event(SearchEvent("training", 2))
+
+    assert "training 2  waiting 1  " in shown_while_waiting
+    assert "training 2  failed 0" in capsys.readouterr().err

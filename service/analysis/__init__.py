@@ -1,0 +1,67 @@
+"""The analysis: a study's trials turned into an answer (SCIENCE.md, "What the analysis fits").
+
+- **Time to target**: for a target (a metric and a threshold), each trial's samples, steps,
+  training seconds, wall seconds and device-seconds at its first crossing, interpolated between
+  evaluations, or "not reached".
+- **Critical batch** (McCandlish et al. 2018): with each effective batch at its best
+  configuration (Shallue et al. 2018), examples to the target follow E(B) = E_min (1 + B / B_crit);
+  ``fit_critical_batch`` fits it with weighted least squares and a bootstrap interval.
+- **LR law**: the best LR against B, lr_opt = c B^alpha (alpha 1: linear, 0.5: sqrt, 0:
+  constant), or eps_max / (1 + B_noise / B) where it bends; each rule's regret and the batch
+  where it breaks.
+- **Throughput**: step time A (t0 + t1 b) + t_allreduce 2 (W - 1) / W per device kind.
+- **Recommendation**: the (b, W <= N, A, rule, LR) with the least predicted time (or
+  device-hours) to the target, with intervals, and what was extrapolated.
+
+``analyze(search)`` and ``recommend(analysis, devices)`` are what ``hpsearch recommend``,
+``Search.recommend`` and the dashboard's analysis call. This package imports numpy and scipy:
+``import hpsearch`` does not load it.
+
+Example:
+    >>> from hpsearch.analysis import fit_critical_batch
+    >>> fit = fit_critical_batch([64, 256, 1024, 4096], [1.05e5, 1.25e5, 2.0e5, 5.0e5])
+    >>> round(fit.b_crit, -2), fit.n_batch_sizes
+    (1000.0, 4)
+"""
+
+from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
+from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
+from hpsearch.analysis._recommend import Alternative, Recommendation, follow_up_space, recommend
+from hpsearch.analysis._stats import Interval
+from hpsearch.analysis._study import (
+    BatchPoint,
+    LRPoint,
+    RulePoint,
+    RuleReport,
+    StudyAnalysis,
+    analyze,
+    analyze_trials,
+)
+from hpsearch.analysis._target import Crossing, Target, crossing, default_target, parse_target
+from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
+
+__all__ = [
+    "Alternative",
+    "BatchPoint",
+    "CriticalBatchFit",
+    "Crossing",
+    "Interval",
+    "LRLawFit",
+    "LRPoint",
+    "Recommendation",
+    "RulePoint",
+    "RuleReport",
+    "StudyAnalysis",
+    "Target",
+    "ThroughputModel",
+    "analyze",
+    "analyze_trials",
+    "crossing",
+    "default_target",
+    "fit_critical_batch",
+    "fit_lr_law",
+    "fit_throughput",
+    "follow_up_space",
+    "parse_target",
+    "recommend",
+]

@@ -1,0 +1,69 @@
+"""``hpsearch recommend``: the answer for N devices from the command line, as text and JSON, the
+follow-up space, and bad input as one clear line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hpsearch.cli import cli
+from hpsearch.search_spaces import load_space
+from hpsearch.testing import SyntheticTruth, synthetic_study
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('rec') / 'store.db'}"
+    synthetic_study(url, "demo", n_trials=600, seed=4, truth=SyntheticTruth(evals_per_epoch=2, world_sizes=(1, 2)))
+    return url
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_recommend_prints_what_to_run_its_cost_and_why(store: str) -> None:
+    code, out, err = _run("recommend", "demo", "--devices", "8", "--storage", store, "--target", "val_accuracy=0.9")
+    assert code == 0, err
+    assert "recommendation for 8 device(s)" in out and "val_accuracy >= 0.9" in out
+    assert "run   b " in out and " x W " in out and "lr " in out
+    assert "cost " in out and "device-hours" in out and "samples" in out
+    # 8 devices, where the study ran at most 2: the answer says what it extrapolated.
+    assert "extrapolated: world size" in out
+    assert "critical batch B_crit" in out and "best configuration per world size" in out
+
+
+def test_recommend_json_holds_the_answer_and_the_analysis(store: str) -> None:
+    code, out, _ = _run("recommend", "demo", "-n", "2", "--storage", store, "--minimize", "device-hours", "--json")
+    assert code == 0
+    data = json.loads(out)
+    answer = data["recommendation"]
+    assert answer["devices"] == 2 and answer["minimize"] == "device-hours" and answer["world_size"] <= 2
+    assert len(answer["time_interval"]) == 2 and answer["basis"] == "fitted laws"
+    assert data["analysis"]["target"]["source"] == "default" and data["analysis"]["critical_batch"]["b_crit"] > 0
+
+
+def test_recommend_writes_a_follow_up_space_that_validates(store: str, tmp_path: Path) -> None:
+    out_file = tmp_path / "next.yaml"
+    code, out, _ = _run("recommend", "demo", "-n", "4", "--storage", store, "--space", str(out_file))
+    assert code == 0 and f"follow-up space: {out_file}" in out
+    space = load_space(out_file)
+    assert space.search.enqueue and space.search.enqueue[0]["world_size"] <= 4
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--target", "val_acc=0.9"), "must be one of"),
+    (("--target", "val_accuracy"), "METRIC=VALUE"),
+])
+def test_a_bad_target_is_one_line_and_exit_code_2(store: str, args: tuple[str, ...], words: str) -> None:
+    code, out, err = _run("recommend", "demo", "-n", "2", "--storage", store, *args)
+    assert code == 2 and words in err and "Traceback" not in err + out
+
+
+def test_an_unknown_study_is_exit_code_2(store: str) -> None:
+    code, _, err = _run("recommend", "nope", "-n", "2", "--storage", store)
+    assert code == 2 and "no study named 'nope'" in err
