@@ -25,6 +25,7 @@ percent-encoded, one path segment each, so a name may hold ``/``, ``?`` or ``#``
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import hmac
 import html
@@ -704,6 +705,11 @@ def serve(storage: str, host: str = "127.0.0.1", port: int = 8080,
     require_token_off_loopback(host, token)
     app = create_app(storage, token=token)
     api.warm_up()  # imports now, not on the first page
+    # What start-up made (pandas, plotly, Optuna, SQLAlchemy: most of the heap) lives as long as
+    # the process: out of the collector's sight. Each full collection scanned it all: up to
+    # 190 ms pauses, 1.7 s of every 10 s, under 64 polling clients (p99 160 ms; 60-85 ms frozen).
+    gc.collect()
+    gc.freeze()
     bind = host.removeprefix("[").removesuffix("]")
     sock = _listening_socket(bind, port)
     url = login_url(bind, sock.getsockname()[1], token)
