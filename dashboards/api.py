@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BadRequest",
+    "analysis_json",
     "StudyCache",
     "figure_json",
     "list_studies",
@@ -248,6 +249,7 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
         columns=trials["columns"],
         numeric_columns=trials["numeric_columns"],
         figures=list(FIGURES),
+        analysis_figures=list(ANALYSIS_FIGURES),
         # Changes whenever a trial does: a page redraws its figures and table only then.
         revision=_token(version),
     )
@@ -351,6 +353,8 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
 
 #: Figures the study page draws, in its order; each answers ``GET .../figures/{kind}``.
 FIGURES = ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves", "throughput", "noise_scale")
+#: The analysis section's figures (``GET .../figures/{kind}?target=METRIC=VALUE``).
+ANALYSIS_FIGURES = ("tradeoff", "lr_law")
 
 
 def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str]) -> str:
@@ -362,8 +366,8 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
     figures (``frontier``, ``device_frontier``, ``noise_scale``) take ``max_points`` (default
     ``DEFAULT_MAX_POINTS``; 0 draws every trial).
     """
-    if kind not in FIGURES:
-        raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES)}")
+    if kind not in FIGURES + ANALYSIS_FIGURES:
+        raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES + ANALYSIS_FIGURES)}")
     # One figure per revision and parameters: a poll, a reload or a second browser reuses it.
     key = ("figure", kind, tuple(sorted(query.items())))
     return str(cache.memo(name, key, lambda frame: _figure_json(cache, name, kind, query, frame)))
@@ -382,6 +386,18 @@ def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, st
         return value
 
     max_points = _int(query, "max_points", DEFAULT_MAX_POINTS, minimum=0) or None
+    if kind in ANALYSIS_FIGURES:
+        from hpsearch.dashboards import analysis as drawn
+        from hpsearch.errors import AnalysisError
+
+        try:
+            studied = _analysis(cache, name, query.get("target") or None)
+        except AnalysisError as exc:  # nothing to analyse yet: an empty figure that says why
+            empty = drawn.TradeOffInfo("the target", (), (), (), (), None, None, None, None, "", None, str(exc))
+            return str(drawn.tradeoff_figure(empty).to_json())
+        if kind == "tradeoff":
+            return str(drawn.tradeoff_figure(drawn.tradeoff_info(studied)).to_json())
+        return str(drawn.lr_law_figure(drawn.lr_law_info(studied)).to_json())
     if kind in ("frontier", "device_frontier"):
         x = column("x", "runtime_s" if kind == "frontier" else "device_seconds")
         y = column("y", "val_accuracy")
@@ -416,6 +432,58 @@ def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, st
     else:
         fig = figures.noise_scale_figure(frame, max_points=max_points)
     return str(fig.to_json())
+
+
+def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
+    """The study's ``hpsearch.analysis.StudyAnalysis`` for ``target`` (``METRIC=VALUE``, or
+    ``None`` for the space's or a derived one), computed once per revision from the cached
+    table and the curves it needs.
+
+    Raises:
+        AnalysisError: a malformed target, or nothing to analyse yet.
+    """
+    from hpsearch.analysis import CURVE_FIELDS, CURVE_STATES, analyze_trials, parse_target, resolve_target
+
+    parsed = parse_target(target) if target else None
+    search = cache.search(name)
+
+    def compute(frame: pd.DataFrame) -> Any:
+        metric, resolved = resolve_target(search, parsed, list(frame.columns))
+        curves = cache.curves(name, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
+        return analyze_trials(name, frame, curves, target=resolved, metric=metric, direction=search.direction(metric))
+
+    return cache.memo(name, ("analysis", parsed), compute)
+
+
+def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[str, Any]:
+    """``GET /api/studies/{name}/analysis``: what the trials say, and the recommendation for a
+    device count.
+
+    Query parameters: ``devices`` (default: the largest world size the study ran), ``minimize``
+    (``time`` or ``device-hours``), ``target`` (``METRIC=VALUE``; default: the space's, else
+    derived), ``allow_larger_batch`` (``1`` lets the per-device batch grow past what ran).
+    Answers 422 when there is nothing to analyse yet, 400 for a bad parameter.
+    """
+    from hpsearch.analysis import recommend
+    from hpsearch.errors import AnalysisError
+
+    studied = _analysis(cache, name, query.get("target") or None)
+    ran = [int(t["world_size"]) for t in studied.trials if t["world_size"]]
+    devices = _int(query, "devices", max(ran, default=1), minimum=1, maximum=100_000)
+    minimize = query.get("minimize") or "time"
+    if minimize not in ("time", "device-hours"):
+        raise BadRequest(f"minimize must be 'time' or 'device-hours', got {minimize!r}")
+    larger = query.get("allow_larger_batch", "") in ("1", "true", "yes")
+
+    def answer(_: pd.DataFrame) -> dict[str, Any]:
+        try:
+            found = recommend(studied, devices, minimize=minimize, allow_larger_batch=larger)  # type: ignore[arg-type]
+            recommendation: dict[str, Any] = {"recommendation": found.to_dict(), "recommendation_error": None}
+        except AnalysisError as exc:
+            recommendation = {"recommendation": None, "recommendation_error": str(exc)}
+        return {"devices": devices, "analysis": studied.to_dict(), **recommendation}
+
+    return dict(cache.memo(name, ("recommend", query.get("target") or "", devices, minimize, larger), answer))
 
 
 def warm_up() -> None:

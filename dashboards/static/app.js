@@ -97,7 +97,7 @@ async function studyPage(main, { name }) {
   const tableBox = el("div", { class: "table-wrap", id: "trials" });
   const pager = el("span", { class: "muted", id: "pager" });
   const search = el("input", { type: "search", placeholder: "filter rows", id: "filter" });
-  const stateSelect = el("select", { id: "state" }, ["", "COMPLETE", "PRUNED", "FAIL", "RUNNING"].map(
+  const stateSelect = el("select", { id: "state" }, ["", "COMPLETE", "PRUNED", "FAIL", "RUNNING", "PENDING"].map(
     (s) => el("option", { value: s }, s || "all states")));
   let debounce;
   search.addEventListener("input", () => {
@@ -112,8 +112,9 @@ async function studyPage(main, { name }) {
     } }, "next"),
     pager, el("a", { href: `${base}/trials.csv`, download: `${name}-trials.csv` }, "download CSV"));
   const space = el("pre", { class: "space", id: "space" });
-  main.replaceChildren(el("h1", {}, name), summaryBox, figureBox, el("h2", {}, "Trials"), controls, tableBox,
-    el("details", {}, el("summary", {}, "space file"), space));
+  const analysis = analysisSection(base);
+  main.replaceChildren(el("h1", {}, name), summaryBox, figureBox, analysis.box, el("h2", {}, "Trials"), controls,
+    tableBox, el("details", {}, el("summary", {}, "space file"), space));
 
   let summary;
   async function drawTable() {
@@ -178,9 +179,87 @@ async function studyPage(main, { name }) {
     space.textContent = summary.space_text;
     if (summary.revision !== revision) {
       revision = summary.revision;
-      await Promise.all([drawTable(), drawFigures()]);
+      await Promise.all([drawTable(), drawFigures(), analysis.draw(summary)]);
     }
   });
+}
+
+// ---- the analysis: the answer for N devices and the fitted laws --------------------------------
+
+function analysisSection(base) {
+  const target = el("input", { type: "text", id: "target", size: 26, placeholder: "target, e.g. val_accuracy=0.95" });
+  const devices = el("input", { type: "number", id: "devices", min: 1, step: 1, style: "width: 6em" });
+  const minimize = el("select", { id: "minimize" }, ["time", "device-hours"].map((m) => el("option", { value: m }, m)));
+  const answer = el("div", { class: "answer", id: "recommendation" }, el("p", { class: "muted" }, "loading..."));
+  const notes = el("ul", { class: "notes", id: "analysis-notes" });
+  const figures = el("div", { class: "figures", id: "analysis-figures" });
+  const box = el("section", { id: "analysis" }, el("h2", {}, "Analysis: what to run on your devices"),
+    el("div", { class: "controls" }, el("label", {}, "devices ", devices), el("label", {}, "minimise ", minimize),
+      el("label", {}, "target ", target)), answer, figures, notes);
+  let summary = null;
+
+  async function draw(latest) {
+    if (latest) summary = latest;
+    if (!summary) return;
+    const query = new URLSearchParams({ minimize: minimize.value });
+    if (devices.value) query.set("devices", devices.value);
+    if (target.value.trim()) query.set("target", target.value.trim());
+    try {
+      const result = await api(`${base}/analysis?${query}`);
+      if (!devices.value) devices.value = result.devices;
+      showAnswer(result);
+    } catch (error) {
+      answer.replaceChildren(el("p", { class: "note" }, `no analysis yet: ${error.message}`));
+      notes.replaceChildren();
+    }
+    const figureQuery = target.value.trim() ? `?${new URLSearchParams({ target: target.value.trim() })}` : "";
+    for (const figure of summary.analysis_figures || []) {
+      let figureBox = document.getElementById(`figure-${figure}`);
+      if (!figureBox) {
+        figureBox = el("div", { class: "figure", id: `figure-${figure}` });
+        figures.append(figureBox);
+      }
+      try {
+        const fig = await api(`${base}/figures/${figure}${figureQuery}`);
+        await Plotly.react(figureBox, fig.data, fig.layout, PLOT_CONFIG);
+      } catch (error) {
+        figureBox.replaceChildren(el("p", { class: "note" }, `${figure}: ${error.message}`));
+      }
+    }
+  }
+
+  function showAnswer(result) {
+    const a = result.analysis;
+    const r = result.recommendation;
+    const rows = [];
+    if (r) {
+      const range = (iv, f) => (iv ? ` [${f(iv[0])}, ${f(iv[1])}]` : "");
+      const rule = r.rule && r.base_lr !== null ? `, ${r.rule} rule from base_lr ${fmt(r.base_lr)}` : "";
+      rows.push(el("div", {}, el("span", {}, "run "), `b ${r.per_device_batch_size} x W ${r.world_size} x A ${r.grad_accum_steps} ` +
+        `= B ${r.effective_batch_size}, lr ${fmt(r.lr)}${range(r.lr_interval, fmt)}${rule}, warmup ${fmt(r.warmup_epochs)} epochs`));
+      rows.push(el("div", {}, el("span", {}, "predicted "), `${duration(r.time_s)}${range(r.time_interval, duration)} to ${r.target}, ` +
+        `${fmt(r.device_hours)}${range(r.device_hours_interval, fmt)} device-hours (${r.basis})`));
+      for (const line of r.extrapolated) rows.push(el("div", { class: "extrapolated" }, el("span", {}, "extrapolated "), line));
+    } else {
+      rows.push(el("p", { class: "note" }, `no recommendation: ${result.recommendation_error}`));
+    }
+    answer.replaceChildren(...rows);
+    const lines = (r ? r.explanation : [`target: ${a.target.metric} ${a.target.direction === "maximize" ? ">=" : "<="} ${fmt(a.target.value)}`])
+      .concat(a.rules.map((rule) => rule.summary));
+    notes.replaceChildren(...lines.map((line) => el("li", {}, line)));
+  }
+
+  for (const input of [devices, minimize]) input.addEventListener("change", () => draw());
+  let debounce;
+  target.addEventListener("input", () => { clearTimeout(debounce); debounce = setTimeout(() => draw(), 600); });
+  return { box, draw };
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  if (seconds < 120) return `${fmt(seconds)} s`;
+  if (seconds < 7200) return `${fmt(seconds / 60)} min`;
+  return `${fmt(seconds / 3600)} h`;
 }
 
 // ---- one trial -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
 from hpsearch.analysis._recommend import Alternative, Recommendation, follow_up_space, recommend
 from hpsearch.analysis._stats import Interval
 from hpsearch.analysis._study import (
+    CURVE_STATES,
     BatchPoint,
     LRPoint,
     RulePoint,
@@ -36,11 +37,14 @@ from hpsearch.analysis._study import (
     StudyAnalysis,
     analyze,
     analyze_trials,
+    resolve_target,
 )
-from hpsearch.analysis._target import Crossing, Target, crossing, default_target, parse_target
+from hpsearch.analysis._target import CURVE_FIELDS, Crossing, Target, crossing, default_target, parse_target
 from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
 
 __all__ = [
+    "CURVE_FIELDS",
+    "CURVE_STATES",
     "Alternative",
     "BatchPoint",
     "CriticalBatchFit",
@@ -64,4 +68,5 @@ __all__ = [
     "follow_up_space",
     "parse_target",
     "recommend",
+    "resolve_target",
 ]

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
     from hpsearch.search import Search
 
-__all__ = ["BatchPoint", "LRPoint", "RulePoint", "RuleReport", "StudyAnalysis", "analyze", "analyze_trials"]
+__all__ = ["CURVE_STATES", "BatchPoint", "LRPoint", "RulePoint", "RuleReport", "StudyAnalysis", "analyze",
+           "analyze_trials", "resolve_target"]
 
 #: A rule whose best trial at a batch needs this much more (relative) samples to reach the
 #: target than the best trial there has fallen behind.
@@ -242,30 +243,41 @@ def analyze(search: Search, target: Target | tuple[str, float] | None = None, *,
     from hpsearch import study as read_model
 
     frame = search.trials_dataframe()
-    space_target = _space_target(search.space_text)
-    metric = target.metric if isinstance(target, Target) else (target[0] if target else
-                                                              space_target[0] if space_target else None)
-    if metric is None:
-        metric = quality_metric(search.objectives, list(frame.columns))
-    curves = read_model.read_attr(search.backend, search.study_name, r.CURVES, states=(*_COUNTED, "FAIL"),
+    metric, resolved = resolve_target(search, target, list(frame.columns))
+    curves = read_model.read_attr(search.backend, search.study_name, r.CURVES, states=CURVE_STATES,
                                   fields=(*CURVE_FIELDS, metric))
-    if target is None and space_target is not None:
-        target = Target(space_target[0], space_target[1], search.direction(space_target[0]), "space")
-    elif target is not None and not isinstance(target, Target):
-        target = Target(target[0], target[1], search.direction(target[0]), "argument")
-    return analyze_trials(search.study_name, frame, curves, target=target, metric=metric,
+    return analyze_trials(search.study_name, frame, curves, target=resolved, metric=metric,
                           direction=search.direction(metric), seed=seed)
+
+
+#: The trials whose curves the analysis reads.
+CURVE_STATES: tuple[str, ...] = (*_COUNTED, "FAIL")
+
+
+def resolve_target(search: Search, target: Target | tuple[str, float] | None,
+                   columns: Sequence[str]) -> tuple[str, Target | None]:
+    """The metric the analysis reads and the target: the one given, else the space's
+    ``analysis.target``, else ``None`` (``analyze_trials`` derives one in the study's first
+    quality objective)."""
+    if isinstance(target, Target):
+        return target.metric, target
+    if target is not None:
+        return target[0], Target(target[0], target[1], search.direction(target[0]), "argument")
+    space_target = _space_target(search.space_text)
+    if space_target is not None:
+        return space_target[0], Target(space_target[0], space_target[1], search.direction(space_target[0]), "space")
+    return quality_metric(search.objectives, columns), None
 
 
 def _space_target(space_text: str) -> tuple[str, float] | None:
     """The space's ``analysis.target``, when the study's space text has one."""
     if not space_text:
         return None
-    from hpsearch.search_spaces import parse_space
+    from hpsearch.search_spaces import SpaceError, parse_space
 
     try:
         return parse_space(space_text).analysis.target
-    except Exception:  # a space that no longer validates: no target from it (resume says why)
+    except SpaceError:  # a space that no longer validates: no target from it (resume says why)
         return None
 
 

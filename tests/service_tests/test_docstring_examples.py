@@ -21,6 +21,9 @@ MODULES = [
     "hpsearch.dashboards.plots",
     "hpsearch.dashboards.figures",
     "hpsearch.dashboards.visualization",
+    "hpsearch.dashboards.analysis",
+    "hpsearch.analysis",
+    "hpsearch.analysis._target",
     "hpsearch.testing",
 ]
 
