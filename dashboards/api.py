@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BadRequest",
-    "analysis_json",
     "StudyCache",
+    "analysis_json",
     "figure_json",
     "list_studies",
     "study_detail",

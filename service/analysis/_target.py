@@ -134,7 +134,7 @@ def crossing(curves: Mapping[str, Any] | None, target: Target, *, batch_size: fl
         >>> curves = {"samples_seen": [100, 200, 300], "val_accuracy": [0.5, 0.8, 0.9],
         ...           "runtime_s": [1.0, 2.0, 3.0]}
         >>> hit = crossing(curves, Target("val_accuracy", 0.85, "maximize"))
-        >>> hit.samples, hit.runtime_s
+        >>> round(hit.samples, 6), round(hit.runtime_s, 6)
         (250.0, 2.5)
         >>> crossing(curves, Target("val_accuracy", 0.95, "maximize")).reached
         False
