@@ -254,11 +254,17 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     if answer.alternatives:
         from rich.table import Table
 
-        table = Table("W", "b", "A", "B", "time", "device-hours", title="best configuration per world size")
+        table = Table("W", "b", "A", "B", "time", "device-hours", "extrapolated",
+                      title="best configuration per world size")
+        reasons: dict[str, int] = {}
         for alt in answer.alternatives:
+            marks = [str(reasons.setdefault(r, len(reasons) + 1)) for r in alt.extrapolated]
             table.add_row(str(alt.world_size), str(alt.per_device_batch_size), str(alt.grad_accum_steps),
-                          str(alt.effective_batch_size), _duration(alt.time_s), f"{alt.device_hours:.3g}")
+                          str(alt.effective_batch_size), _duration(alt.time_s), f"{alt.device_hours:.3g}",
+                          ", ".join(marks) or "-")
         _console().print(table)
+        for reason, mark in reasons.items():
+            click.echo(f"  ({mark}) {reason}")
 
 
 def _interval(interval: Any, fmt: Any = None) -> str:

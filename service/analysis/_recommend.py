@@ -34,7 +34,7 @@ _BEYOND_DATA = 2.0
 
 @dataclass(frozen=True)
 class Alternative:
-    """The best configuration at one world size."""
+    """The best configuration at one world size, and what its prediction extrapolates."""
 
     world_size: int
     per_device_batch_size: int
@@ -42,6 +42,7 @@ class Alternative:
     effective_batch_size: int
     time_s: float
     device_hours: float
+    extrapolated: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,18 +194,15 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     n = min(len(e_draws), len(t_draws))
     time_draws = e_draws[:n] / big_b * t_draws[:n]
     rule, base_lr, lr, lr_interval, lr_lines = _learning_rate(analysis, big_b)
-    extrapolated = list(model.extrapolations(bb, ww, aa))
-    low, high = min(reached), max(reached)
-    if big_b > high:
-        extrapolated.append(f"effective batch {big_b:,.0f} is beyond the largest that reached the target "
-                            f"({high:,.0f}): samples to the target read off the fitted E(B)")
-    elif big_b < low:
-        extrapolated.append(f"effective batch {big_b:,.0f} is below the smallest that reached the target ({low:,.0f})")
-    if analysis.lr_law is not None:
-        lr_low, lr_high = min(analysis.lr_law.batch_sizes), max(analysis.lr_law.batch_sizes)
-        if not lr_low <= big_b <= lr_high:
-            extrapolated.append(f"the LR law is read at B {big_b:,.0f}, outside the batches it was fitted on "
-                                f"({lr_low:,.0f} to {lr_high:,.0f})")
+    extrapolated = _extrapolations(analysis, model, bb, ww, aa)
+    if minimize == "time" and ww < devices:
+        # Say why devices are left idle: the best use of all of them is predicted slower.
+        at_all = np.flatnonzero(w == devices)
+        if len(at_all):
+            j = int(at_all[np.argmin(time_s[at_all])])
+            lr_lines.append(f"the answer uses {ww} of the {devices} devices: the best use of all {devices} "
+                            f"(b {int(b[j])}, A {int(a[j])}) is predicted at {time_s[j]:.3g} s, slower, since "
+                            f"its all-reduce and its larger batch's extra samples cost more than the devices save")
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=bb, world_size=ww,
         grad_accum_steps=aa, effective_batch_size=int(big_b), rule=rule, base_lr=base_lr, lr=lr,
@@ -214,7 +212,28 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         samples=float(cb.examples(big_b)), samples_interval=percentile_interval(e_draws, cb.level),
         steps=float(cb.steps(big_b)), basis="fitted laws", extrapolated=tuple(extrapolated),
         explanation=tuple(_explain(analysis, kind) + lr_lines),
-        alternatives=_alternatives(b, w, a, batch, time_s, hours, score, devices), target=analysis.target)
+        alternatives=_alternatives(b, w, a, batch, time_s, hours, score, devices,
+                                   lambda *c: _extrapolations(analysis, model, *c)),
+        target=analysis.target)
+
+
+def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int) -> tuple[str, ...]:
+    """What a prediction for (b, W, A) reads beyond the study's data."""
+    big_b = float(b * w * a)
+    out = list(model.extrapolations(b, w, a))
+    reached = [p.effective_batch_size for p in analysis.batches]
+    low, high = min(reached), max(reached)
+    if big_b > high:
+        out.append(f"effective batch {big_b:,.0f} is beyond the largest that reached the target "
+                   f"({high:,.0f}): samples to the target read off the fitted E(B)")
+    elif big_b < low:
+        out.append(f"effective batch {big_b:,.0f} is below the smallest that reached the target ({low:,.0f})")
+    if analysis.lr_law is not None:
+        lr_low, lr_high = min(analysis.lr_law.batch_sizes), max(analysis.lr_law.batch_sizes)
+        if not lr_low <= big_b <= lr_high:
+            out.append(f"the LR law is read at B {big_b:,.0f}, outside the batches it was fitted on "
+                       f"({lr_low:,.0f} to {lr_high:,.0f})")
+    return tuple(out)
 
 
 def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, float | None, float, Interval | None,
@@ -276,7 +295,8 @@ def _explain(analysis: StudyAnalysis, kind: str) -> list[str]:
 
 
 def _alternatives(b: np.ndarray, w: np.ndarray, a: np.ndarray, batch: np.ndarray, time_s: np.ndarray,
-                  hours: np.ndarray, score: np.ndarray, devices: int) -> tuple[Alternative, ...]:
+                  hours: np.ndarray, score: np.ndarray, devices: int,
+                  extrapolations: Any) -> tuple[Alternative, ...]:
     sizes = sorted({2 ** k for k in range(int(math.log2(devices)) + 1)} | {devices})
     out = []
     for size in sizes:
@@ -284,7 +304,8 @@ def _alternatives(b: np.ndarray, w: np.ndarray, a: np.ndarray, batch: np.ndarray
         if not len(at):
             continue
         i = int(at[np.lexsort((a[at], np.round(score[at], 9)))[0]])
-        out.append(Alternative(size, int(b[i]), int(a[i]), int(batch[i]), float(time_s[i]), float(hours[i])))
+        out.append(Alternative(size, int(b[i]), int(a[i]), int(batch[i]), float(time_s[i]), float(hours[i]),
+                               extrapolations(int(b[i]), size, int(a[i]))))
     return tuple(out)
 
 
