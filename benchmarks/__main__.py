@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 #: The benchmarks, in the report's order (module names under ``benchmarks``).
-BENCHMARKS = ("orchestration", "ddp_loop", "store_writes", "dashboard_api", "search_efficiency", "dashboard_load")
+BENCHMARKS = ("orchestration", "ddp_loop", "store_writes", "dashboard_api", "search_efficiency", "dashboard_load",
+              "analysis_prediction", "analysis_speed")
 REPORT = Path("docs/benchmarks.md")
 
 

@@ -462,12 +462,23 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
     Query parameters: ``devices`` (default: the largest world size the study ran), ``minimize``
     (``time`` or ``device-hours``), ``target`` (``METRIC=VALUE``; default: the space's, else
     derived), ``allow_larger_batch`` (``1`` lets the per-device batch grow past what ran).
-    Answers 422 when there is nothing to analyse yet, 400 for a bad parameter.
+    A study with nothing to analyse yet (it has just started) is a normal answer:
+    ``analysis`` is ``None`` and ``analysis_error`` says why. A bad parameter is a 400.
     """
-    from hpsearch.analysis import recommend
+    from hpsearch.analysis import parse_target, recommend
     from hpsearch.errors import AnalysisError
 
-    studied = _analysis(cache, name, query.get("target") or None)
+    target = query.get("target") or None
+    if target:
+        try:
+            parse_target(target)
+        except AnalysisError as exc:
+            raise BadRequest(str(exc)) from None
+    try:
+        studied = _analysis(cache, name, target)
+    except AnalysisError as exc:
+        return {"devices": None, "analysis": None, "analysis_error": str(exc), "recommendation": None,
+                "recommendation_error": str(exc)}
     ran = [int(t["world_size"]) for t in studied.trials if t["world_size"]]
     devices = _int(query, "devices", max(ran, default=1), minimum=1, maximum=100_000)
     minimize = query.get("minimize") or "time"
@@ -481,7 +492,7 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
             recommendation: dict[str, Any] = {"recommendation": found.to_dict(), "recommendation_error": None}
         except AnalysisError as exc:
             recommendation = {"recommendation": None, "recommendation_error": str(exc)}
-        return {"devices": devices, "analysis": studied.to_dict(), **recommendation}
+        return {"devices": devices, "analysis": studied.to_dict(), "analysis_error": None, **recommendation}
 
     return dict(cache.memo(name, ("recommend", query.get("target") or "", devices, minimize, larger), answer))
 

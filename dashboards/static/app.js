@@ -206,6 +206,7 @@ function analysisSection(base) {
     if (target.value.trim()) query.set("target", target.value.trim());
     try {
       const result = await api(`${base}/analysis?${query}`);
+      if (result.analysis === null) throw new Error(result.analysis_error);
       if (!devices.value) devices.value = result.devices;
       showAnswer(result);
     } catch (error) {

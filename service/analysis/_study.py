@@ -18,16 +18,17 @@ from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
 from hpsearch.analysis._stats import Interval
 from hpsearch.analysis._target import (
     CURVE_FIELDS,
-    Crossing,
+    Crossings,
     Target,
-    best_along_curve,
-    crossing,
+    crossings,
+    curve_arrays,
     default_target,
     quality_metric,
 )
 from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
 from hpsearch.errors import AnalysisError
 from hpsearch.search_spaces import record as r
+from hpsearch.search_spaces.record import Direction
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -158,7 +159,6 @@ class StudyAnalysis:
         throughput_refusals: Why a device kind has no model.
         base_batch_size: B0 of the study's LR rules.
         warmup_epochs: The study's warmup.
-        epochs: The epochs each trial ran (the budget a trial had to reach the target).
     """
 
     study: str
@@ -178,7 +178,6 @@ class StudyAnalysis:
     throughput_refusals: Mapping[str, str]
     base_batch_size: float | None
     warmup_epochs: float
-    epochs: int | None
 
     @property
     def device_kind(self) -> str | None:
@@ -240,18 +239,48 @@ def analyze(search: Search, target: Target | tuple[str, float] | None = None, *,
     Raises:
         AnalysisError: the study has no trial with curves, or no target can be derived.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from hpsearch import study as read_model
 
-    frame = search.trials_dataframe()
-    metric, resolved = resolve_target(search, target, list(frame.columns))
-    curves = read_model.read_attr(search.backend, search.study_name, r.CURVES, states=CURVE_STATES,
-                                  fields=(*CURVE_FIELDS, metric))
-    return analyze_trials(search.study_name, frame, curves, target=resolved, metric=metric,
+    def read_curves(metric: str) -> dict[int, Any]:
+        return read_model.read_attr(search.backend, search.study_name, r.CURVES, states=CURVE_STATES,
+                                    fields=(*CURVE_FIELDS, metric))
+
+    # The table (only the attrs the analysis reads: the whole table costs twice as much at
+    # 10,000 trials) and the curves are read at once, each on its own connection: the database
+    # works on one while Python parses the other.
+    with ThreadPoolExecutor(2, thread_name_prefix="hpsearch-analysis-read") as pool:
+        table = pool.submit(read_model.read_trials, search.backend, search.study_name, search.objectives,
+                            attrs=ANALYSIS_ATTRS)
+        known = resolve_target(search, target, ()) if _metric_known(search, target) else None
+        curves = pool.submit(read_curves, known[0]) if known is not None else None
+        frame = table.result()
+        metric, resolved = known if known is not None else resolve_target(search, target, list(frame.columns))
+        by_number = curves.result() if curves is not None else read_curves(metric)
+    return analyze_trials(search.study_name, frame, by_number, target=resolved, metric=metric,
                           direction=search.direction(metric), seed=seed)
 
 
-#: The trials whose curves the analysis reads.
-CURVE_STATES: tuple[str, ...] = (*_COUNTED, "FAIL")
+def _metric_known(search: Search, target: Target | tuple[str, float] | None) -> bool:
+    """Whether the analysis's metric is known before the table is read (a target, the space's,
+    or a quality objective)."""
+    return target is not None or _space_target(search.space_text) is not None or any(
+        m not in _COSTS and m in r.FIELDS for m in search.objectives)
+
+
+#: Metrics that measure cost, not quality: a default target is never stated in them.
+_COSTS = frozenset({r.RUNTIME_S, r.DEVICE_SECONDS, r.SAMPLES_PER_S, r.COMM_FRACTION})
+
+
+#: The trials whose curves the analysis reads (a failed trial's crossing enters no fit).
+CURVE_STATES: tuple[str, ...] = _COUNTED
+
+#: The user attrs the analysis reads from the trials table (besides the params).
+ANALYSIS_ATTRS: tuple[str, ...] = (
+    r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
+    r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON,
+)
 
 
 def resolve_target(search: Search, target: Target | tuple[str, float] | None,
@@ -290,11 +319,16 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     """
     if not len(frame) or r.EFFECTIVE_BATCH_SIZE not in frame.columns:
         raise AnalysisError(f"study {study!r} has no trial with an effective batch size to analyse yet")
-    frame = frame[frame["state"].isin((*_COUNTED, "FAIL"))]
+    frame = frame[frame["state"].isin((*_COUNTED, "FAIL"))].reset_index(drop=True)
+    sizes = _column(frame, r.EFFECTIVE_BATCH_SIZE)
+    arrays = curve_arrays([curves.get(int(n)) for n in frame["number"].tolist()],
+                          target.metric if target is not None else metric, sizes)
     if target is None:
-        counted = frame[frame["state"].isin(_COUNTED)]
-        target = default_target(counted, curves, metric, "minimize" if direction == "minimize" else "maximize")
-    trials = _trial_costs(frame, curves, target)
+        sense: Direction = "minimize" if direction == "minimize" else "maximize"
+        counted = frame["state"].isin(_COUNTED).to_numpy()
+        target = default_target([b for b, c in zip(sizes, counted) if c],
+                                [float(v) for v, c in zip(arrays.best(sense), counted) if c], metric, sense)
+    trials = _trial_costs(frame, crossings(arrays, target))
     reached = [t for t in trials if t["state"] in _COUNTED and t["samples_to_target"] is not None]
     batches = _best_per_batch(reached)
     critical, critical_refusal = _critical_batch(batches, reached, seed)
@@ -303,38 +337,61 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     throughput, refusals = _throughput(frame, seed)
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
     warmup = _first(frame, r.WARMUP_EPOCHS)
-    epochs = _first(frame, r.EPOCHS_COMPLETED, agg=max)
     return StudyAnalysis(
         study=study, target=target, n_trials=len(trials), n_reached=len(reached), trials=tuple(trials),
         batches=batches, critical_batch=critical, critical_batch_refusal=critical_refusal,
         noise_scale=_noise_scale(frame), lr_points=lr_points, lr_law=lr_law, lr_law_refusal=lr_refusal,
         rules=_rules(trials, target), throughput=throughput, throughput_refusals=refusals,
-        base_batch_size=base_batch, warmup_epochs=warmup or 0.0, epochs=None if epochs is None else int(epochs))
+        base_batch_size=base_batch, warmup_epochs=warmup or 0.0)
 
 
-def _trial_costs(frame: pd.DataFrame, curves: Mapping[int, Any], target: Target) -> list[dict[str, Any]]:
-    """Each trial's configuration and its cost to the target."""
+def _trial_costs(frame: pd.DataFrame, hits: Crossings) -> list[dict[str, Any]]:
+    """Each trial's configuration and its cost to the target (``hits``: its crossing)."""
+    numbers = [int(n) for n in frame["number"].tolist()]
+    batch = _column(frame, r.EFFECTIVE_BATCH_SIZE)
+    states = frame["state"].tolist()
+    world = [w or 1.0 for w in _column(frame, r.WORLD_SIZE)]
+    emulated = [v or 1.0 for v in _column(frame, r.EMULATED_RANKS)]
+    columns = {name: _column(frame, name) for name in (r.PER_DEVICE_BATCH_SIZE, r.GRAD_ACCUM_STEPS, r.LR, r.BASE_LR)}
+    texts = {name: (frame[name].tolist() if name in frame.columns else [None] * len(frame))
+             for name in (r.LR_RULE, r.DEVICE, r.STATUS_REASON)}
     out = []
-    for row in frame.to_dict("records"):
-        number = int(row["number"])
-        batch = _num(row.get(r.EFFECTIVE_BATCH_SIZE))
-        hit: Crossing = crossing(curves.get(number), target, batch_size=batch)
-        world = _num(row.get(r.WORLD_SIZE)) or 1.0
-        emulated = _num(row.get(r.EMULATED_RANKS)) or 1.0
-        devices = max(1.0, world / emulated)
+    for i, number in enumerate(numbers):
+        devices = max(1.0, world[i] / emulated[i])
+        runtime = _finite_or_none(hits.runtime_s[i])
         out.append({
-            "number": number, "state": row["state"], "status_reason": row.get(r.STATUS_REASON),
-            "effective_batch_size": batch, "per_device_batch_size": _num(row.get(r.PER_DEVICE_BATCH_SIZE)),
-            "world_size": world, "grad_accum_steps": _num(row.get(r.GRAD_ACCUM_STEPS)) or 1.0,
-            "lr_rule": row.get(r.LR_RULE), "lr": _num(row.get(r.LR)), "base_lr": _num(row.get(r.BASE_LR)),
-            "device": row.get(r.DEVICE) if isinstance(row.get(r.DEVICE), str) else None, "devices": devices,
-            "best_value": best_along_curve(curves.get(number), target.metric, target.direction),
-            "samples_to_target": hit.samples, "steps_to_target": hit.steps,
-            "train_seconds_to_target": hit.train_s, "seconds_to_target": hit.runtime_s,
-            "device_seconds_to_target": None if hit.runtime_s is None else hit.runtime_s * devices,
-            "first_evaluation": hit.first_evaluation,
+            "number": number, "state": states[i], "status_reason": _text(texts[r.STATUS_REASON][i]),
+            "effective_batch_size": batch[i], "per_device_batch_size": columns[r.PER_DEVICE_BATCH_SIZE][i],
+            "world_size": world[i], "grad_accum_steps": columns[r.GRAD_ACCUM_STEPS][i] or 1.0,
+            "lr_rule": _text(texts[r.LR_RULE][i]), "lr": columns[r.LR][i], "base_lr": columns[r.BASE_LR][i],
+            "device": _text(texts[r.DEVICE][i]), "devices": devices,
+            "best_value": _finite_or_none(hits.best[i]),
+            "samples_to_target": _finite_or_none(hits.samples[i]), "steps_to_target": _finite_or_none(hits.steps[i]),
+            "train_seconds_to_target": _finite_or_none(hits.train_s[i]), "seconds_to_target": runtime,
+            "device_seconds_to_target": None if runtime is None else runtime * devices,
+            "first_evaluation": bool(hits.first_evaluation[i]),
         })
     return out
+
+
+def _column(frame: pd.DataFrame, name: str) -> list[float | None]:
+    """A numeric column as floats, ``None`` where missing or not finite (a missing column: all
+    ``None``)."""
+    import numpy as np
+    import pandas as pd
+
+    if name not in frame.columns:
+        return [None] * len(frame)
+    values = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
+    return [None if not math.isfinite(v) else v for v in np.where(np.isfinite(values), values, np.nan).tolist()]
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -553,15 +610,17 @@ def _throughput(frame: pd.DataFrame, seed: int) -> tuple[dict[str, ThroughputMod
     """One step-time model per device kind, on the median step time of each configuration
     (processes, micro-steps per process and per-device batch), training seconds per step."""
     rows: dict[str, dict[tuple[float, float, float], list[float]]] = {}
-    for row in frame[frame["state"].isin(_COUNTED)].to_dict("records"):
-        steps, seconds = _num(row.get(r.STEPS)), _num(row.get(r.TRAIN_S)) or _num(row.get(r.RUNTIME_S))
-        b, w = _num(row.get(r.PER_DEVICE_BATCH_SIZE)), _num(row.get(r.WORLD_SIZE))
-        device = row.get(r.DEVICE)
+    done = frame[frame["state"].isin(_COUNTED)]
+    train_s, runtime = _column(done, r.TRAIN_S), _column(done, r.RUNTIME_S)
+    devices = done[r.DEVICE].tolist() if r.DEVICE in done.columns else [None] * len(done)
+    for steps, seconds, b, w, a, v, device in zip(_column(done, r.STEPS), [t or w for t, w in zip(train_s, runtime)],
+                                                  _column(done, r.PER_DEVICE_BATCH_SIZE), _column(done, r.WORLD_SIZE),
+                                                  _column(done, r.GRAD_ACCUM_STEPS), _column(done, r.EMULATED_RANKS),
+                                                  devices):
         if not steps or not seconds or not b or not w or not isinstance(device, str):
             continue  # a trial stopped early reports no device: its step time is measured anyway
-        a = _num(row.get(r.GRAD_ACCUM_STEPS)) or 1.0
-        v = _num(row.get(r.EMULATED_RANKS)) or 1.0
         # V emulated ranks run one after another in each process: W / V devices, A x V micro-steps.
+        a, v = a or 1.0, v or 1.0
         key = (b, max(1.0, w / v), a * v)
         rows.setdefault(device, {}).setdefault(key, []).append(seconds / steps)
     models, refusals = {}, {}

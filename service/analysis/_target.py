@@ -10,6 +10,7 @@ target. A trial that never crossed has not reached it: "not reached" is a value,
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,9 +20,14 @@ from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import numpy as np
+    from numpy.typing import NDArray
 
-__all__ = ["CURVE_FIELDS", "Crossing", "Target", "crossing", "default_target", "parse_target", "quality_metric"]
+    FloatArray = NDArray[np.float64]
+    BoolArray = NDArray[np.bool_]
+
+__all__ = ["CURVE_FIELDS", "Crossing", "Crossings", "CurveArrays", "Target", "crossing", "crossings", "curve_arrays",
+           "default_target", "parse_target", "quality_metric"]
 
 #: The series of a trial's ``curves`` the time-to-target needs.
 CURVE_FIELDS: tuple[str, ...] = (record.SAMPLES_SEEN, record.STEPS, record.TRAIN_S, record.RUNTIME_S)
@@ -87,7 +93,7 @@ def quality_metric(objectives: Sequence[str], columns: Sequence[str]) -> str:
     quality (not time or cost), else ``val_accuracy`` or ``val_loss``, whichever was recorded."""
     costs = {record.RUNTIME_S, record.DEVICE_SECONDS, record.SAMPLES_PER_S, record.COMM_FRACTION}
     for metric in objectives:
-        if metric not in costs and record.FIELDS.get(metric, None) is not None:
+        if metric not in costs and metric in record.FIELDS:
             return metric
     return record.VAL_ACCURACY if record.VAL_ACCURACY in columns else record.VAL_LOSS
 
@@ -122,7 +128,7 @@ _NOT_REACHED = Crossing()
 
 
 def crossing(curves: Mapping[str, Any] | None, target: Target, *, batch_size: float | None = None) -> Crossing:
-    """Where a trial's curves first meet ``target``.
+    """Where a trial's curves first meet ``target`` (``crossings`` for one trial).
 
     Args:
         curves: The trial's ``curves`` attr (``samples_seen``, the target's metric and, where
@@ -139,50 +145,135 @@ def crossing(curves: Mapping[str, Any] | None, target: Target, *, batch_size: fl
         >>> crossing(curves, Target("val_accuracy", 0.95, "maximize")).reached
         False
     """
-    if not isinstance(curves, Mapping):
-        return _NOT_REACHED
-    samples = curves.get(record.SAMPLES_SEEN) or []
-    values = curves.get(target.metric) or []
-    previous: tuple[int, float] | None = None  # (index, value) of the last finite evaluation
-    for i in range(min(len(samples), len(values))):
-        value = values[i]
-        if not _finite(value) or not _finite(samples[i]):
-            continue
-        if target.reached(float(value)):
-            if previous is None:
-                return _at(curves, i, None, 0.0, batch_size, first=True)
-            j, before = previous
-            span = float(value) - before
-            fraction = 1.0 if span == 0 else (target.value - before) / span
-            return _at(curves, i, j, min(1.0, max(0.0, fraction)), batch_size, first=False)
-        previous = (i, float(value))
-    return _NOT_REACHED
+    return crossings([curves], target, [batch_size]).at(0)
 
 
-def _at(curves: Mapping[str, Any], i: int, j: int | None, fraction: float, batch_size: float | None, *,
-        first: bool) -> Crossing:
-    """The crossing ``fraction`` of the way from evaluation ``j`` to ``i`` (from ``i`` when
-    ``j`` is None)."""
+@dataclass(frozen=True)
+class Crossings:
+    """The first crossings of many trials, as arrays (NaN where a trial never reached the target).
 
-    def series(name: str) -> float | None:
-        points = curves.get(name) or []
-        if i >= len(points) or not _finite(points[i]):
-            return None
-        if j is None:
-            return float(points[i])
-        if j >= len(points) or not _finite(points[j]):
-            return None
-        return float(points[j]) + fraction * (float(points[i]) - float(points[j]))
+    Attributes:
+        samples, steps, train_s, runtime_s: At each trial's crossing.
+        first_evaluation: Whether it is at the trial's first evaluation (an upper bound only).
+        best: The best value of the target's metric at any evaluation of each trial (NaN: none).
+    """
 
-    samples = series(record.SAMPLES_SEEN)
-    steps = series(record.STEPS)
-    if steps is None and samples is not None and batch_size:
-        steps = samples / batch_size
-    return Crossing(samples, steps, series(record.TRAIN_S), series(record.RUNTIME_S), first)
+    samples: FloatArray
+    steps: FloatArray
+    train_s: FloatArray
+    runtime_s: FloatArray
+    first_evaluation: BoolArray
+    best: FloatArray
+
+    def at(self, i: int) -> Crossing:
+        """Trial ``i``'s crossing."""
+        if not math.isfinite(self.samples[i]):
+            return _NOT_REACHED
+        values = [None if not math.isfinite(x) else float(x)
+                  for x in (self.samples[i], self.steps[i], self.train_s[i], self.runtime_s[i])]
+        return Crossing(values[0], values[1], values[2], values[3], bool(self.first_evaluation[i]))
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+@dataclass(frozen=True)
+class CurveArrays:
+    """Many trials' curves as arrays, one row per trial, one column per evaluation, NaN where a
+    trial has no value (fewer evaluations, a missing series): what ``crossings`` reads.
+
+    Attributes:
+        metric: The metric of ``values``.
+        samples, values, steps, train_s, runtime_s: The series.
+        batch_sizes: Each trial's effective batch (NaN: unknown).
+    """
+
+    metric: str
+    samples: FloatArray
+    values: FloatArray
+    steps: FloatArray
+    train_s: FloatArray
+    runtime_s: FloatArray
+    batch_sizes: FloatArray
+
+    def best(self, direction: Direction) -> FloatArray:
+        """Each trial's best value of the metric at any evaluation (NaN: none)."""
+        import numpy as np
+
+        masked = np.where(np.isfinite(self.samples), self.values, np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a trial without any finite value: NaN
+            best: FloatArray = np.nanmax(masked, axis=1) if direction == "maximize" else np.nanmin(masked, axis=1)
+        return best
+
+
+def curve_arrays(curves: Sequence[Mapping[str, Any] | None], metric: str,
+                 batch_sizes: Sequence[float | None]) -> CurveArrays:
+    """``CurveArrays`` of the trials' ``curves`` attrs (one per trial, ``None`` for none)."""
+    import numpy as np
+
+    trials = [c if isinstance(c, Mapping) else {} for c in curves]
+    length = max(1, max((len(c.get(record.SAMPLES_SEEN) or ()) for c in trials), default=0))
+    empty = [None] * length
+
+    def padded(name: str) -> FloatArray:
+        # One numpy conversion of the whole list of rows (None becomes NaN): a Python loop that
+        # filled an array row by row took twice as long for a 10,000-trial study.
+        rows = [series if series is not None and len(series) == length
+                else ((series or [])[:length] + empty)[:length]
+                for series in (c.get(name) for c in trials)]
+        return np.array(rows, dtype=float).reshape(len(trials), length)
+
+    batches = np.array([np.nan if b is None else float(b) for b in batch_sizes], dtype=float)
+    return CurveArrays(metric, padded(record.SAMPLES_SEEN), padded(metric), padded(record.STEPS),
+                       padded(record.TRAIN_S), padded(record.RUNTIME_S), batches)
+
+
+def crossings(curves: Sequence[Mapping[str, Any] | None] | CurveArrays, target: Target,
+              batch_sizes: Sequence[float | None] = ()) -> Crossings:
+    """The first crossing of ``target`` by each trial's curves, for all trials at once.
+
+    A crossing is interpolated linearly between the last finite evaluation before it and the
+    first one that meets the target, in every series (samples, steps, training and wall
+    seconds); one at the trial's first evaluation takes that evaluation's values. Steps missing
+    from older studies' curves are counted from the trial's batch size. Vectorised over the
+    trials: a 10,000-trial study's curves take tens of milliseconds.
+
+    Args:
+        curves: Each trial's ``curves`` attr, or their ``curve_arrays`` (built once for
+            several targets).
+        batch_sizes: Each trial's effective batch (with ``curves`` as attrs).
+    """
+    import numpy as np
+
+    arrays = curves if isinstance(curves, CurveArrays) else curve_arrays(curves, target.metric, batch_sizes)
+    samples, values = arrays.samples, arrays.values
+    n = len(samples)
+    valid = np.isfinite(samples) & np.isfinite(values)
+    with np.errstate(invalid="ignore"):
+        hit = valid & (values >= target.value if target.direction == "maximize" else values <= target.value)
+    reached = hit.any(axis=1)
+    rows = np.arange(n)
+    first = hit.argmax(axis=1)
+    # The last finite evaluation before the crossing: a running maximum of valid positions.
+    position = np.where(valid, np.arange(valid.shape[1])[None, :], -1)
+    last_valid = np.maximum.accumulate(position, axis=1)
+    before = np.where(first > 0, last_valid[rows, np.maximum(first - 1, 0)], -1)
+    at_first = reached & (before < 0)
+    j = np.maximum(before, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        span = values[rows, first] - values[rows, j]
+        fraction = np.where(at_first | (span == 0), 1.0, (target.value - values[rows, j]) / span)
+    fraction = np.clip(fraction, 0.0, 1.0)
+
+    def at_crossing(series: FloatArray) -> FloatArray:
+        value: FloatArray = series[rows, j] + fraction * (series[rows, first] - series[rows, j])
+        value = np.where(at_first, series[rows, first], value)
+        return np.where(reached, value, np.nan)
+
+    crossed = at_crossing(samples)
+    steps = at_crossing(arrays.steps)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        steps = np.where(np.isfinite(steps), steps, crossed / arrays.batch_sizes)
+    return Crossings(crossed, steps, at_crossing(arrays.train_s), at_crossing(arrays.runtime_s), at_first,
+                     arrays.best(target.direction))
 
 
 def best_along_curve(curves: Mapping[str, Any] | None, metric: str, direction: Direction) -> float | None:
@@ -195,22 +286,30 @@ def best_along_curve(curves: Mapping[str, Any] | None, metric: str, direction: D
     return max(values) if direction == "maximize" else min(values)
 
 
-def default_target(frame: pd.DataFrame, curves: Mapping[int, Any], metric: str, direction: Direction) -> Target:
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def default_target(batches: Sequence[float | None], best_values: Sequence[float], metric: str,
+                   direction: Direction) -> Target:
     """A target derived from the study, for when none is given: the best value that the best
     trials of two thirds of the effective batch sizes tried reach (at least three batch sizes
     where three or more were tried), rounded to three significant digits toward the easier
     side. So most batch sizes enter the critical-batch fit, and the target is one the study
     shows to be reachable.
 
+    Args:
+        batches: Each trial's effective batch.
+        best_values: Each trial's best value of ``metric`` at any evaluation (NaN: none).
+
     Raises:
         AnalysisError: no trial recorded ``metric`` at any evaluation.
     """
     best: dict[float, float] = {}
-    for number, batch in zip(frame["number"].tolist(), frame[record.EFFECTIVE_BATCH_SIZE].tolist()):
-        value = best_along_curve(curves.get(int(number)), metric, direction)
-        if value is None or not _finite(batch):
+    for batch, value in zip(batches, best_values):
+        if not _finite(value) or not _finite(batch):
             continue
-        batch = float(batch)
+        batch = float(batch)  # type: ignore[arg-type]
         if batch not in best or (value > best[batch] if direction == "maximize" else value < best[batch]):
             best[batch] = value
     if not best:

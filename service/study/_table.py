@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from hpsearch.search_spaces import record
 from hpsearch.study._schema import direct_sql
 
@@ -49,10 +51,11 @@ def display_state(state: str, attrs: Mapping[str, Any]) -> str:
 
 
 def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objectives: Sequence[str], *,
-                hidden: frozenset[str] = frozenset()) -> pd.DataFrame:
+                hidden: frozenset[str] = frozenset(), attrs: Sequence[str] | None = None) -> pd.DataFrame:
     """The study's trials table: one row per trial, in trial-number order, with ``number``,
-    ``state`` (``display_state``), every param and user attr (except ``hidden``) as a column,
-    the objective values under ``objectives``' names, ``datetime_start``,
+    ``state`` (``display_state``), every param and user attr (except ``hidden``; only those in
+    ``attrs`` when given: a reader that needs a few columns of a large study reads only those)
+    as a column, the objective values under ``objectives``' names, ``datetime_start``,
     ``datetime_complete`` and ``duration_s``.
 
     Raises:
@@ -60,24 +63,27 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
     """
     import pandas as pd
 
+    if attrs is not None:  # the state needs this one (PENDING until it is set)
+        attrs = [*attrs, record.TRAINING_STARTED]
     if direct_sql(storage):
-        rows = trial_rows(storage, study_name, objectives, hidden=hidden)  # type: ignore[arg-type]
+        rows = trial_rows(storage, study_name, objectives, hidden=hidden, attrs=attrs)  # type: ignore[arg-type]
     else:
-        rows = _api_rows(storage, study_name, objectives, hidden)
+        rows = _api_rows(storage, study_name, objectives, hidden, attrs)
     for row in rows:
         row["state"] = display_state(row["state"], row)
     return pd.DataFrame(rows)
 
 
 def _api_rows(storage: optuna.storages.BaseStorage, study_name: str, objectives: Sequence[str],
-              hidden: frozenset[str]) -> list[dict[str, Any]]:
+              hidden: frozenset[str], attrs: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """``trial_rows`` through Optuna's public API: any store, any schema."""
     study_id = storage.get_study_id_from_name(study_name)
+    wanted = None if attrs is None else set(attrs)
     rows = []
     for t in storage.get_all_trials(study_id, deepcopy=False):
         row: dict[str, Any] = {"number": t.number, "state": t.state.name}
         row.update(t.params)
-        row.update({k: v for k, v in t.user_attrs.items() if k not in hidden})
+        row.update({k: v for k, v in t.user_attrs.items() if k not in hidden and (wanted is None or k in wanted)})
         if t.values is not None:
             row.update({name: value for name, value in zip(objectives, t.values)})
         row["datetime_start"] = t.datetime_start
@@ -136,9 +142,10 @@ def revision(storage: optuna.storages.BaseStorage, study_name: str, *,
 
 
 def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives: Sequence[str],
-               *, hidden: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+               *, hidden: frozenset[str] = frozenset(), attrs: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """One dict per trial, in trial-number order: ``number``, ``state``, the params, the user
-    attrs (except ``hidden``), the objective values under ``objectives``' names and the times.
+    attrs (except ``hidden``; only those in ``attrs`` when given), the objective values under
+    ``objectives``' names and the times.
 
     Raises:
         KeyError: no study of that name (as Optuna's storage does).
@@ -170,7 +177,9 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
                     .where(attrs_t.c.trial_id.in_(of_study)))
         if hidden:  # left in the database: ``curves`` is most of a study's bytes
             of_attrs = of_attrs.where(attrs_t.c.key.not_in(sorted(hidden)))
-        attrs = _plain_rows(conn, of_attrs.order_by(attrs_t.c.trial_user_attribute_id))
+        if attrs is not None:
+            of_attrs = of_attrs.where(attrs_t.c.key.in_(sorted(set(attrs) - hidden)))
+        found = _plain_rows(conn, of_attrs.order_by(attrs_t.c.trial_user_attribute_id))
 
     rows: dict[int, dict[str, Any]] = {}
     for trial_id, number, state, _, _ in trials:
@@ -181,7 +190,7 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
         if dist is None:
             dist = distributions[dist_json] = json_to_distribution(dist_json)
         rows[trial_id][name] = dist.to_external_repr(value)
-    for (trial_id, key, _), value in zip(attrs, _json_values([a[2] for a in attrs])):
+    for (trial_id, key, _), value in zip(found, _json_values([a[2] for a in found])):
         rows[trial_id][key] = value
     for trial_id, objective, value, value_type in values:
         if objective < len(objectives):
@@ -329,14 +338,24 @@ def _plain_rows(conn: Any, query: Any) -> list[tuple[Any, ...]]:
 
 
 def _json_values(texts: Sequence[str]) -> list[Any]:
-    """``[json.loads(t) for t in texts]``, as one parse: one call of the C decoder instead of one
-    per value (a 10,000-trial study has some 180,000 attr values)."""
+    """``[json.loads(t) for t in texts]``, as one parse: one call of a C decoder instead of one
+    per value (a 10,000-trial study has some 180,000 attr values and 10 MB of curves).
+
+    orjson parses the curves' numbers in less than half the standard decoder's time (0.10 s
+    against 0.23 s for a 10,000-trial study's time-to-target series); it refuses the ``NaN``
+    that Python's ``json.dumps`` writes for a non-finite float, and then the standard decoder
+    reads the same text.
+    """
     if not texts:
         return []
+    joined = "[" + ",".join(texts) + "]"
     try:
-        values = json.loads("[" + ",".join(texts) + "]")
-    except ValueError:  # some text is not one JSON value: parse each, so the bad one raises
-        return [json.loads(t) for t in texts]
+        values = orjson.loads(joined)
+    except orjson.JSONDecodeError:
+        try:
+            values = json.loads(joined)
+        except ValueError:  # some text is not one JSON value: parse each, so the bad one raises
+            return [json.loads(t) for t in texts]
     if len(values) != len(texts):  # e.g. a text that holds "1, 2": parse each
         return [json.loads(t) for t in texts]
     return list(values)

@@ -99,7 +99,7 @@ def test_figures_of_a_study_without_trials_say_so(tmp_path: Path) -> None:
     assert [a.text for a in plot_throughput(empty).layout.annotations] == ["no trials yet"] * 2
 
 
-def test_search_default_curve_limit_is_the_figures() -> None:
+def test_plot_learning_curves_default_limit_is_the_figures() -> None:
     import inspect
 
-    assert inspect.signature(Search.learning_curves_figure).parameters["limit"].default == DEFAULT_CURVES_LIMIT
+    assert inspect.signature(plot_learning_curves).parameters["limit"].default == DEFAULT_CURVES_LIMIT

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
+
 from hpsearch.dashboards.app import create_app
 from hpsearch.search import Search
-from starlette.testclient import TestClient
 
 SPACE = """\
 workload: {name: digits_mlp, epochs: 5}
