@@ -2,7 +2,7 @@
 # Python 3.10+ and make.
 #
 #   make quickstart   install into .venv and run the quickstart search (CPU, local Ray, SQLite)
-#   make test         install into .venv (with test tools) and run the whole test suite
+#   make test         install into .venv (with test tools), lint, type-check and run the whole test suite
 #   make benchmarks   measure hpsearch against the plain alternatives into docs/benchmarks.md
 
 PYTHON ?= python3
@@ -12,7 +12,7 @@ BIN    := $(VENV)/bin
 CONSTRAINTS ?= constraints/cpu.txt
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test install browser benchmarks clean
+.PHONY: quickstart test install browser lint benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,13 @@ browser:
 # more on 2 cores) run in CI, where CI is set, and are skipped otherwise; SLOW=1 runs them here.
 SLOW_TESTS := $(if $(or $(CI),$(SLOW)),,-m "not slow")
 
-test: install browser
+# Lint (ruff: pyproject's [tool.ruff]) and types (mypy, strict on the service, trials and
+# search_spaces: [tool.mypy]); the import contract runs in the test suite (tests/test_architecture.py).
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/python tests/linktree.py mypy
+
+test: install browser lint
 	$(BIN)/python -m pytest $(SLOW_TESTS) $(PYTEST_ARGS)
 
 # About 12 minutes on 2 cores; run it on an otherwise idle machine.

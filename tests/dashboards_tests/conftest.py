@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.chrome.webdriver import WebDriver
 from starlette.testclient import TestClient
 
 #: A 2 x 2 grid of a small MLP on the digits, 2 epochs each, one rank per trial, on the CPU:
@@ -69,3 +72,42 @@ def get_json() -> Callable[[Any, str], Any]:
         return response.json()
 
     return get
+
+
+# ---- headless Chromium for the browser tests ----------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+# Headless, and nothing of its own on the network: no updates, sync or background fetches.
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--window-size=1400,1000")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> None:
+    """Chromium and chromedriver, or a skip (a failure in CI); checked before any other fixture
+    runs, so a skip does not first wait for the finished study."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
+    if missing:
+        message = (f"no {' or '.join(missing)}: install chromium and chromium-driver (Debian packages) "
+                   "or run `make test` as root")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    """Headless Chromium through chromedriver, both named explicitly: Selenium Manager never runs."""
+    work = tmp_path_factory.mktemp("chromium")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={work / 'profile'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()

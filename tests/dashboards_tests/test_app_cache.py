@@ -140,7 +140,7 @@ def test_every_change_of_a_trial_moves_the_revision_and_reaches_the_answers(
     summary = get_json(app, "/api/studies/live")
     assert summary["states"] == {"COMPLETE": 3} and summary["best_trial"]["number"] == 2
     curves = get_json(app, "/api/studies/live/figures/learning_curves")
-    assert [t["name"] for t in curves["data"]][0] == "trial 2"
+    assert curves["data"][0]["name"] == "trial 2"
     study.ask()  # a new trial
     moved()
     assert get_json(app, "/api/studies/live")["n_trials"] == 4

@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -29,12 +27,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 if TYPE_CHECKING:  # the fixture's type; the fixture itself comes from conftest.py
     from tests.dashboards_tests.conftest import FinishedStudy
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-# Headless, and nothing of its own on the network: no updates, sync or background fetches.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--window-size=1400,1000")
-WAIT_S = 30
+# Chromium first (conftest.py): without it every test here skips before the finished study is made.
+pytestmark = pytest.mark.usefixtures("chromium")
 
 # The rendered table as plain data, read in one script so a redraw cannot go stale under us.
 TABLE_JS = """
@@ -51,36 +45,6 @@ URLS_JS = """
 return [location.href, ...performance.getEntriesByType("navigation").map((e) => e.name),
         ...performance.getEntriesByType("resource").map((e) => e.name)];
 """
-
-
-@pytest.fixture(scope="session", autouse=True)
-def chromium() -> None:
-    """Chromium and chromedriver, or a skip (a failure in CI); checked before any other fixture
-    runs, so a skip does not first wait for the finished study."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
-    if missing:
-        message = (f"no {' or '.join(missing)}: install chromium and chromium-driver (Debian packages) "
-                   "or run `make test` as root")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    """Headless Chromium through chromedriver, both named explicitly: Selenium Manager never runs."""
-    work = tmp_path_factory.mktemp("chromium")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={work / 'profile'}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @dataclass(frozen=True)
@@ -115,6 +79,10 @@ def dashboard(chromium: None, finished_study: FinishedStudy,
             proc.kill()
             proc.wait()
     assert "Traceback" not in log.read_text(), log.read_text()
+
+
+#: How long a page may take to draw what a test waits for.
+WAIT_S = 30
 
 
 def _wait(driver: WebDriver, condition: Any, what: str) -> Any:

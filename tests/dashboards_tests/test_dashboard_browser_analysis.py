@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from test_dashboard_browser import Dashboard, _check_page, _wait, browser, chromium  # noqa: F401 - fixtures
+from test_dashboard_browser import Dashboard, _check_page, _wait
 
 from hpsearch.testing import SyntheticTruth, synthetic_study
 
 
 @pytest.fixture(scope="module")
-def analysed(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:  # noqa: F811
+def analysed(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     work = tmp_path_factory.mktemp("analysed")
     url = f"sqlite:///{work / 'store.db'}"
     synthetic_study(url, "laws", n_trials=500, seed=2, truth=SyntheticTruth(evals_per_epoch=2))
@@ -42,7 +42,7 @@ def analysed(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def test_the_analysis_section_answers_for_the_devices_picked_and_draws_the_laws(
-        browser: WebDriver, analysed: Dashboard, tmp_path: Path) -> None:  # noqa: F811
+        browser: WebDriver, analysed: Dashboard, tmp_path: Path) -> None:
     browser.get(f"{analysed.url}studies/laws?refresh=0")
     answer = _wait(browser, lambda d: (t := d.find_element(By.ID, "recommendation").text) and " x W " in t and t,
                    "the recommendation")

@@ -22,9 +22,9 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
-# Sibling test modules (pytest puts this folder on sys.path): the Chromium fixtures and helpers,
-# and the hostile study the in-process tests use.
-from test_dashboard_browser import _table, _wait, browser, chromium  # noqa: F401 - fixtures
+# Sibling test modules (pytest puts this folder on sys.path): the browser helpers (the Chromium
+# fixtures are in conftest.py), and the hostile study the in-process tests use.
+from test_dashboard_browser import _table, _wait
 from test_dashboard_exposure import NAMES, SLASHY, TOKEN, XSS, add_hostile_study
 
 

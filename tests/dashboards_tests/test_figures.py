@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
+
 from hpsearch.dashboards.figures import (
     RULE_COLORS,
     accuracy_vs_batch_figure,

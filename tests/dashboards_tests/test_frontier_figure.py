@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
+
 from hpsearch.dashboards.figures import (
     RULE_COLORS,
     frontier_figure,

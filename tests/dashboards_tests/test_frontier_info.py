@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+
 from hpsearch.dashboards import FrontierInfo, frontier_info
 
 

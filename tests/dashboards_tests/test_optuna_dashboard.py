@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 import pytest
+
 from hpsearch.store import ATTR_SPACE_TEXT, open_storage
 
 if TYPE_CHECKING:  # the fixture's type; the fixture itself comes from conftest.py

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from hpsearch.dashboards import pareto_front
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from hpsearch.dashboards import pareto_front
 
 DIRECTIONS = ["minimize", "maximize"]
 

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pytest
+
 from hpsearch.dashboards.plots import (
     accuracy_vs_batch_info,
     curve_metrics,

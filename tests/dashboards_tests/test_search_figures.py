@@ -6,6 +6,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
+
 from hpsearch import ColumnError, Search, load
 from hpsearch.dashboards import (
     plot_accuracy_vs_batch,
