@@ -24,21 +24,13 @@ Example:
     (1000.0, 4)
 """
 
+from hpsearch.analysis._batches import BatchPoint, LRPoint
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
 from hpsearch.analysis._recommend import Alternative, Recommendation, follow_up_space, recommend
+from hpsearch.analysis._rules import RulePoint, RuleReport
 from hpsearch.analysis._stats import Interval
-from hpsearch.analysis._study import (
-    CURVE_STATES,
-    BatchPoint,
-    LRPoint,
-    RulePoint,
-    RuleReport,
-    StudyAnalysis,
-    analyze,
-    analyze_trials,
-    resolve_target,
-)
+from hpsearch.analysis._study import CURVE_STATES, StudyAnalysis, analyze, analyze_trials, resolve_target
 from hpsearch.analysis._target import CURVE_FIELDS, Crossing, Target, crossing, default_target, parse_target
 from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
 

@@ -1,9 +1,10 @@
 """The answer: which per-device batch, device count, accumulation, rule and LR to run on N devices,
 at what predicted time, device-hours and samples to the target.
 
-Predicted time to the target of (b, W, A) is S(B) x step_time(b, W, A), with S(B) the steps to
-the target of the critical-batch fit (B = b x W x A) and the step time of the device kind's
-throughput model; device-hours are W x time. Every candidate with W <= N is scored; the best
+Predicted time to the target of (b, W, A) is startup(W) + S(B) x step_time(b, W, A), with S(B)
+the steps to the target of the critical-batch fit (B = b x W x A), the steady step time of the
+device kind's throughput model, and the start-up its trials measured (their first steps' extra
+cost); device-hours are W x time. Every candidate with W <= N is scored; the best
 by the chosen measure wins. Intervals come from the fits' bootstrap draws, paired draw by draw.
 Where a fit is missing, the answer falls back to the best measured trial and says so.
 """
@@ -181,7 +182,8 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
                             f"twice the largest batch that reached the target; the fit says nothing there")
     b, w, a, batch = b[keep], w[keep], a[keep], batch[keep]
     steps = np.asarray(cb.steps(batch), dtype=float)
-    time_s = steps * np.asarray(model.step_time(b, w, a), dtype=float)
+    startup = np.array([analysis.startup(kind, int(x)) for x in w], dtype=float)
+    time_s = startup + steps * np.asarray(model.step_time(b, w, a), dtype=float)
     hours = w * time_s / 3600
     score = time_s if minimize == "time" else hours
     # Ties (flat scores) go to fewer devices, then less accumulation.
@@ -192,7 +194,7 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     e_draws = np.asarray(cb.examples_draws(big_b), dtype=float).ravel()
     t_draws = np.asarray(model.step_time_draws(bb, ww, aa), dtype=float).ravel()
     n = min(len(e_draws), len(t_draws))
-    time_draws = e_draws[:n] / big_b * t_draws[:n]
+    time_draws = analysis.startup(kind, ww) + e_draws[:n] / big_b * t_draws[:n]
     rule, base_lr, lr, lr_interval, lr_lines = _learning_rate(analysis, big_b)
     extrapolated = _extrapolations(analysis, model, bb, ww, aa)
     if minimize == "time" and ww < devices:
@@ -289,8 +291,11 @@ def _explain(analysis: StudyAnalysis, kind: str) -> list[str]:
                      f"(quartiles {_num(ns['q1'])} to {_num(ns['q3'])}, {int(ns['n_trials'])} trials)")
     comm = (f" + {model.t_ar:.3g} s x 2(W-1)/W all-reduce" if model.allreduce_measured
             else "; all-reduce never measured (every trial ran on one device)")
-    lines.append(f"step time on {kind}: A x ({model.t0:.3g} s + {model.t1:.3g} s x b){comm}, from "
+    lines.append(f"steady step time on {kind}: A x ({model.t0:.3g} s + {model.t1:.3g} s x b){comm}, from "
                  f"{model.n_trials} configurations (relative error {model.relative_rmse:.0%})")
+    if analysis.startup_s.get(kind):
+        starts = ", ".join(f"W {w}: {s:.3g} s" for w, s in analysis.startup_s[kind].items())
+        lines.append(f"plus a start-up per run (the first steps' extra cost, from the trials' curves): {starts}")
     return lines
 
 

@@ -193,6 +193,26 @@ class CurveArrays:
     runtime_s: FloatArray
     batch_sizes: FloatArray
 
+    def step_lines(self) -> tuple[FloatArray, FloatArray]:
+        """Each trial's training seconds against optimizer steps over its evaluations, as a
+        line: ``(seconds per step, start-up seconds)`` (its slope and intercept; NaN with fewer
+        than two evaluations). The first steps of a trial cost more than the later ones (data
+        loader workers, allocator, thread pools and the process group warming up: 1.2x to 3x on
+        the digits quickstart), which the intercept holds and the slope leaves out."""
+        import numpy as np
+
+        valid = np.isfinite(self.steps) & np.isfinite(self.train_s)
+        count = valid.sum(axis=1)
+        x = np.where(valid, self.steps, 0.0)
+        y = np.where(valid, self.train_s, 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx, my = x.sum(axis=1) / count, y.sum(axis=1) / count
+            dx = np.where(valid, self.steps - mx[:, None], 0.0)
+            slope = (dx * np.where(valid, self.train_s - my[:, None], 0.0)).sum(axis=1) / (dx * dx).sum(axis=1)
+            intercept = my - slope * mx
+        enough = (count >= 2) & np.isfinite(slope) & (slope > 0)
+        return np.where(enough, slope, np.nan), np.where(enough, np.maximum(intercept, 0.0), np.nan)
+
     def best(self, direction: Direction) -> FloatArray:
         """Each trial's best value of the metric at any evaluation (NaN: none)."""
         import numpy as np
