@@ -161,6 +161,8 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
                     seed: int) -> tuple[CriticalBatchFit | None, str | None]:
     """The fit on one entry per run of each batch's best configuration, or one per batch where
     its optimum came from a parabola (a smoothed value, not a run)."""
+    if not reached:
+        return None, "no trial reached the target"
     runs = {t["number"]: t for t in reached}
     sizes, examples = [], []
     for point in batches:

@@ -322,8 +322,8 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
     runs = [t for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED") and t["seconds_to_target"] is not None
             and t["devices"] <= devices and (kind is None or t["device"] == kind)]
     if not runs:
-        raise AnalysisError(f"no trial on at most {devices} device(s) reached the target {analysis.target}, and the "
-                            f"laws cannot be fitted ({why}); lower the target or run more trials")
+        raise AnalysisError(f"no trial on at most {devices} device(s) reached the target {analysis.target}, so "
+                            f"there is nothing to recommend ({why}); lower the target or run more trials")
     key = "seconds_to_target" if minimize == "time" else "device_seconds_to_target"
     best = min(runs, key=lambda t: (t[key], t["devices"], t["number"]))
     b0 = analysis.base_batch_size

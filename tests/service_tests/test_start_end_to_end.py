@@ -82,6 +82,32 @@ def test_start_prints_the_table_and_writes_the_frontier_html(finished: tuple[Pat
     assert "Pareto front" in html and "plotly" in html.lower()
     assert not (Path.home() / "ray_results" / "tiny").exists()
     assert (work / "hpsearch_runs" / "tiny").is_dir()
+    # The answer for this machine's devices: with two batch sizes no law can be fitted, so it
+    # is the measured trial that reached the derived target fastest, and it says why.
+    assert "recommendation for " in result.stdout and "(measured trials)" in result.stdout
+
+
+#: The tiny grid, one epoch, with a configuration queued to run first and a target no trial
+#: can reach in one epoch.
+ENQUEUED_SPACE = TINY_SPACE.replace("epochs: 2", "epochs: 1").replace("study: tiny", "study: first").replace(
+    "search: {sampler: grid, n_trials: 10, seed: 0}",
+    "search: {sampler: grid, n_trials: 4, seed: 0, enqueue: [{world_size: 2, lr_rule: linear}]}",
+) + "analysis: {target: {val_accuracy: 0.999}}\n"
+
+
+def test_the_configurations_a_space_enqueues_run_first_and_every_trial_got_its_resources(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(ENQUEUED_SPACE)
+    result = _hpsearch("start", "space.yaml", "--no-progress", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = optuna.load_study(study_name="first", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}").get_trials()
+    assert (trials[0].params["world_size"], trials[0].params["lr_rule"]) == (2, "linear")
+    # The grid still runs each configuration once: the enqueued one is not run twice.
+    assert sorted((t.params["world_size"], t.params["lr_rule"]) for t in trials) == [
+        (1, "constant"), (1, "linear"), (2, "constant"), (2, "linear")]
+    assert all(t.user_attrs.get("training_started") for t in trials)
+    # A target nobody reached: the search still ends well, and says why there is no answer.
+    answer = json.loads(result.stdout)["recommendation"]
+    assert "no trial on at most" in answer["error"] and "reached the target val_accuracy >= 0.999" in answer["error"]
 
 
 def test_ls_and_export_read_the_finished_study(finished: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
