@@ -2,7 +2,9 @@
 
 Nothing here imports plotly, so the CLI, the Python API and the tests can ask for the
 front of a study without paying for the plotting stack. :mod:`hpsearch.dashboards.figures`
-turns a :class:`FrontierInfo` into a figure.
+turns a :class:`FrontierInfo` into a figure. :func:`frontier_info` reads top to bottom in
+named steps: the completed trials with a finite x and y, their Pareto front, the ones shown
+(all, or a thinned set that keeps the front), their points, and the points by color group.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hpsearch.dashboards.points import _config_columns, _group_names, _numbers, _plain, log_axis, thin_points
 from hpsearch.search_spaces import record
 from hpsearch.study import pareto_front
 from hpsearch.study._pareto import _check_direction
@@ -29,33 +32,6 @@ __all__ = [
 ]
 
 Direction = record.Direction
-
-# The configuration a user wants to see first when hovering a trial, in this order.
-_CONFIG_COLUMNS: tuple[str, ...] = (
-    record.PER_DEVICE_BATCH_SIZE,
-    record.WORLD_SIZE,
-    record.GRAD_ACCUM_STEPS,
-    record.EFFECTIVE_BATCH_SIZE,
-    record.LR_RULE,
-    record.BASE_LR,
-    record.LR,
-)
-
-# Columns that are measurements or bookkeeping, not configuration: the trial record's measured
-# and bookkeeping names and the table's own columns. The study's DataFrame flattens params and
-# user attrs into plain columns, so whatever is not listed here (and is a scalar) counts as
-# configuration, which keeps searched parameters of user workloads (momentum, weight_decay...)
-# in the hover.
-_NOT_CONFIG_COLUMNS: frozenset[str] = frozenset(
-    {"number", "state", "duration_s", "datetime_start", "datetime_complete"}
-    | {f.name for f in record.FIELDS.values() if f.kind in ("measured", "bookkeeping")}
-)
-_NOT_CONFIG_PREFIXES: tuple[str, ...] = (
-    "datetime_",
-    "values_",
-    "system_attrs_",
-    "intermediate_",
-)
 
 
 @dataclass(frozen=True)
@@ -134,125 +110,6 @@ class FrontierInfo:
         return self.n_complete == 0
 
 
-def _plain(value: object) -> object | None:
-    """A numpy/pandas scalar as a plain Python value; None for missing values."""
-    if value is None:
-        return None
-    kind = type(value)
-    if kind is str or kind is int or kind is bool:  # the common cells first: no pandas call
-        return value
-    if kind is float:
-        return None if value != value else value  # NaN is missing
-    if isinstance(value, (list, tuple, dict, set, np.ndarray)):
-        # Per-epoch curves and similar are not configuration.
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        return None
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
-
-
-def _config_columns(columns: Sequence[str], x: str, y: str) -> list[str]:
-    known = [c for c in _CONFIG_COLUMNS if c in columns]
-    others = sorted(
-        c
-        for c in columns
-        if c not in _CONFIG_COLUMNS
-        and c not in _NOT_CONFIG_COLUMNS
-        and c not in (x, y)
-        and not c.startswith(_NOT_CONFIG_PREFIXES)
-    )
-    return known + others
-
-
-def _require(df: pd.DataFrame, column: str, role: str) -> None:
-    if column not in df.columns:
-        present = ", ".join(map(str, df.columns)) or "none"
-        raise ValueError(
-            f"the {role} column {column!r} is missing from the trials DataFrame "
-            f"(columns present: {present})"
-        )
-
-
-def _group_name(value: object) -> str:
-    plain = _plain(value)
-    return "n/a" if plain is None else str(plain)
-
-
-def thin_points(
-    xs: Sequence[float] | np.ndarray,
-    ys: Sequence[float] | np.ndarray,
-    *,
-    max_points: int,
-    groups: Sequence[object] | None = None,
-    keep: Sequence[int] = (),
-    log_x: bool = False,
-    log_y: bool = False,
-) -> np.ndarray:
-    """Positions of at most ``max_points`` of the (finite) points that draw like all of them.
-
-    Every point of ``keep`` (a Pareto front, say) stays, and so do the first point with the
-    smallest and largest x and y (so the axes span what all points span). Of the others, each
-    group keeps one point per occupied cell of a grid over the plot, the first of the cell
-    (lowest position): where points pile up the plot shows one, and a lone outlier stays. The
-    grid has as many cells per axis as fit the budget (256, 215, 181, ... down to 1), measured on a
-    log scale along an axis with ``log_x`` or ``log_y``. The same points give the same
-    positions. With no more than ``max_points`` points, all are kept; ``keep`` and the
-    extremes are kept even when they alone exceed it.
-
-    Args:
-        xs: The x of each point; all finite (and positive along a log axis).
-        ys: The y of each point.
-        max_points: How many positions to return at most.
-        groups: Each point's group (one color of the figure), or ``None`` for one group.
-        keep: Positions that must stay.
-        log_x: Whether the x axis is logarithmic.
-        log_y: Whether the y axis is logarithmic.
-
-    Returns:
-        The kept positions, ascending.
-
-    Example:
-        >>> xs = [1.0, 1.01, 1.02, 5.0, 9.0]
-        >>> thin_points(xs, [1.0, 1.0, 1.0, 3.0, 2.0], max_points=4).tolist()
-        [0, 3, 4]
-    """
-    x = np.asarray(xs, dtype=float)
-    y = np.asarray(ys, dtype=float)
-    n = len(x)
-    if n <= max_points:
-        return np.arange(n)
-    fixed = np.unique(np.concatenate([
-        np.asarray(keep, dtype=np.int64).reshape(-1),
-        np.array([x.argmin(), x.argmax(), y.argmin(), y.argmax()], dtype=np.int64),
-    ]))
-    codes = np.zeros(n, dtype=np.int64) if groups is None else np.unique(
-        np.asarray([str(g) for g in groups]), return_inverse=True)[1].astype(np.int64).reshape(-1)
-
-    def scaled(values: np.ndarray, log: bool) -> np.ndarray:
-        values = np.log10(values) if log else values
-        low, high = float(values.min()), float(values.max())
-        return (values - low) / (high - low) if high > low else np.zeros_like(values)
-
-    sx, sy = scaled(x, log_x), scaled(y, log_y)
-    chosen = fixed
-    # From 256 cells per axis down to 1, a quarter of an octave at a time.
-    for cells in dict.fromkeys(max(1, round(256 * 2 ** (-k / 4))) for k in range(33)):
-        ix = np.minimum((sx * cells).astype(np.int64), cells - 1)
-        iy = np.minimum((sy * cells).astype(np.int64), cells - 1)
-        _, first = np.unique((codes * cells + ix) * cells + iy, return_index=True)
-        chosen = np.union1d(first, fixed)
-        if len(chosen) <= max_points:
-            break
-    return chosen
-
-
 def frontier_info(
     df: pd.DataFrame,
     *,
@@ -316,23 +173,9 @@ def frontier_info(
     """
     _check_direction("x_direction", x_direction)
     _check_direction("y_direction", y_direction)
-    n_trials = len(df)
-    completed = pd.DataFrame()
-    if n_trials:
-        _require(df, "state", "state")
-        completed = df[df["state"].astype(str) == "COMPLETE"]
-    if len(completed):
-        _require(df, "number", "trial number")
-        _require(df, x, "x")
-        _require(df, y, "y")
-        xs = pd.to_numeric(completed[x], errors="coerce").to_numpy(dtype=float)
-        ys = pd.to_numeric(completed[y], errors="coerce").to_numpy(dtype=float)
-        keep = np.isfinite(xs) & np.isfinite(ys)
-        # Sort by trial number so "lowest index" in pareto_front means lowest trial number.
-        completed = completed[keep].sort_values("number", kind="stable")
+    completed = _completed_trials(df, x, y)
     color_column = color if color is not None and color in df.columns else None
     size_column = size if size is not None and size in df.columns else None
-
     if not len(completed):
         return FrontierInfo(
             x=x,
@@ -345,45 +188,94 @@ def frontier_info(
             front=(),
             front_points=(),
             log_x=False,
-            n_trials=n_trials,
+            n_trials=len(df),
             n_complete=0,
         )
 
-    xs = pd.to_numeric(completed[x], errors="coerce").to_numpy(dtype=float)
-    ys = pd.to_numeric(completed[y], errors="coerce").to_numpy(dtype=float)
-    sizes = (
-        pd.to_numeric(completed[size_column], errors="coerce").to_numpy(dtype=float)
-        if size_column is not None
-        else np.full(len(completed), np.nan)
-    )
-    all_names = (
-        [_group_name(v) for v in completed[color_column].tolist()]
-        if color_column is not None
-        else ["all trials"] * len(completed)
-    )
-    front_idx = pareto_front(xs, ys, x_direction=x_direction, y_direction=y_direction)
-    shown = np.arange(len(completed))
-    if max_points is not None and len(completed) > max_points:
-        from hpsearch.dashboards.plots import log_axis
-
-        positive = np.flatnonzero(np.isfinite(sizes) & (sizes > 0))
-        # The smallest marker sets every marker's size: it stays, as do the front and the extremes.
-        smallest = [int(positive[sizes[positive].argmin()])] if len(positive) else []
-        shown = thin_points(xs, ys, max_points=max_points, groups=all_names, keep=[*front_idx, *smallest],
-                            log_x=log_axis(xs), log_y=log_axis(ys))
+    xs, ys = _numbers(completed, x), _numbers(completed, y)
+    sizes = _numbers(completed, size_column) if size_column is not None else np.full(len(completed), np.nan)
+    names = _group_names(completed, color_column)
+    front = pareto_front(xs, ys, x_direction=x_direction, y_direction=y_direction)
+    shown = _shown_positions(xs, ys, sizes, names, front, max_points)
     config_columns = _config_columns([str(c) for c in completed.columns], x, y)
-    records = completed.iloc[shown].to_dict("records")
+    points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], config_columns)
+    point_at = dict(zip(shown.tolist(), points))  # position in ``completed`` -> its point
+    front_points = tuple(point_at[i] for i in front)
+    x_min, x_max = float(xs.min()), float(xs.max())
+    return FrontierInfo(
+        x=x,
+        y=y,
+        x_direction=x_direction,
+        y_direction=y_direction,
+        color=color_column,
+        size=size_column,
+        groups=_groups(points, [names[i] for i in shown.tolist()]),
+        front=tuple(p.number for p in front_points),
+        front_points=front_points,
+        log_x=bool(x_min > 0 and x_max / x_min > 10.0),
+        n_trials=len(df),
+        n_complete=len(completed),
+        n_hidden=len(completed) - len(points),
+    )
 
+
+def _require(df: pd.DataFrame, column: str, role: str) -> None:
+    if column not in df.columns:
+        present = ", ".join(map(str, df.columns)) or "none"
+        raise ValueError(
+            f"the {role} column {column!r} is missing from the trials DataFrame "
+            f"(columns present: {present})"
+        )
+
+
+def _completed_trials(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """The COMPLETE trials with a finite ``x`` and ``y``, by trial number.
+
+    Raises:
+        ValueError: ``state`` is missing while there are trials, or ``number``, ``x`` or ``y``
+            is missing while some trial completed (a study that has only just started has
+            recorded no metrics yet: that is no error).
+    """
+    if not len(df):
+        return pd.DataFrame()
+    _require(df, "state", "state")
+    completed = df[df["state"].astype(str) == "COMPLETE"]
+    if not len(completed):
+        return completed
+    _require(df, "number", "trial number")
+    _require(df, x, "x")
+    _require(df, y, "y")
+    keep = np.isfinite(_numbers(completed, x)) & np.isfinite(_numbers(completed, y))
+    # Sort by trial number so "lowest index" in pareto_front means lowest trial number.
+    return completed[keep].sort_values("number", kind="stable")
+
+
+def _shown_positions(
+    xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, names: list[str], front: Sequence[int], max_points: int | None
+) -> np.ndarray:
+    """The positions of the trials the groups keep: all of them, or with ``max_points`` and
+    more trials, the front, the ends of each axis and of the size column, and a thinned rest."""
+    if max_points is None or len(xs) <= max_points:
+        return np.arange(len(xs))
+    positive = np.flatnonzero(np.isfinite(sizes) & (sizes > 0))
+    # The smallest marker sets every marker's size: it stays, as do the front and the extremes.
+    smallest = [int(positive[sizes[positive].argmin()])] if len(positive) else []
+    return thin_points(xs, ys, max_points=max_points, groups=names, keep=[*front, *smallest],
+                       log_x=log_axis(xs), log_y=log_axis(ys))
+
+
+def _points(
+    shown: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, config_columns: list[str]
+) -> list[FrontierPoint]:
+    """The rows of ``shown`` as points, with their ``xs``, ``ys`` and ``sizes`` (one each, in
+    the same order) and their configuration for hover."""
     points: list[FrontierPoint] = []
-    names: list[str] = []
-    at: dict[int, int] = {}  # position in ``completed`` -> index in ``points``
-    for row, i in zip(records, shown.tolist()):
+    for i, row in enumerate(shown.to_dict("records")):
         config = {
             column: value
             for column in config_columns
             if (value := _plain(row[column])) is not None
         }
-        at[i] = len(points)
         points.append(
             FrontierPoint(
                 number=int(row["number"]),
@@ -393,29 +285,15 @@ def frontier_info(
                 config=config,
             )
         )
-        names.append(all_names[i])
+    return points
 
-    groups = tuple(
+
+def _groups(points: list[FrontierPoint], names: list[str]) -> tuple[FrontierGroup, ...]:
+    """The points by group name (``names``: one per point), one group per name, by name."""
+    return tuple(
         FrontierGroup(
             name=name,
             points=tuple(p for p, n in zip(points, names) if n == name),
         )
         for name in sorted(set(names))
-    )
-    front_points = tuple(points[at[i]] for i in front_idx)
-    x_min, x_max = float(xs.min()), float(xs.max())
-    return FrontierInfo(
-        x=x,
-        y=y,
-        x_direction=x_direction,
-        y_direction=y_direction,
-        color=color_column,
-        size=size_column,
-        groups=groups,
-        front=tuple(p.number for p in front_points),
-        front_points=front_points,
-        log_x=bool(x_min > 0 and x_max / x_min > 10.0),
-        n_trials=n_trials,
-        n_complete=len(completed),
-        n_hidden=len(completed) - len(points),
     )

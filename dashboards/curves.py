@@ -1,0 +1,254 @@
+"""The learning-curves figure as plain data: chosen trials' per-epoch curves against samples seen.
+
+:func:`learning_curves_info` and :func:`curve_metrics` are re-exported by
+:mod:`hpsearch.dashboards.plots`, where the figures' data is documented;
+:mod:`hpsearch.dashboards.figures` draws them. Nothing here imports plotly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from hpsearch.dashboards.points import _completed, _configs, _no_completed_note, _rule_names, log_axis
+from hpsearch.search_spaces.record import Direction
+
+__all__ = [
+    "DEFAULT_CURVES_LIMIT",
+    "LearningCurvesInfo",
+    "TrialCurve",
+    "curve_metrics",
+    "learning_curves_info",
+]
+
+#: How many trials the learning-curves figure draws when no ``trials=`` are chosen: enough to
+#: compare rules and batches, few enough that the lines stay readable and a 10,000-trial study
+#: stays quick to draw.
+DEFAULT_CURVES_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class TrialCurve:
+    """One trial's per-epoch curve against samples seen.
+
+    Attributes:
+        number: The trial number.
+        rule: The trial's LR rule (its color), as :attr:`TrialGroup.name`.
+        state: The trial's state: a PRUNED or FAIL trial's curve ends where it stopped.
+        x: Samples seen after each epoch (over all ranks).
+        y: The metric after each epoch; epochs without a finite value are left out.
+        config: The trial's configuration, for hover.
+    """
+
+    number: int
+    rule: str
+    state: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    config: Mapping[str, object] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class LearningCurvesInfo:
+    """Everything the learning-curves figure shows.
+
+    Attributes:
+        metric: The curve drawn on the y axis (``val_accuracy`` by default).
+        curves: The chosen trials' curves, in the order chosen (best first by default).
+        log_x: Whether the samples-seen axis is logarithmic.
+        log_y: Whether the metric axis is logarithmic.
+        n_trials: Rows in the DataFrame, whatever their state.
+        n_candidates: Trials the default choice ranked (completed, with a finite final value
+            on the curve); with ``trials=`` given, the number of trials asked for.
+        note: Why the figure is empty, or which trials it leaves out; ``None`` when neither.
+    """
+
+    metric: str
+    curves: tuple[TrialCurve, ...]
+    log_x: bool
+    log_y: bool
+    n_trials: int
+    n_candidates: int
+    note: str | None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing to draw."""
+        return not self.curves
+
+
+def _curve_of(curves: object, metric: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(samples seen, metric) of one trial's ``curves`` attr, epochs without both left out."""
+    if not isinstance(curves, Mapping):
+        return (), ()
+    xs, ys = curves.get("samples_seen") or [], curves.get(metric) or []
+    points = [
+        (float(x), float(y))
+        for x, y in zip(xs, ys)
+        if isinstance(x, (int, float)) and isinstance(y, (int, float))
+        and math.isfinite(x) and math.isfinite(y)
+    ]
+    return tuple(p[0] for p in points), tuple(p[1] for p in points)
+
+
+def _final_of(curves: object, metric: str) -> float | None:
+    """The last ``metric`` value of one trial's ``curves`` that :func:`_curve_of` would keep,
+    or ``None``: what the default choice ranks by, without building the whole curve."""
+    if not isinstance(curves, Mapping):
+        return None
+    xs, ys = curves.get("samples_seen") or [], curves.get(metric) or []
+    for i in range(min(len(xs), len(ys)) - 1, -1, -1):
+        x, y = xs[i], ys[i]
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(x) and math.isfinite(y):
+            return float(y)
+    return None
+
+
+def curve_metrics(df: pd.DataFrame) -> tuple[str, ...]:
+    """The per-epoch metrics any trial recorded in its ``curves``, sorted (``samples_seen``,
+    the x axis of every curve, left out).
+
+    Args:
+        df: The trials DataFrame with its ``curves`` column (``all_attrs=True``).
+
+    Returns:
+        Metric names such as ``("lr", "val_accuracy", ...)``; empty when no trial has curves.
+
+    Example:
+        >>> curve_metrics(pd.DataFrame({"curves": [{"samples_seen": [8], "val_loss": [0.3]}, None]}))
+        ('val_loss',)
+    """
+    if "curves" not in df.columns:
+        return ()
+    names = {str(k) for c in df["curves"].tolist() if isinstance(c, Mapping) for k in c}
+    return tuple(sorted(names - {"samples_seen"}))
+
+
+def learning_curves_info(
+    df: pd.DataFrame,
+    *,
+    trials: Sequence[int] | None = None,
+    metric: str = "val_accuracy",
+    direction: Direction = "maximize",
+    limit: int = DEFAULT_CURVES_LIMIT,
+) -> LearningCurvesInfo:
+    """Per-epoch curves of chosen trials against samples seen.
+
+    The x axis is samples seen, not epochs or steps: a batch-512 trial and a batch-8 trial
+    are compared after the same amount of data (as ASHA compares them).
+
+    Which trials: those numbered in ``trials`` (any state: a pruned or failed trial's curve
+    ends where it stopped), in that order; by default the ``limit`` best COMPLETE trials by the
+    last value of their ``metric`` curve, best first, so a 10,000-trial study draws 20 lines.
+
+    Args:
+        df: The trials DataFrame with its ``curves`` column (``all_attrs=True``).
+        trials: Trial numbers to draw, or ``None`` for the best ``limit`` completed trials.
+        metric: The curve on the y axis: a key of ``curves`` such as ``val_accuracy``,
+            ``val_loss``, ``train_loss``, ``lr``, ``comm_fraction`` or ``noise_scale``.
+        direction: Which final values are best, for the default choice.
+        limit: How many trials the default choice draws.
+
+    Returns:
+        A :class:`LearningCurvesInfo`; empty, with a ``note``, when no chosen trial has the
+        curve.
+
+    Raises:
+        ValueError: When ``trials`` names a trial number the study does not have, ``limit``
+            is below 1, or ``direction`` is invalid.
+
+    Example:
+        >>> df = pd.DataFrame({
+        ...     "number": [0, 1], "state": ["COMPLETE", "PRUNED"], "lr_rule": ["sqrt", "linear"],
+        ...     "curves": [{"samples_seen": [100, 200], "val_accuracy": [0.5, 0.8]},
+        ...                {"samples_seen": [100], "val_accuracy": [0.3]}],
+        ... })
+        >>> [(c.number, c.y) for c in learning_curves_info(df).curves]
+        [(0, (0.5, 0.8))]
+        >>> [(c.number, c.state) for c in learning_curves_info(df, trials=[1, 0]).curves]
+        [(1, 'PRUNED'), (0, 'COMPLETE')]
+    """
+    if direction not in ("minimize", "maximize"):
+        raise ValueError(f"direction must be 'minimize' or 'maximize', got {direction!r}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if not len(df) or "number" not in df.columns:
+        return LearningCurvesInfo(metric, (), False, False, len(df), 0, "no trials yet")
+    if "curves" not in df.columns:
+        return LearningCurvesInfo(metric, (), False, False, len(df), 0, "no trial recorded curves")
+
+    rows = df.set_index(pd.Index(df["number"].astype(int).tolist()), drop=False)
+    note = None
+    if trials is not None:
+        chosen = _asked_trials(rows, trials)
+        n_candidates = len(chosen)
+    else:
+        chosen, n_candidates, note = _best_trials(df, metric, direction, limit)
+    curves, without = _trial_curves(rows, chosen, metric)
+    if trials is not None and not chosen:
+        note = "no trials chosen"
+    elif without and trials is not None:
+        note = f"no {metric} curve in trial {', '.join(map(str, without))}"
+    if not curves and note is None:
+        note = f"no completed trial has a {metric} curve"
+    return LearningCurvesInfo(
+        metric=metric,
+        curves=tuple(curves),
+        log_x=log_axis(x for c in curves for x in c.x),
+        log_y=log_axis(y for c in curves for y in c.y),
+        n_trials=len(df),
+        n_candidates=n_candidates,
+        note=note,
+    )
+
+
+def _asked_trials(rows: pd.DataFrame, trials: Sequence[int]) -> list[int]:
+    """The trial numbers of ``trials=``, in their order, once each is known to be in ``rows``
+    (the trials indexed by number)."""
+    unknown = [n for n in trials if n not in rows.index]
+    if unknown:
+        raise ValueError(
+            f"no trial numbered {', '.join(map(str, unknown))} in this study "
+            f"(trials {rows.index.min()} to {rows.index.max()})"
+        )
+    return [int(n) for n in trials]
+
+
+def _best_trials(df: pd.DataFrame, metric: str, direction: Direction, limit: int) -> tuple[list[int], int, str | None]:
+    """The default choice: the ``limit`` best COMPLETE trials by the final value of their
+    ``metric`` curve, best first (the lower number first among equals), with how many were
+    ranked and the note saying what is left out, or why nothing is there."""
+    done = _completed(df)
+    finals = {
+        int(n): final
+        for n, c in zip(done["number"].tolist(), done["curves"].tolist())
+        if (final := _final_of(c, metric)) is not None
+    }
+    sign = -1.0 if direction == "maximize" else 1.0
+    chosen = sorted(finals, key=lambda n: (sign * finals[n], n))[:limit]
+    note = None
+    if not len(done):
+        note = _no_completed_note(df)
+    elif len(finals) > limit:
+        note = f"the {limit} best of {len(finals)} completed trials by final {metric}"
+    return chosen, len(finals), note
+
+
+def _trial_curves(rows: pd.DataFrame, chosen: list[int], metric: str) -> tuple[list[TrialCurve], list[int]]:
+    """The ``metric`` curves of the ``chosen`` trials of ``rows`` (the trials indexed by number),
+    in the order chosen, and the numbers of the chosen trials without one."""
+    picked = rows.loc[chosen] if chosen else rows.iloc[0:0]
+    configs = _configs(picked, ())
+    curves: list[TrialCurve] = []
+    without: list[int] = []
+    records = zip(chosen, _rule_names(picked), picked["state"].astype(str).tolist(), picked["curves"].tolist())
+    for i, (number, rule, state, raw) in enumerate(records):
+        xs, ys = _curve_of(raw, metric)
+        if not xs:
+            without.append(number)
+            continue
+        curves.append(TrialCurve(number, rule, state, xs, ys, configs[i]))
+    return curves, without
