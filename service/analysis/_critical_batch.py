@@ -27,6 +27,7 @@ from hpsearch.analysis._stats import (
     format_number,
     nonnegative_line,
     percentile_interval,
+    prediction_batches,
 )
 from hpsearch.errors import AnalysisError
 
@@ -124,7 +125,7 @@ class CriticalBatchFit:
             >>> fit.examples(np.array([8.0, 512.0])).round()
             array([100., 200.])
         """
-        b = _batch(batch_size)
+        b = prediction_batches(batch_size)
         out = self.e_min + self.s_min * b
         return float(out) if out.ndim == 0 else out
 
@@ -149,7 +150,7 @@ class CriticalBatchFit:
             >>> round(fit.steps(8.0), 1)
             12.4
         """
-        b = _batch(batch_size)
+        b = prediction_batches(batch_size)
         out = (self.e_min + self.s_min * b) / b
         return float(out) if out.ndim == 0 else out
 
@@ -170,7 +171,7 @@ class CriticalBatchFit:
             >>> fit.examples_draws(np.array([8.0, 64.0])).shape
             (100, 2)
         """
-        b = _batch(batch_size)
+        b = prediction_batches(batch_size)
         out: FloatArray = self.e_min_draws.reshape((-1,) + (1,) * b.ndim) + np.multiply.outer(self.s_min_draws, b)
         return out
 
@@ -191,16 +192,9 @@ class CriticalBatchFit:
             >>> fit.steps_draws(512.0).shape
             (100,)
         """
-        b = _batch(batch_size)
+        b = prediction_batches(batch_size)
         out: FloatArray = self.examples_draws(b) / b
         return out
-
-
-def _batch(batch_size: float | FloatArray) -> FloatArray:
-    b = np.asarray(batch_size, dtype=np.float64)
-    if not (np.isfinite(b).all() and (b > 0).all()):
-        raise AnalysisError(f"a prediction needs positive, finite batch sizes; got {batch_size!r}")
-    return b
 
 
 def fit_critical_batch(

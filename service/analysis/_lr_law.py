@@ -33,6 +33,7 @@ from hpsearch.analysis._stats import (
     check_same_length,
     format_batch,
     format_number,
+    prediction_batches,
 )
 from hpsearch.errors import AnalysisError
 
@@ -126,7 +127,7 @@ class LRLawFit:
             >>> round(fit.lr(1024.0), 2)
             1.29
         """
-        b = _batch(batch_size)
+        b = prediction_batches(batch_size)
         if self.preferred == "bend":
             assert self.eps_max is not None and self.b_noise is not None
             out = self.eps_max / (1.0 + self.b_noise / b)
@@ -151,7 +152,7 @@ class LRLawFit:
             >>> fit.lr_draws(np.array([64.0, 1024.0])).shape
             (200, 2)
         """
-        b = _batch(batch_size)
+        b = prediction_batches(batch_size)
         lb = np.log(b)
         if self.preferred == "bend":
             assert self.bend_draws is not None
@@ -161,13 +162,6 @@ class LRLawFit:
             ln_c, alpha = self.power_draws[:, 0], self.power_draws[:, 1]
             out = np.exp(ln_c.reshape((-1,) + (1,) * b.ndim) + np.multiply.outer(alpha, lb))
         return np.asarray(out, dtype=np.float64)
-
-
-def _batch(batch_size: float | FloatArray) -> FloatArray:
-    b = np.asarray(batch_size, dtype=np.float64)
-    if not (np.isfinite(b).all() and (b > 0).all()):
-        raise AnalysisError(f"a prediction needs positive, finite batch sizes; got {batch_size!r}")
-    return b
 
 
 def fit_lr_law(

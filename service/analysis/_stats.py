@@ -27,6 +27,7 @@ __all__ = [
     "format_number",
     "nonnegative_line",
     "percentile_interval",
+    "prediction_batches",
     "quantiles",
     "weighted_line",
 ]
@@ -198,6 +199,18 @@ def as_positive_array(name: str, values: ArrayLike, *, allow_zero: bool = False)
         rule = "non-negative" if allow_zero else "positive"
         raise AnalysisError(f"{name} must be {rule}; got {_first(arr[bad])} at positions {_first(np.flatnonzero(bad))}")
     return arr
+
+
+def prediction_batches(batch_size: float | FloatArray) -> FloatArray:
+    """The batch size(s) a fitted law is read at, as an array.
+
+    Raises:
+        AnalysisError: a batch size is not positive and finite.
+    """
+    b = np.asarray(batch_size, dtype=np.float64)
+    if not (np.isfinite(b).all() and (b > 0).all()):
+        raise AnalysisError(f"a prediction needs positive, finite batch sizes; got {batch_size!r}")
+    return b
 
 
 def check_same_length(**arrays: FloatArray) -> None:
