@@ -27,7 +27,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from hpsearch.analysis import StudyAnalysis
-from hpsearch.dashboards.figures import _FRONT_COLOR, _new_figure, _with_note, rule_color
+from hpsearch.dashboards.style import FRONT_COLOR, new_figure, rule_color, with_note
 from hpsearch.trials.scaling import scale_factor
 
 __all__ = ["LRLawInfo", "TradeOffInfo", "lr_law_figure", "lr_law_info", "tradeoff_figure", "tradeoff_info"]
@@ -109,11 +109,11 @@ def tradeoff_figure(info: TradeOffInfo) -> go.Figure:
     title = f"steps vs samples to reach {info.target}"
     if info.b_crit_text:
         title += f"<br><sup>{info.b_crit_text}: beyond it a larger batch saves few steps</sup>"
-    fig = _new_figure(title, "samples_seen", "steps", legend_title="")
+    fig = new_figure(title, "samples_seen", "steps", legend_title="")
     fig.update_layout(xaxis={"title": {"text": "samples to the target"}},
                       yaxis={"title": {"text": "optimizer steps to the target"}})
     if not info.batches:
-        return _with_note(fig, info.note or "no trial reached the target")
+        return with_note(fig, info.note or "no trial reached the target")
     if info.trials:
         fig.add_trace(go.Scatter(
             x=[t[2] for t in info.trials], y=[t[3] for t in info.trials], mode="markers",
@@ -139,7 +139,7 @@ def tradeoff_figure(info: TradeOffInfo) -> go.Figure:
     if info.knee is not None:
         fig.add_trace(go.Scatter(
             x=[info.knee[0]], y=[info.knee[1]], mode="markers", name=info.b_crit_text or "B_crit",
-            marker={"color": _FRONT_COLOR, "size": 12, "symbol": "diamond"},
+            marker={"color": FRONT_COLOR, "size": 12, "symbol": "diamond"},
             hovertemplate=f"{info.b_crit_text}<extra></extra>"))
     if info.noise_scale is not None:
         b_simple, e, s = info.noise_scale
@@ -154,7 +154,7 @@ def tradeoff_figure(info: TradeOffInfo) -> go.Figure:
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{name} (asymptote)",
                                      line={"color": _FIT_COLOR, "width": 1, "dash": "dot"}, hoverinfo="skip"))
     if info.note:
-        _with_note(fig, info.note)
+        with_note(fig, info.note)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return fig
@@ -203,9 +203,9 @@ def lr_law_figure(info: LRLawInfo) -> go.Figure:
     title = "best learning rate vs effective batch size"
     if info.summary:
         title += f"<br><sup>{info.summary}</sup>"
-    fig = _new_figure(title, "effective_batch_size", "lr", legend_title="")
+    fig = new_figure(title, "effective_batch_size", "lr", legend_title="")
     if not info.points:
-        return _with_note(fig, info.note or "no best LR to draw")
+        return with_note(fig, info.note or "no best LR to draw")
     if info.curve:
         fig.add_trace(go.Scatter(
             x=[c[0] for c in info.curve] + [c[0] for c in reversed(info.curve)],
@@ -216,7 +216,7 @@ def lr_law_figure(info: LRLawInfo) -> go.Figure:
                                  hovertemplate="B %{x:,.0f}<br>lr %{y:.4g}<extra>law</extra>"))
     fig.add_trace(go.Scatter(
         x=[p[0] for p in info.points], y=[p[1] for p in info.points], mode="markers", name="best LR at each batch",
-        marker={"color": _FRONT_COLOR, "size": 10,
+        marker={"color": FRONT_COLOR, "size": 10,
                 "symbol": ["circle-open" if p[3] else "circle" for p in info.points]},
         hovertext=[f"B {b:,.0f}: lr {lr:.4g} (trial {n}; {by}{', at the edge of the LRs tried' if edge else ''})"
                    for b, lr, n, edge, by in info.points],
@@ -226,7 +226,7 @@ def lr_law_figure(info: LRLawInfo) -> go.Figure:
                                  line={"color": rule_color(rule), "width": 1.5, "dash": "dash"},
                                  hovertemplate=f"{rule} rule<br>B %{{x:,.0f}}<br>lr %{{y:.4g}}<extra></extra>"))
     if info.note:
-        _with_note(fig, info.note)
+        with_note(fig, info.note)
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return fig

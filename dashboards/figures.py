@@ -34,10 +34,7 @@ import plotly.io as pio
 
 from hpsearch.dashboards.lines import accuracy_vs_batch_figure, learning_curves_figure, throughput_figure
 from hpsearch.dashboards.scatters import frontier_figure, noise_scale_figure
-from hpsearch.dashboards.style import _FRONT_COLOR as _FRONT_COLOR  # for the analysis figures' look
 from hpsearch.dashboards.style import METRIC_LABELS, RULE_COLORS, axis_label, rule_color
-from hpsearch.dashboards.style import _new_figure as _new_figure  # for the analysis figures' look
-from hpsearch.dashboards.style import _with_note as _with_note  # for the analysis figures' look
 
 __all__ = [
     "METRIC_LABELS",

@@ -19,16 +19,16 @@ from plotly.subplots import make_subplots
 from hpsearch.dashboards.batch import accuracy_vs_batch_info
 from hpsearch.dashboards.curves import DEFAULT_CURVES_LIMIT, learning_curves_info
 from hpsearch.dashboards.style import (
-    _EMPTY_MESSAGE,
-    _FRONT_COLOR,
     _SIZE_BASE_PX,
-    _format_value,
-    _hover,
-    _new_figure,
-    _with_log_axes,
-    _with_note,
+    EMPTY_MESSAGE,
+    FRONT_COLOR,
     axis_label,
+    format_value,
+    hover,
+    new_figure,
     rule_color,
+    with_log_axes,
+    with_note,
 )
 from hpsearch.dashboards.throughput import WorldSizeSeries, throughput_info
 from hpsearch.search_spaces.record import Direction
@@ -73,10 +73,10 @@ def accuracy_vs_batch_figure(
         (['constant', 'linear'], 'log')
     """
     info = accuracy_vs_batch_info(df, metric=metric, direction=direction)
-    fig = _new_figure(f"best {axis_label(metric)} vs effective batch size, by LR rule",
+    fig = new_figure(f"best {axis_label(metric)} vs effective batch size, by LR rule",
                       "effective_batch_size", metric)
     if info.is_empty:
-        return _with_note(fig, info.note or _EMPTY_MESSAGE)
+        return with_note(fig, info.note or EMPTY_MESSAGE)
     for line in info.lines:
         fig.add_trace(
             go.Scatter(
@@ -88,7 +88,7 @@ def accuracy_vs_batch_figure(
                 marker={"color": rule_color(line.name), "size": _SIZE_BASE_PX},
                 customdata=[p.number for p in line.points],
                 hovertext=[
-                    _hover(
+                    hover(
                         f"trial {p.number}, best of {p.n_trials}",
                         {"effective_batch_size": p.effective_batch_size, metric: p.value},
                         p.config,
@@ -98,7 +98,7 @@ def accuracy_vs_batch_figure(
                 hovertemplate="%{hovertext}<extra></extra>",
             )
         )
-    return _with_log_axes(fig, info.log_x, info.log_y)
+    return with_log_axes(fig, info.log_x, info.log_y)
 
 
 def learning_curves_figure(
@@ -141,9 +141,9 @@ def learning_curves_figure(
     title = f"{axis_label(metric)} vs samples seen"
     if info.note and not info.is_empty:
         title += f"<br><sup>{info.note}</sup>"
-    fig = _new_figure(title, "samples_seen", metric)
+    fig = new_figure(title, "samples_seen", metric)
     if info.is_empty:
-        return _with_note(fig, info.note or _EMPTY_MESSAGE)
+        return with_note(fig, info.note or EMPTY_MESSAGE)
     titled: set[str] = set()
     for curve in info.curves:
         fig.add_trace(
@@ -160,7 +160,7 @@ def learning_curves_figure(
                 marker={"color": rule_color(curve.rule), "size": 4},
                 customdata=[curve.number] * len(curve.x),
                 hovertext=[
-                    _hover(f"trial {curve.number} ({curve.state.lower()})", {"samples_seen": x, metric: y},
+                    hover(f"trial {curve.number} ({curve.state.lower()})", {"samples_seen": x, metric: y},
                            curve.config)
                     for x, y in zip(curve.x, curve.y)
                 ],
@@ -168,7 +168,7 @@ def learning_curves_figure(
             )
         )
         titled.add(curve.rule)
-    return _with_log_axes(fig, info.log_x, info.log_y)
+    return with_log_axes(fig, info.log_x, info.log_y)
 
 
 def throughput_figure(df: pd.DataFrame) -> go.Figure:
@@ -214,12 +214,12 @@ def _add_world_size_panel(fig: go.Figure, series: WorldSizeSeries, col: int, log
     fig.update_xaxes(title_text=axis_label("world_size"), row=1, col=col)
     if series.is_empty:
         axis = "" if col == 1 else str(col)
-        _with_note(fig, series.note or _EMPTY_MESSAGE, xref=f"x{axis} domain", yref=f"y{axis} domain")
+        with_note(fig, series.note or EMPTY_MESSAGE, xref=f"x{axis} domain", yref=f"y{axis} domain")
         return
     # One legend for both subplots: the left one's traces carry it.
     fig.add_trace(_range_band(series, showlegend=col == 1), row=1, col=col)
     fig.add_trace(_median_line(series, showlegend=col == 1), row=1, col=col)
-    _with_log_axes(fig, log_x, series.log_y, row=1, col=col)
+    with_log_axes(fig, log_x, series.log_y, row=1, col=col)
 
 
 def _range_band(series: WorldSizeSeries, *, showlegend: bool) -> go.Scatter:
@@ -247,19 +247,19 @@ def _median_line(series: WorldSizeSeries, *, showlegend: bool) -> go.Scatter:
         name="median, quartiles",
         legendgroup="median",
         showlegend=showlegend,
-        line={"color": _FRONT_COLOR, "width": 2},
-        marker={"color": _FRONT_COLOR, "size": _SIZE_BASE_PX},
+        line={"color": FRONT_COLOR, "width": 2},
+        marker={"color": FRONT_COLOR, "size": _SIZE_BASE_PX},
         error_y={
             "type": "data",
             "symmetric": False,
             "array": [s.q3 - s.median for s in series.stats],
             "arrayminus": [s.median - s.q1 for s in series.stats],
-            "color": _FRONT_COLOR,
+            "color": FRONT_COLOR,
         },
         hovertext=[
             f"<b>world size {s.world_size}</b>: {s.n_trials} completed trials<br>"
-            f"median {_format_value(s.median)}, quartiles {_format_value(s.q1)} to "
-            f"{_format_value(s.q3)}<br>range {_format_value(s.low)} to {_format_value(s.high)}"
+            f"median {format_value(s.median)}, quartiles {format_value(s.q1)} to "
+            f"{format_value(s.q3)}<br>range {format_value(s.low)} to {format_value(s.high)}"
             for s in series.stats
         ],
         hovertemplate="%{hovertext}<extra></extra>",

@@ -20,17 +20,17 @@ from hpsearch.dashboards.frontier import Direction, FrontierInfo, FrontierPoint,
 from hpsearch.dashboards.noise import noise_scale_info
 from hpsearch.dashboards.points import log_axis
 from hpsearch.dashboards.style import (
-    _EMPTY_MESSAGE,
-    _FRONT_COLOR,
     _SIZE_BASE_PX,
     _SIZE_MAX_PX,
     _SIZE_STEP_PX,
-    _hover,
-    _new_figure,
-    _with_log_axes,
-    _with_note,
+    EMPTY_MESSAGE,
+    FRONT_COLOR,
     axis_label,
+    hover,
+    new_figure,
     rule_color,
+    with_log_axes,
+    with_note,
 )
 
 __all__ = [
@@ -104,9 +104,9 @@ def frontier_figure(
         size=size,
         max_points=max_points,
     )
-    fig = _new_figure(_frontier_title(info), info.x, info.y, axis_label(info.color) if info.color else "")
+    fig = new_figure(_frontier_title(info), info.x, info.y, axis_label(info.color) if info.color else "")
     if info.is_empty:
-        return _with_note(fig, _EMPTY_MESSAGE)
+        return with_note(fig, EMPTY_MESSAGE)
     positive = [
         p.size for g in info.groups for p in g.points if p.size is not None and p.size > 0
     ]
@@ -117,12 +117,12 @@ def frontier_figure(
                 group.name,
                 group.points,
                 _marker_sizes(group.points, smallest),
-                [_hover(f"trial {p.number}", {info.x: p.x, info.y: p.y}, p.config) for p in group.points],
+                [hover(f"trial {p.number}", {info.x: p.x, info.y: p.y}, p.config) for p in group.points],
             )
         )
     fig.add_trace(_front_line(info))
     drawn = [p for g in info.groups for p in g.points]
-    return _with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
+    return with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
 
 
 def _frontier_title(info: FrontierInfo) -> str:
@@ -148,7 +148,7 @@ def _front_line(info: FrontierInfo) -> go.Scatter:
         # way the steps trace the edge of the region the front dominates.
         line={
             "shape": "hv" if info.x_direction == "minimize" else "vh",
-            "color": _FRONT_COLOR,
+            "color": FRONT_COLOR,
             "width": 2,
             "dash": "dot",
         },
@@ -239,9 +239,9 @@ def noise_scale_figure(df: pd.DataFrame, *, max_points: int | None = None) -> go
     if info.n_hidden:
         note = _thinned_note(info.n_points - info.n_hidden, info.n_points, what="trials with a noise scale")
         title += f"<br><sup>{note}</sup>"
-    fig = _new_figure(title, "effective_batch_size", "noise_scale")
+    fig = new_figure(title, "effective_batch_size", "noise_scale")
     if info.is_empty:
-        return _with_note(fig, info.note or _EMPTY_MESSAGE)
+        return with_note(fig, info.note or EMPTY_MESSAGE)
     for group in info.groups:
         fig.add_trace(
             _trial_markers(
@@ -249,7 +249,7 @@ def noise_scale_figure(df: pd.DataFrame, *, max_points: int | None = None) -> go
                 group.points,
                 _SIZE_BASE_PX,
                 [
-                    _hover(f"trial {p.number}", {"effective_batch_size": p.x, "noise_scale": p.y}, p.config)
+                    hover(f"trial {p.number}", {"effective_batch_size": p.x, "noise_scale": p.y}, p.config)
                     for p in group.points
                 ],
             )
@@ -265,8 +265,8 @@ def noise_scale_figure(df: pd.DataFrame, *, max_points: int | None = None) -> go
                 y=[low, high],
                 mode="lines",
                 name="batch = noise scale",
-                line={"color": _FRONT_COLOR, "width": 1, "dash": "dot"},
+                line={"color": FRONT_COLOR, "width": 1, "dash": "dot"},
                 hoverinfo="skip",
             )
         )
-    return _with_log_axes(fig, info.log_x, info.log_y)
+    return with_log_axes(fig, info.log_x, info.log_y)

@@ -19,10 +19,17 @@ from hpsearch.dashboards.throughput import THROUGHPUT_PER_DEVICE
 from hpsearch.search_spaces import record
 
 __all__ = [
+    "EMPTY_MESSAGE",
+    "FRONT_COLOR",
     "METRIC_LABELS",
     "RULE_COLORS",
     "axis_label",
+    "format_value",
+    "hover",
+    "new_figure",
     "rule_color",
+    "with_log_axes",
+    "with_note",
 ]
 
 # Fixed colors per LR rule so "linear" is the same color in every figure and on every
@@ -43,7 +50,7 @@ _OTHER_COLORS: tuple[str, ...] = (
     "#999999",
     "#000000",
 )
-_FRONT_COLOR = "#333333"
+FRONT_COLOR = "#333333"
 
 #: Axis titles of the columns that are not names of the trial record (which has its own labels,
 #: ``hpsearch.search_spaces.record.label``).
@@ -51,7 +58,7 @@ METRIC_LABELS: dict[str, str] = {
     THROUGHPUT_PER_DEVICE: "throughput per device (samples/s)",
 }
 
-_EMPTY_MESSAGE = "no completed trials yet"
+EMPTY_MESSAGE = "no completed trials yet"
 
 # Marker diameter in pixels: grows by _SIZE_STEP_PX per doubling of the size column
 # above the smallest value drawn, capped so a 4096-sample batch does not hide its
@@ -96,23 +103,23 @@ def axis_label(column: str) -> str:
     return METRIC_LABELS.get(column) or record.label(column)
 
 
-def _format_value(value: object) -> str:
+def format_value(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
 
 
-def _hover(title: str, values: Mapping[str, object], config: Mapping[str, object]) -> str:
+def hover(title: str, values: Mapping[str, object], config: Mapping[str, object]) -> str:
     """Hover text: a bold title naming the trial, the plotted values under their axis
     labels, then the configuration (measurements and bookkeeping such as the Ray node id are
     not configuration: ``hpsearch.dashboards.points``)."""
     lines = [f"<b>{title}</b>"]
-    lines += [f"{axis_label(column)}: {_format_value(value)}" for column, value in values.items()]
-    lines += [f"{key}: {_format_value(value)}" for key, value in config.items()]
+    lines += [f"{axis_label(column)}: {format_value(value)}" for column, value in values.items()]
+    lines += [f"{key}: {format_value(value)}" for key, value in config.items()]
     return "<br>".join(lines)
 
 
-def _new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go.Figure:
+def new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go.Figure:
     """An empty figure in the house layout: a title, axis titles with units, a white template."""
     fig = go.Figure()
     fig.update_layout(
@@ -126,13 +133,13 @@ def _new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go
     return fig
 
 
-def _with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "paper") -> go.Figure:
+def with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "paper") -> go.Figure:
     """The figure (or the subplot of axes ``xref``, ``yref``) with ``note`` across its middle."""
     fig.add_annotation(text=note, xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False, font={"size": 16})
     return fig
 
 
-def _with_log_axes(fig: go.Figure, log_x: bool, log_y: bool, **subplot: int) -> go.Figure:
+def with_log_axes(fig: go.Figure, log_x: bool, log_y: bool, **subplot: int) -> go.Figure:
     """The figure with its x and y axes (those of one subplot, given ``row`` and ``col``)
     logarithmic where asked."""
     if log_x:
