@@ -24,21 +24,30 @@ Example:
     [0, 1]
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpsearch.dashboards.frontier import FrontierInfo, frontier_info, pareto_front
-from hpsearch.dashboards.plots import (
-    AccuracyVsBatchInfo,
-    LearningCurvesInfo,
-    NoiseScaleInfo,
-    ThroughputInfo,
-    accuracy_vs_batch_info,
-    curve_metrics,
-    learning_curves_info,
-    log_axis,
-    noise_scale_info,
-    throughput_info,
-)
+if TYPE_CHECKING:
+    from hpsearch.dashboards.frontier import FrontierInfo, frontier_info, pareto_front
+    from hpsearch.dashboards.plots import (
+        AccuracyVsBatchInfo,
+        LearningCurvesInfo,
+        NoiseScaleInfo,
+        ThroughputInfo,
+        accuracy_vs_batch_info,
+        curve_metrics,
+        learning_curves_info,
+        log_axis,
+        noise_scale_info,
+        throughput_info,
+    )
+    from hpsearch.dashboards.visualization import (
+        plot_accuracy_vs_batch,
+        plot_device_seconds_frontier,
+        plot_frontier,
+        plot_learning_curves,
+        plot_noise_scale,
+        plot_throughput,
+    )
 
 __all__ = [
     "AccuracyVsBatchInfo",
@@ -62,13 +71,23 @@ __all__ = [
     "throughput_info",
 ]
 
-_PLOTS = frozenset(name for name in __all__ if name.startswith("plot_"))
+#: Where each public name lives. The package itself imports nothing heavy: the CLI loads
+#: ``hpsearch.dashboards.cli`` (and so this package) for ``hpsearch --help``, which must stay
+#: light, so numpy, pandas and plotly load with the first name that needs them (PEP 562).
+_HOMES = {
+    **dict.fromkeys(("FrontierInfo", "frontier_info", "pareto_front"), "frontier"),
+    **dict.fromkeys((n for n in __all__ if n.startswith("plot_")), "visualization"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    # PEP 562: the plot functions live with plotly's importers; load that module on first use.
-    if name in _PLOTS:
-        from hpsearch.dashboards import visualization
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return getattr(visualization, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"hpsearch.dashboards.{_HOMES.get(name, 'plots')}")
+    return getattr(module, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -42,7 +42,15 @@ def test_import_hpsearch_loads_neither_torch_nor_ray_nor_plotly() -> None:
     assert out == ""
 
 
-def test_help_lists_the_commands() -> None:
+def test_help_lists_the_commands_and_stays_light() -> None:
     out = subprocess.run([sys.executable, "-m", "hpsearch", "--help"], check=True, capture_output=True, text=True).stdout
-    for command in ("start", "validate", "ls", "status", "best", "export"):
+    # The dashboard's commands come from its entry points, which --help lists without loading
+    # numpy, pandas or plotly.
+    for command in ("start", "validate", "ls", "status", "best", "export", "recommend", "dashboard", "frontier"):
         assert command in out
+    code = ("import sys; from hpsearch.cli import cli\n"
+            "try:\n    cli(['--help'], prog_name='hpsearch')\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY=' + ','.join(m for m in ('torch', 'ray', 'plotly', 'optuna', 'pandas', 'numpy', 'scipy') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.splitlines()[-1] == "HEAVY="
