@@ -165,16 +165,17 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> No
                                                            batches="[32]"))
     proc = _start(tmp_path, "start", "space.yaml", "--no-progress")
 
-    def one_done_one_running() -> bool:
-        states = _states(_trials(_grid_db(tmp_path), "grid"))
-        return states.get("COMPLETE", 0) >= 1 and states.get("RUNNING", 0) >= 1
+    def one_done_one_training() -> bool:
+        trials = _trials(_grid_db(tmp_path), "grid")
+        return _states(trials).get("COMPLETE", 0) >= 1 and any(
+            t.state == TrialState.RUNNING and t.user_attrs.get("training_started") for t in trials)
 
-    _wait_for(one_done_one_running, proc)
-    # While it runs: status shows the running trials, and a second search on the same SQLite
-    # file is refused before it writes anything.
+    _wait_for(one_done_one_training, proc)
+    # While it runs: status shows the trials training (apart from any waiting for resources),
+    # and a second search on the same SQLite file is refused before it writes anything.
     status = _hpsearch(tmp_path, "status", "grid")
     assert status.returncode == 0, status.stderr
-    assert "running: trial #" in status.stdout
+    assert "training: trial #" in status.stdout
     second = _hpsearch(tmp_path, "start", "other.yaml", "--no-progress")
     assert second.returncode == 3, second.stdout + second.stderr
     assert "is being written by another hpsearch search (study 'grid', pid" in second.stderr
