@@ -166,8 +166,7 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
             order = [v for _ in micro for v in range(V)]
             comm.local_sq_norm = 0.0
             micro_sq, micro_n = _accumulate(model, raw_model, workload, batches, order, step_samples, device,
-                                            progress, P=P, mean_loss=mean_loss, per_micro=per_micro,
-                                            where=f"epoch {epoch + 1}, step {progress.steps + 1}")
+                                            progress, P=P, mean_loss=mean_loss, per_micro=per_micro, epoch=epoch)
             # The LR for this step is the schedule at the step's start, in epochs done.
             lr = lr_at(epoch + step / steps_per_epoch, base_lr=spec.base_lr, peak_lr=spec.lr,
                        warmup_epochs=spec.warmup_epochs, schedule=spec.schedule, total_epochs=spec.epochs)
@@ -212,12 +211,13 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
 
 def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Workload, batches: list[Any],
                 order: list[int], step_samples: int, device: torch.device, progress: _Progress, *, P: int,
-                mean_loss: bool, per_micro: bool, where: str) -> tuple[float, int]:
+                mean_loss: bool, per_micro: bool, epoch: int) -> tuple[float, int]:
     """Forward and backward over one optimizer step's micro-batches (``order`` names the virtual
     rank of each), leaving the step's gradient in the model. Returns the per-micro-batch
     squared gradient norms' sum and count, for the noise scale on one process."""
     previous = None
     micro_sq, micro_n = 0.0, 0
+    loss_sum, count = 0.0, 0  # this step's, added to the epoch's once
     for j, v in enumerate(order):
         x, y = next(batches[v])
         x, y = x.to(device), y.to(device)
@@ -246,9 +246,12 @@ def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Wo
             micro_n += 1
         value = float(loss.detach())
         if not math.isfinite(value):
-            raise TrialFailed("diverged", f"non-finite training loss {value} in {where}")
-        progress.train_loss_sum += value * (len(y) if mean_loss else 1)
-        progress.train_count += len(y)
+            raise TrialFailed("diverged", f"non-finite training loss {value} in epoch {epoch + 1}, "
+                                          f"step {progress.steps + 1}")
+        loss_sum += value * (len(y) if mean_loss else 1)
+        count += len(y)
+    progress.train_loss_sum += loss_sum
+    progress.train_count += count
     return micro_sq, micro_n
 
 
