@@ -245,7 +245,7 @@ Verdict: warm study page at {large_n:,} trials, {_ms(large['warm'][TOTAL])}, {wa
 Verdict: poll at {large_n:,} trials, {_ms(large['poll'][POLL])}, {poll_growth:.1f}x: growth {mark(poll_growth <= TARGET_GROWTH)}, under {TARGET_SECONDS:.0f} s {mark(large['poll'][POLL] < TARGET_SECONDS)}.
 
 What it says: a cold open has to read every trial once{cold_note}. The summary, the page's first request, builds the study's trials table in one bulk
-read of Optuna's tables (`hpsearch.table.trial_rows`: {_ms(large['cold']['summary'])} at
+read of Optuna's tables (`hpsearch.study.read_trials`: {_ms(large['cold']['summary'])} at
 {large_n:,} trials, {large['cold']['summary'] / small['cold']['summary']:.0f}x): every param,
 attr and value of every trial is fetched and parsed, which is linear in trials, so no cold
 figure that includes it can grow 3x over a 100-fold larger study. It leaves the per-epoch

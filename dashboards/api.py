@@ -376,7 +376,7 @@ def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str
 def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str], frame: pd.DataFrame) -> str:
     from hpsearch.dashboards import figures
 
-    metric_direction = cache.search(name).direction
+    direction = cache.search(name).direction  # the study's for its objectives, the record's otherwise
     completed = len(frame) and bool((frame["state"] == "COMPLETE").any())
 
     def column(key: str, default: str) -> str:
@@ -401,11 +401,11 @@ def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, st
     if kind in ("frontier", "device_frontier"):
         x = column("x", "runtime_s" if kind == "frontier" else "device_seconds")
         y = column("y", "val_accuracy")
-        fig = figures.frontier_figure(frame, x=x, y=y, x_direction=metric_direction(x),
-                                      y_direction=metric_direction(y), max_points=max_points)
+        fig = figures.frontier_figure(frame, x=x, y=y, x_direction=direction(x),
+                                      y_direction=direction(y), max_points=max_points)
     elif kind == "accuracy_vs_batch":
         metric = column("metric", "val_accuracy")
-        fig = figures.accuracy_vs_batch_figure(frame, metric=metric, direction=metric_direction(metric))
+        fig = figures.accuracy_vs_batch_figure(frame, metric=metric, direction=direction(metric))
     elif kind == "learning_curves":
         metric = query.get("metric") or "val_accuracy"
         trials = None
@@ -424,7 +424,7 @@ def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, st
             frame = frame.assign(curves=[curves.get(n) for n in frame["number"].tolist()])
         try:
             fig = figures.learning_curves_figure(frame, trials=trials, metric=metric,
-                                                 direction=metric_direction(metric), limit=limit)
+                                                 direction=direction(metric), limit=limit)
         except ValueError as exc:  # an unknown trial number
             raise BadRequest(str(exc)) from None
     elif kind == "throughput":
