@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hpsearch.trials.context import JsonlSink, RankContext
 from hpsearch.trials.errors import TrialFailed
@@ -265,29 +265,44 @@ def _rank_main(
                                     timeout=timedelta(seconds=collective_timeout_s))
         train(spec, ctx)
     except TrialFailed as exc:
-        _write_failure(run, rank, exc.reason, exc.detail)
-        raise SystemExit(1) from None
+        _fail(run, rank, exc.reason, exc.detail)
     except dist.DistBackendError as exc:
         # A peer rank vanished (killed, crashed) under a collective: a symptom, not the cause.
-        _write_failure(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-        raise SystemExit(1) from None
+        _fail(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
     except HPSearchError as exc:
-        _write_failure(run, rank, "workload_error", str(exc))
-        raise SystemExit(1) from None
+        _fail(run, rank, "workload_error", str(exc))
     except Exception as exc:  # the trial driver's boundary: record any workload crash
-        detail = f"{type(exc).__name__}: {exc}"
-        _write_failure(run, rank, "workload_error", detail)
         traceback.print_exc(file=sys.stderr)
-        raise SystemExit(1) from None
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    # A rank that finished leaves without the interpreter's teardown: under load, gloo's
-    # background threads were seen aborting a finished rank at exit ("terminate called without
-    # an active exception", SIGABRT), failing a trial whose results were all reported.
+        _fail(run, rank, "workload_error", f"{type(exc).__name__}: {exc}")
+    # Every collective of a finished rank completed (the loop ends in a barrier): its group
+    # can be torn down. A rank that finished then leaves without the interpreter's teardown:
+    # under load, gloo's background threads were seen aborting a finished rank at exit
+    # ("terminate called without an active exception", SIGABRT), failing a trial whose
+    # results were all reported.
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _exit(0)
+
+
+def _fail(run: Path, rank: int, reason: str, detail: str) -> NoReturn:
+    """Report this rank's failure and leave at once, without tearing anything down.
+
+    A rank that fails (a non-finite loss, most often) may have a gradient all-reduce in flight:
+    the last micro-step's backward launched it, and its completion runs a Python callback (the
+    timing comm hook). Tearing the process group down then deadlocks: the main thread holds
+    the GIL while the gloo group's destructor joins its worker thread, which waits for the GIL
+    to finish that callback (seen: a diverged two-rank trial's ranks hung at exit, both in
+    futex waits, and the trial with them). The failure is on disk; the peers see the
+    connection drop and stop too.
+    """
+    _write_failure(run, rank, reason, detail)
+    _exit(1)
+
+
+def _exit(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def _write_failure(run: Path, rank: int, reason: str, detail: str) -> None:
