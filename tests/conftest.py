@@ -6,7 +6,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -30,6 +30,20 @@ def _postgres_reachable(url: str) -> str | None:
     return None
 
 
+def _unavailable(message: str) -> NoReturn:
+    """Skip a test whose real component this machine lacks; fail it in CI (``CI`` set), which
+    must run every test."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def unavailable() -> Callable[[str], NoReturn]:
+    """The skip-here, fail-in-CI policy, for tests and fixtures whose component is missing."""
+    return _unavailable
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """A reachable PostgreSQL URL, or a skip that says how to enable these tests.
@@ -40,9 +54,7 @@ def postgres_url() -> str:
     if problem:
         message = (f"PostgreSQL not reachable at {POSTGRES_URL} ({problem}); start a server or set "
                    "HPSEARCH_TEST_POSTGRES_URL to enable the PostgreSQL store tests")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _unavailable(message)
     return POSTGRES_URL
 
 

@@ -109,7 +109,7 @@ class ThroughputModel:
             0.084
         """
         b, w, a = _config(per_device_batch, world_size, accum_steps)
-        out = a * (self.t0 + self.t1 * b) + self.t_ar * _ring(w)
+        out = _step_time(b, w, a, self.t0, self.t1, self.t_ar)
         return float(out) if out.ndim == 0 else out
 
     @overload
@@ -136,7 +136,7 @@ class ThroughputModel:
             array([ 571., 1730.])
         """
         b, w, a = _config(per_device_batch, world_size, accum_steps)
-        out = b * w * a / (a * (self.t0 + self.t1 * b) + self.t_ar * _ring(w))
+        out = b * w * a / _step_time(b, w, a, self.t0, self.t1, self.t_ar)
         return float(out) if out.ndim == 0 else out
 
     def step_time_draws(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> FloatArray:
@@ -160,8 +160,7 @@ class ThroughputModel:
         """
         b, w, a = np.broadcast_arrays(*_config(per_device_batch, world_size, accum_steps))
         t0, t1, t_ar = (self.coefficient_draws[:, k].reshape((-1,) + (1,) * b.ndim) for k in range(3))
-        out: FloatArray = a * (t0 + t1 * b) + t_ar * _ring(w)
-        return out
+        return _step_time(b, w, a, t0, t1, t_ar)
 
     def extrapolations(self, per_device_batch: Number, world_size: Number, accum_steps: Number) -> tuple[str, ...]:
         """Why a prediction at this configuration goes beyond what the trials measured.
@@ -210,6 +209,14 @@ class ThroughputModel:
 def _values(x: FloatArray) -> str:
     distinct = np.unique(x)
     return ", ".join(format_batch(float(v)) for v in distinct)
+
+
+def _step_time(
+    b: FloatArray, w: FloatArray, a: FloatArray, t0: float | FloatArray, t1: float | FloatArray, t_ar: float | FloatArray
+) -> FloatArray:
+    # The model itself, in the module docstring's terms; the fit's design matrix is its columns.
+    out: FloatArray = a * (t0 + t1 * b) + t_ar * _ring(w)
+    return out
 
 
 def _ring(world_size: FloatArray) -> FloatArray:

@@ -17,8 +17,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import optuna
 import pytest
@@ -70,12 +71,10 @@ class PrivatePostgres:
 
 
 @pytest.fixture
-def private_postgres() -> Iterator[PrivatePostgres]:
-    missing = not PG_BIN or (os.geteuid() == 0 and shutil.which("runuser") is None)
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are missing in CI")
-        pytest.skip("needs PostgreSQL's server binaries (the Debian package postgresql) to start a private server")
+def private_postgres(unavailable: Callable[[str], NoReturn]) -> Iterator[PrivatePostgres]:
+    if not PG_BIN or (os.geteuid() == 0 and shutil.which("runuser") is None):
+        unavailable("needs PostgreSQL's server binaries (initdb, pg_ctl: the Debian package postgresql) "
+                    "to start a private server")
     server = PrivatePostgres()
     server.start()
     open_storage(server.url)  # Optuna's tables exist before the search and the test both open the store
