@@ -330,13 +330,15 @@ def trials_csv(cache: StudyCache, name: str) -> str:
 
 
 def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
-    """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason."""
+    """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason, and
+    ``model_path``, where its saved weights are (``None`` when it kept none)."""
     search = cache.search(name)
     if not number.isdigit():
         raise BadRequest(f"a trial number is a whole number, got {number!r}")
     t = cache.trial(name, int(number))
     attrs = dict(t.user_attrs)
     return _plain({
+        "model_path": _model_path(cache.frame(name), t.number),
         "number": t.number,
         "state": read_model.display_state(t.state.name, attrs),
         "params": t.params,
@@ -349,6 +351,16 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
         "datetime_start": t.datetime_start,
         "datetime_complete": t.datetime_complete,
     })
+
+
+def _model_path(frame: pd.DataFrame, number: int) -> str | None:
+    """Where the trial's saved weights are, from the table (which leaves out the ones the
+    search deleted under ``save_model: best``); ``None`` when it kept none."""
+    if record.MODEL_PATH not in frame.columns:
+        return None
+    rows = frame.loc[frame["number"] == number, record.MODEL_PATH]
+    value = rows.iloc[0] if len(rows) else None
+    return value if isinstance(value, str) else None
 
 
 #: Figures the study page draws, in its order; each answers ``GET .../figures/{kind}``.

@@ -15,13 +15,16 @@ Example:
 
 from hpsearch.search_spaces._examples import example_path, list_examples
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
-from hpsearch.search_spaces.loader import load_space, parse_space, space_from_mapping
+from hpsearch.search_spaces.loader import load_space, parse_space, space_error, space_from_mapping
 from hpsearch.search_spaces.record import METRICS
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
+    ENGINE_PARAMETERS,
     LR_RULES,
+    OPTIMIZER_PARAMETERS,
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
+    SAVE_MODEL_MODES,
     AnalysisSpec,
     Choice,
     Constraints,
@@ -39,10 +42,13 @@ from hpsearch.search_spaces.space import (
 
 __all__ = [
     "CORE_PARAMETERS",
+    "ENGINE_PARAMETERS",
     "LR_RULES",
     "METRICS",
+    "OPTIMIZER_PARAMETERS",
     "SAMPLERS",
     "SAMPLER_CLASS_NAMES",
+    "SAVE_MODEL_MODES",
     "AnalysisSpec",
     "Choice",
     "Constraints",
@@ -62,5 +68,6 @@ __all__ = [
     "list_examples",
     "load_space",
     "parse_space",
+    "space_error",
     "space_from_mapping",
 ]

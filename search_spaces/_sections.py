@@ -29,6 +29,7 @@ from hpsearch.search_spaces.space import (
     LR_SCHEDULES,
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
+    SAVE_MODEL_MODES,
     AnalysisSpec,
     Choice,
     Constraints,
@@ -66,7 +67,7 @@ TOP_KEYS = (
     "constraints",
     "analysis",
 )
-_WORKLOAD_KEYS = ("name", "epochs", "options", "eval_every_samples")
+_WORKLOAD_KEYS = ("name", "epochs", "options", "eval_every_samples", "save_model")
 _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
@@ -132,7 +133,10 @@ def parse_workload(doc: Document, root: Mapping[str, Any]) -> WorkloadSpec:
     every = None
     if section.get("eval_every_samples") is not None:
         every = check_int(doc, section["eval_every_samples"], path + ("eval_every_samples",), minimum=1, maximum=2**40)
-    return WorkloadSpec(name=name, epochs=epochs, options=options, eval_every_samples=every)
+    save_model = WorkloadSpec.save_model
+    if section.get("save_model") is not None:
+        save_model = check_one_of(doc, section["save_model"], path + ("save_model",), SAVE_MODEL_MODES)
+    return WorkloadSpec(name=name, epochs=epochs, options=options, eval_every_samples=every, save_model=save_model)
 
 
 def parse_analysis(doc: Document, root: Mapping[str, Any]) -> AnalysisSpec:

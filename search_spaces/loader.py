@@ -18,6 +18,7 @@ from hpsearch.search_spaces._document import (
     Document,
     decode_text,
     document_from_mapping,
+    format_key_path,
     parse_document,
     read_text,
 )
@@ -34,6 +35,7 @@ from hpsearch.search_spaces._sections import (
     parse_study,
     parse_workload,
 )
+from hpsearch.search_spaces.errors import SpaceError
 from hpsearch.search_spaces.space import (
     Choice,
     Fixed,
@@ -43,7 +45,7 @@ from hpsearch.search_spaces.space import (
     SearchSpace,
 )
 
-__all__ = ["load_space", "parse_space", "space_from_mapping"]
+__all__ = ["load_space", "parse_space", "space_error", "space_from_mapping"]
 
 
 def load_space(path: str | os.PathLike[str]) -> SearchSpace:
@@ -134,6 +136,23 @@ def space_from_mapping(
     """
     doc = document_from_mapping(data, source, text=_dump(data))
     return _build(doc, default_study=default_study, source_path=None)
+
+
+def space_error(space: SearchSpace, path: tuple[str | int, ...], reason: str) -> SpaceError:
+    """A ``SpaceError`` at ``path`` of an already validated space, with the file's line when the
+    space was read from a file: for the rules checked outside the parser, such as which options
+    a workload takes (``hpsearch.workloads``).
+
+    Example:
+        >>> space = parse_space("parameters: {per_device_batch_size: 8, base_lr: 0.1, hiden: 4}")
+        >>> str(space_error(space, ("parameters", "hiden"), "unknown name"))
+        "<space> at 'parameters.hiden': unknown name"
+    """
+    source = space.source_path or "<space>"
+    line = None
+    if space.source_path is not None and space.source_text:
+        line = parse_document(space.source_text, source).line_of(path)
+    return SpaceError(reason, key_path=format_key_path(path), line=line, source=source)
 
 
 def _dump(data: Any) -> str:

@@ -70,6 +70,8 @@ EMULATED_RANKS = "emulated_ranks"
 DEVICE = "device"
 NODE = "node"
 NODE_ID = "node_id"
+#: Where rank 0 wrote the trial's final weights (``workload.save_model``).
+MODEL_PATH = "model_path"
 
 # ---- bookkeeping written by the searcher ----
 #: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
@@ -169,6 +171,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(DEVICE, "device", "measured"),
     Field(NODE, "node", "bookkeeping"),
     Field(NODE_ID, "Ray node id", "bookkeeping"),
+    Field(MODEL_PATH, "saved model", "measured",
+          doc="the trial's final weights (a torch state dict), on the node of its rank 0"),
     Field(STATUS_REASON, "status reason", "bookkeeping"),
     Field(STATUS_DETAIL, "status detail", "bookkeeping"),
     Field(CURVES, "curves", "bookkeeping"),

@@ -12,8 +12,11 @@ from typing import Any, Literal
 
 __all__ = [
     "CORE_PARAMETERS",
+    "ENGINE_PARAMETERS",
     "LR_RULES",
     "LR_SCHEDULES",
+    "OPTIMIZER_PARAMETERS",
+    "SAVE_MODEL_MODES",
     "AnalysisSpec",
     "Choice",
     "Constraints",
@@ -35,8 +38,7 @@ LR_RULES: tuple[str, ...] = ("constant", "linear", "sqrt")
 #: LR schedules after warmup: constant peak, cosine decay to 0, or x0.1 at 50% and 75% of training.
 LR_SCHEDULES: tuple[str, ...] = ("none", "cosine", "step")
 
-#: Parameters the trial engine itself interprets; every other parameter is handed to the
-#: workload and the optimizer.
+#: Parameters the trial engine itself interprets: the batch, the world size and the LR rule.
 CORE_PARAMETERS: tuple[str, ...] = (
     "per_device_batch_size",
     "world_size",
@@ -44,6 +46,17 @@ CORE_PARAMETERS: tuple[str, ...] = (
     "lr_rule",
     "base_lr",
 )
+
+#: Parameters the engine hands to the optimizer it builds (docs/workloads.md lists their defaults).
+OPTIMIZER_PARAMETERS: tuple[str, ...] = ("optimizer", "momentum", "nesterov", "weight_decay")
+
+#: Every parameter the engine owns. Any other parameter of a space is a workload setting: it
+#: reaches the workload factory as an option, over the same-named entry of ``workload.options``.
+ENGINE_PARAMETERS: tuple[str, ...] = CORE_PARAMETERS + OPTIMIZER_PARAMETERS
+
+#: Which finished trials keep their final weights (``workload.save_model``): none, every
+#: COMPLETE trial, or only the trials no other COMPLETE trial beats on every objective.
+SAVE_MODEL_MODES: tuple[str, ...] = ("none", "all", "best")
 
 Scalar = int | float | str | bool
 
@@ -93,12 +106,19 @@ class WorkloadSpec:
     (over all ranks) have been seen, besides at every epoch's end (``None``: at epoch ends
     only). Time-to-target is interpolated between evaluations, so a finer cadence gives it a
     finer resolution, at the cost of the evaluations' time.
+
+    ``save_model`` (one of ``SAVE_MODEL_MODES``) makes rank 0 of each trial write its final
+    weights to ``model.pt`` in the trial's run folder: ``all`` keeps every COMPLETE trial's,
+    ``best`` only those of the trials no other COMPLETE trial beats on every objective (the
+    Pareto front; the best trial of a single-objective study), deleting the others' as they fall
+    behind.
     """
 
     name: str = "digits_cnn"
     epochs: int = 10
     options: Mapping[str, Any] = field(default_factory=dict)
     eval_every_samples: int | None = None
+    save_model: str = "none"
 
 
 @dataclass(frozen=True)

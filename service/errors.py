@@ -23,6 +23,7 @@ __all__ = [
     "StudyExistsError",
     "StudyNotFoundError",
     "TrialFailed",
+    "TrialNotFoundError",
     "WorkloadError",
 ]
 
@@ -36,6 +37,12 @@ class StoreError(HPSearchError):
 
 class StudyNotFoundError(StoreError):
     """No study of that name is in the store."""
+
+    http_status = 404
+
+
+class TrialNotFoundError(StoreError):
+    """The study has no trial of that number (or not one that can be used for what was asked)."""
 
     http_status = 404
 

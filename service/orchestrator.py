@@ -31,7 +31,6 @@ from hpsearch.errors import (
     StoreLostError,
     StudyExistsError,
     TrialFailed,
-    WorkloadError,
 )
 from hpsearch.locks import study_lock
 from hpsearch.progress import SearchEvent
@@ -50,7 +49,6 @@ from hpsearch.store import (
     study_attrs,
     study_names,
 )
-from hpsearch.trials.workloads.base import resolve_workload
 
 __all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "space_of_study"]
 
@@ -92,6 +90,7 @@ def trial_settings(space: SearchSpace, device: str) -> dict[str, Any]:
         workload_options=dict(space.workload.options),
         epochs=space.workload.epochs,
         eval_every_samples=space.workload.eval_every_samples,
+        save_model=space.workload.save_model != "none",
         device=device,
         cpus_per_worker=space.resources.cpus_per_worker,
         seed=space.search.seed,
@@ -192,7 +191,7 @@ def run_search(
                 f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
                 f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
             )
-        resolve_workload(space.workload.name)  # a typo fails before Ray starts
+        _check_names(space)  # a typo, an unimportable plugin or an unknown option fails before Ray starts
         with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
             samples_per_epoch = checked_workload()
@@ -247,7 +246,7 @@ def resume_search(
             study.set_user_attr(ATTR_N_TRIALS, n_trials)
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
         requeued = _requeue_interrupted(study, set(space.parameters))
-        resolve_workload(space.workload.name)
+        _check_names(space)
         with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
             samples_per_epoch = checked_workload()
@@ -316,6 +315,15 @@ def _checking_workload(space: SearchSpace) -> Iterator[Callable[[], int]]:
         yield pool.submit(_check_workload, space).result
 
 
+def _check_names(space: SearchSpace) -> None:
+    """Import the workload and check the names the space hands it (``hpsearch.workloads``);
+    what cannot be checked is logged as a warning."""
+    from hpsearch.workloads import check_space_workload
+
+    for warning in check_space_workload(space).warnings:
+        log.warning("warning: %s", warning)
+
+
 def _check_workload(space: SearchSpace) -> int:
     """Build the workload once before anything is written: a workload that cannot be found or
     built, or a batch larger than its training set, is an error now rather than a study full
@@ -325,13 +333,10 @@ def _check_workload(space: SearchSpace) -> int:
         WorkloadError: the workload cannot be found or built.
         SpaceError: some configuration's effective batch is larger than the training set.
     """
-    factory = resolve_workload(space.workload.name)
-    try:
-        workload = factory(dict(space.workload.options))
-    except WorkloadError:
-        raise
-    except Exception as exc:  # a user's factory: report what it raised, not a traceback
-        raise WorkloadError(f"workload {space.workload.name!r} failed to build: {type(exc).__name__}: {exc}") from exc
+    from hpsearch.workloads import build_first
+
+    # Built with the first configuration's workload parameters; checks what the factory returns.
+    workload = build_first(space)
     size = len(workload.train_set)  # type: ignore[arg-type]
     largest = _largest(space, "per_device_batch_size") * space.max_world_size() * _largest(space, "grad_accum_steps")
     cap = space.constraints.max_effective_batch_size

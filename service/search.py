@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from hpsearch.analysis import Recommendation, StudyAnalysis
     from hpsearch.orchestrator import SearchPlan
+    from hpsearch.torchrun import ExportedTrial
 
 __all__ = ["Search", "frontier_axes", "load", "resume", "start"]
 
@@ -177,6 +178,53 @@ class Search:
         backend = self.backend
         study_id = backend.get_study_id_from_name(self.study_name)
         return backend.get_trial(backend.get_trial_id_from_study_id_trial_number(study_id, number))
+
+    def model_path(self, number: int) -> str | None:
+        """Where trial ``number``'s final weights are (a torch state dict for the workload's
+        model), or ``None`` when it kept none: the space did not set ``workload.save_model``,
+        the trial did not complete, or, with ``save_model: best``, a better trial made the
+        search delete them. The path is on the node that ran the trial's rank 0.
+
+        Raises:
+            TrialNotFoundError: the study has no trial ``number``.
+
+        Example:
+            >>> import torch  # doctest: +SKIP
+            >>> search = hpsearch.load("my-study")  # doctest: +SKIP
+            >>> state = torch.load(search.model_path(search.best_trial.number))  # doctest: +SKIP
+        """
+        from hpsearch.errors import TrialNotFoundError
+        from hpsearch.search_spaces.record import MODEL_PATH
+
+        df = self.trials_dataframe()
+        rows = df[df["number"] == number] if len(df) else df
+        if not len(rows):
+            raise TrialNotFoundError(f"study {self.study_name!r} has no trial #{number} (it has {len(df)} trials)")
+        value = rows.iloc[0].get(MODEL_PATH)
+        return value if isinstance(value, str) else None
+
+    def export_trial(self, number: int, folder: str | os.PathLike[str], *, world_size: int | None = None,
+                     epochs: int | None = None) -> ExportedTrial:
+        """Write trial ``number`` as a torchrun job into ``folder``: ``trial.json`` (its full
+        configuration) and ``launch.sh``; ``bash launch.sh`` trains it with torchrun, without
+        Ray or the store, and writes the final weights and metrics beside them
+        (``hpsearch.torchrun``).
+
+        Args:
+            world_size: Train at this many ranks (the LR follows the trial's rule at the new
+                effective batch); default: the trial's.
+            epochs: Train this many epochs; default: the trial's.
+
+        Raises:
+            TrialNotFoundError: no such trial, or one without a full configuration.
+
+        Example:
+            >>> job = hpsearch.load("digits-quickstart").export_trial(7, "run7", world_size=4)  # doctest: +SKIP
+            >>> job.launch, job.spec.lr  # doctest: +SKIP
+        """
+        from hpsearch.torchrun import export_trial
+
+        return export_trial(self.study, number, folder, world_size=world_size, epochs=epochs)
 
     def summary(self) -> dict[str, Any]:
         """Counts by state, finished trials against the target, objectives and the best trial,

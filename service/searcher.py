@@ -27,6 +27,7 @@ from ray.tune.search import Searcher
 
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
+from hpsearch.models import ModelKeeper
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     NOT_RUN_REASONS,
@@ -38,7 +39,7 @@ from hpsearch.reasons import (
 )
 from hpsearch.sampler import distributions
 from hpsearch.search_spaces import SearchSpace
-from hpsearch.search_spaces.record import CURVE_METRICS, RECORDED_METRICS, TRAINING_STARTED
+from hpsearch.search_spaces.record import CURVE_METRICS, MODEL_PATH, RECORDED_METRICS, TRAINING_STARTED
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
 
@@ -116,6 +117,8 @@ class StudySearcher(Searcher):
         self._curves: dict[str, dict[str, list[Any]]] = {}
         self._launched = 0
         self._tried: set[Hashable] = set()
+        #: Which completed trials keep their saved weights (``workload.save_model``).
+        self.models = ModelKeeper.of_study(study, space.workload.save_model)
         if space.constraints.skip_equivalent:
             for t in study.get_trials(deepcopy=False):
                 if t.params and occupies_its_configuration(t) and t.user_attrs.get("status_reason") not in NOT_RUN_REASONS:
@@ -249,6 +252,7 @@ class StudySearcher(Searcher):
             self._fail(trial, "diverged", f"non-finite objective values {values}")
             return
         finite = [float(v) for v in values if v is not None]
+        _write(trial, self.models.keep(trial.number, finite, result.get(MODEL_PATH), self.study))
         self.study.tell(trial, finite)
         self._emit("completed", trial.number, values=finite)
 

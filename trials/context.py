@@ -1,7 +1,8 @@
 """``RankContext``: how a rank knows who it is and reports what it measured.
 
 The DDP loop reports through this small object and never imports Ray, so the same loop runs
-under the Ray trial driver, under torchrun and in a test. Only rank 0 reports.
+under the Ray trial driver, under torchrun (``RankContext.from_env``, ``hpsearch.trials.run``)
+and in a test. Only rank 0 reports.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,50 @@ class RankContext:
     run_dir: Path | None = None
     reports: list[dict[str, Any]] = field(default_factory=list)
     lr_trace: list[float] = field(default_factory=list)
+
+    @classmethod
+    def from_env(cls, device: str = "cpu", *, environ: Mapping[str, str] | None = None, sink: Sink | None = None,
+                 run_dir: Path | None = None) -> RankContext:
+        """The rank a launcher following torchrun's convention started: ``RANK``, ``WORLD_SIZE``
+        and ``LOCAL_RANK`` from the environment (``MASTER_ADDR`` and ``MASTER_PORT`` are read by
+        ``torch.distributed.init_process_group(init_method="env://")``). Without them, one
+        process: rank 0 of 1.
+
+        Args:
+            device: ``cpu``, or ``cuda`` for the GPU of this rank's ``LOCAL_RANK``.
+            environ: The environment to read (default: this process's).
+
+        Raises:
+            ValueError: a variable is not an integer, the rank is outside the world, or a
+                multi-process world has no ``MASTER_ADDR``/``MASTER_PORT``.
+
+        Example:
+            >>> env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+            ...        "MASTER_PORT": "29500"}
+            >>> ctx = RankContext.from_env("cuda", environ=env)
+            >>> ctx.rank, ctx.world_size, ctx.device, ctx.is_main
+            (1, 2, 'cuda:1', False)
+        """
+        env = os.environ if environ is None else environ
+        values = {}
+        for name, default in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", None)):
+            raw = env.get(name)
+            try:
+                values[name] = int(raw) if raw not in (None, "") else default
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+        rank, world = int(values["RANK"] or 0), int(values["WORLD_SIZE"] or 1)
+        local = rank if values["LOCAL_RANK"] is None else int(values["LOCAL_RANK"])
+        if world < 1 or not 0 <= rank < world:
+            raise ValueError(f"RANK must be in 0..WORLD_SIZE-1, got RANK={rank}, WORLD_SIZE={world}")
+        if world > 1:
+            missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
+            if missing:
+                verb = "are" if len(missing) > 1 else "is"
+                raise ValueError(f"WORLD_SIZE is {world} but {' and '.join(missing)} {verb} not set: start the "
+                                 "ranks with torchrun, which sets them")
+        where = f"cuda:{local}" if device.startswith("cuda") else device
+        return cls(rank=rank, world_size=world, device=where, sink=sink, run_dir=run_dir)
 
     @property
     def is_main(self) -> bool:

@@ -4,7 +4,8 @@ Per step: A micro-batches of b samples on each of W ranks, so the effective batc
 B = b x W x A (SCIENCE.md). Gradients are all-reduced (averaged) by DDP on the last micro-step
 only; the earlier micro-steps run under ``no_sync``. The LR is ``rule(base_lr, B / B0)`` after an
 optional linear warmup. Rank 0 evaluates after every epoch (and every ``eval_every_samples``
-samples when set) and reports.
+samples when set) and reports; with ``save_model`` it writes the final weights before its last
+report, which says where (``model_path``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +22,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
+from hpsearch.search_spaces.record import MODEL_PATH
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.measure import (
@@ -30,16 +33,19 @@ from hpsearch.trials.measure import (
 )
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.trials.workloads.base import Workload, resolve_workload
+from hpsearch.trials.workloads.base import Workload, build_workload
 
-__all__ = ["build_optimizer", "evaluate", "train"]
+__all__ = ["MODEL_FILE", "build_optimizer", "evaluate", "train"]
 
-_OPTIMIZER_KEYS = {"optimizer", "momentum", "nesterov", "weight_decay"}
+#: The file rank 0 writes the final weights to, in the run folder (``TrialSpec.save_model``).
+MODEL_FILE = "model.pt"
 
 
 def build_optimizer(params: Any, spec: TrialSpec) -> torch.optim.Optimizer:
-    """SGD (default), Adam or AdamW from the spec's ``optimizer``, ``momentum``, ``nesterov``
-    and ``weight_decay`` hyperparameters. The LR is set per step by the loop."""
+    """SGD (default), Adam or AdamW from the spec's ``optimizer`` (default ``sgd``),
+    ``momentum`` (0), ``nesterov`` (false) and ``weight_decay`` (0) hyperparameters; Adam and
+    AdamW take ``weight_decay`` only, with torch's other defaults. The LR is set per step by
+    the loop."""
     hp = spec.hyperparameters
     name = str(hp.get("optimizer", "sgd")).lower()
     weight_decay = float(hp.get("weight_decay", 0.0))
@@ -116,7 +122,8 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
 
     # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's).
     torch.manual_seed(spec.seed)
-    workload = resolve_workload(spec.workload)(dict(spec.workload_options))
+    # The factory gets workload.options with the workload's own parameters (hidden...) over them.
+    workload = build_workload(spec.workload, spec.factory_options)
     model: torch.nn.Module = workload.model.to(device)
     comm = CommStats(world_size=P)
     if P > 1:
@@ -146,6 +153,7 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     # without a blocking collective in every step.
     pending: list[tuple[float, float, int]] = []  # (local squared norm, big_sq, step_samples)
 
+    save_to = ctx.run_dir / MODEL_FILE if spec.save_model and ctx.run_dir is not None else None
     every = spec.eval_every_samples
     next_eval = every if every else None
     progress = _Progress()
@@ -199,9 +207,8 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
                     ctx, raw_model, workload, device, progress, comm, noise, optimizer,
                     epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
                     epochs_completed=epoch + 1 if end_of_epoch else epoch,
-                    final=end_of_epoch and epoch == spec.epochs - 1, P=P, measurable=measurable)
-    if ctx.is_main and ctx.run_dir is not None and spec.save_model:
-        torch.save(raw_model.state_dict(), ctx.run_dir / "model.pt")
+                    final=end_of_epoch and epoch == spec.epochs - 1, P=P, measurable=measurable,
+                    save_to=save_to)
     if P > 1:
         # Hold every rank until rank 0 finished its last evaluation, so no rank tears the group
         # down while another still runs.
@@ -272,8 +279,9 @@ def _flush_noise(pending: list[tuple[float, float, int]], noise: NoiseScale, P: 
 def _evaluate_and_report(ctx: RankContext, raw_model: torch.nn.Module, workload: Workload, device: torch.device,
                          progress: _Progress, comm: CommStats, noise: NoiseScale, optimizer: torch.optim.Optimizer,
                          *, epoch: float, epochs_completed: int, final: bool, P: int,
-                         measurable: bool) -> dict[str, Any]:
-    """Rank 0: evaluate the model and report where training stands."""
+                         measurable: bool, save_to: Path | None = None) -> dict[str, Any]:
+    """Rank 0: evaluate the model and report where training stands; at the final evaluation,
+    write the weights to ``save_to`` first."""
     began = time.perf_counter()
     epoch_seconds = began - progress.epoch_start - progress.epoch_eval_seconds  # training time of the epoch so far
     progress.evaluations += 1
@@ -299,5 +307,10 @@ def _evaluate_and_report(ctx: RankContext, raw_model: torch.nn.Module, workload:
     # The evaluation's own time counts in the wall time, not in the training time.
     metrics["runtime_s"] = now - progress.start
     metrics["train_s"] = metrics["runtime_s"] - progress.eval_seconds
+    if final and save_to is not None:
+        # Written before the final report (and outside the timed part), so the report can say
+        # where: the searcher records the path, and a trial cut short leaves no file behind.
+        torch.save(raw_model.state_dict(), save_to)
+        metrics[MODEL_PATH] = str(save_to.resolve())
     ctx.report(metrics)
     return metrics

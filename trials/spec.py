@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hpsearch.search_spaces.space import CORE_PARAMETERS
+from hpsearch.search_spaces.space import CORE_PARAMETERS, OPTIMIZER_PARAMETERS
 from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 
 __all__ = ["TrialSpec"]
@@ -30,9 +30,11 @@ class TrialSpec:
         warmup_epochs: Linear warmup from ``base_lr`` to the scaled LR.
         schedule: After warmup: ``none``, ``cosine`` or ``step`` (see ``scaling.lr_at``).
         workload: Built-in workload name or ``"pkg.module:function"``.
-        workload_options: Passed to the workload factory.
+        workload_options: The space's ``workload.options``.
         epochs: Passes over the training set.
-        hyperparameters: Every other parameter (``momentum``, ``weight_decay``, ``optimizer``...).
+        hyperparameters: Every other parameter: the optimizer's (``optimizer``, ``momentum``,
+            ``nesterov``, ``weight_decay``) and the workload's own (``hidden``...), which reach
+            the factory through ``factory_options``.
         device: ``cpu`` or ``cuda`` (already resolved, never ``auto``).
         cpus_per_worker: torch threads per rank.
         seed: Seeds model init, data order and the train/validation split.
@@ -72,6 +74,19 @@ class TrialSpec:
     def processes(self) -> int:
         """Real processes (devices) the trial uses: W / emulated_ranks."""
         return self.world_size // self.emulated_ranks
+
+    @property
+    def factory_options(self) -> dict[str, Any]:
+        """What the workload factory receives: ``workload_options`` with every parameter the
+        engine does not own merged over them (a parameter wins over the option of its name).
+
+        Example:
+            >>> TrialSpec(per_device_batch_size=8, base_lr=0.1, workload_options={"hidden": 8, "samples": 64},
+            ...           hyperparameters={"hidden": 32, "momentum": 0.9}).factory_options
+            {'hidden': 32, 'samples': 64}
+        """
+        workload_parameters = {k: v for k, v in self.hyperparameters.items() if k not in OPTIMIZER_PARAMETERS}
+        return {**self.workload_options, **workload_parameters}
 
     @property
     def lr(self) -> float:

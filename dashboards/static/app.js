@@ -281,6 +281,9 @@ async function trialPage(main, { name, number }) {
       t.status_reason ? el("div", { class: "reason", id: "reason" },
         `${t.status_reason}${t.status_detail ? `: ${t.status_detail}` : ""}`) : "");
     tables.replaceChildren(
+      ...(t.model_path ? [el("h2", {}, "Saved model"),
+        el("p", { class: "text", id: "model-path" }, t.model_path,
+          el("span", { class: "note" }, " (final weights, a torch state dict for the workload's model)"))] : []),
       el("h2", {}, "Parameters"), kv(t.params),
       el("h2", {}, "Values"), kv(t.values || {}),
       el("h2", {}, "Measurements and attributes"), kv(t.user_attrs),

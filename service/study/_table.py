@@ -56,7 +56,8 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
     ``state`` (``display_state``), every param and user attr (except ``hidden``; only those in
     ``attrs`` when given: a reader that needs a few columns of a large study reads only those)
     as a column, the objective values under ``objectives``' names, ``datetime_start``,
-    ``datetime_complete`` and ``duration_s``.
+    ``datetime_complete`` and ``duration_s``. A ``model_path`` whose file the search deleted
+    (``workload.save_model: best``, ``hpsearch.models``) is left out.
 
     Raises:
         KeyError: no study of that name.
@@ -71,7 +72,20 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
         rows = _api_rows(storage, study_name, objectives, hidden, attrs)
     for row in rows:
         row["state"] = display_state(row["state"], row)
+    if any(record.MODEL_PATH in row for row in rows):
+        _clear_removed_models(storage, study_name, rows)
     return pd.DataFrame(rows)
+
+
+def _clear_removed_models(storage: optuna.storages.BaseStorage, study_name: str, rows: list[dict[str, Any]]) -> None:
+    """Drop the ``model_path`` of trials whose weights the search deleted after they finished
+    (their own attrs can no longer be written; the study lists them)."""
+    from hpsearch.models import removed_models
+
+    removed = removed_models(storage.get_study_user_attrs(storage.get_study_id_from_name(study_name)))
+    for row in rows:
+        if row["number"] in removed:
+            row.pop(record.MODEL_PATH, None)
 
 
 def _api_rows(storage: optuna.storages.BaseStorage, study_name: str, objectives: Sequence[str],

@@ -1,17 +1,21 @@
 """The workload contract: what a trial trains.
 
-A workload factory takes the ``workload.options`` mapping from the space file and returns a
-``Workload``. Built-ins are registered by name; a user's own factory is named as
-``"my_pkg.module:function"`` and gets the same DDP loop, scaling rules and measurements.
+A workload factory takes a mapping of options and returns a ``Workload``. The options are the
+space file's ``workload.options`` with every parameter the engine does not own (``hidden``,
+``dropout``...) merged over them, so a search can vary the model's own settings. Built-ins are
+registered by name; a user's own factory is named as ``"my_pkg.module:function"`` and gets the
+same DDP loop, scaling rules and measurements. A factory decorated with ``@takes_options(...)``
+says which options it takes, so a misspelt name in a space file is refused before any trial runs.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from hpsearch.trials.errors import WorkloadError
 
@@ -19,7 +23,17 @@ if TYPE_CHECKING:
     import torch
     from torch.utils.data import Dataset
 
-__all__ = ["Workload", "WorkloadFactory", "builtin_workloads", "check_options", "resolve_workload"]
+__all__ = [
+    "Workload",
+    "WorkloadFactory",
+    "accepted_options",
+    "build_workload",
+    "builtin_workloads",
+    "check_options",
+    "check_workload",
+    "resolve_workload",
+    "takes_options",
+]
 
 
 @dataclass(frozen=True)
@@ -48,8 +62,12 @@ class Workload:
 
 
 WorkloadFactory = Callable[[Mapping[str, Any]], Workload]
+_Factory = TypeVar("_Factory", bound=Callable[..., Any])
 
 _PLUGIN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+#: The attribute ``takes_options`` sets on a factory: the option names it takes.
+_OPTIONS_ATTR = "hpsearch_options"
 
 
 def check_options(options: Mapping[str, Any], known: set[str]) -> None:
@@ -61,6 +79,96 @@ def check_options(options: Mapping[str, Any], known: set[str]) -> None:
     unknown = set(options) - known
     if unknown:
         raise WorkloadError(f"unknown workload options {sorted(unknown)}; this workload takes {sorted(known)}")
+
+
+def takes_options(*names: str) -> Callable[[_Factory], _Factory]:
+    """Declare the options a workload factory takes.
+
+    The factory then refuses any other option with a ``WorkloadError`` that lists these, and
+    ``hpsearch validate`` (and ``start``) refuse a space whose ``workload.options`` or
+    parameters hand it a name that neither the engine nor the factory takes, before any trial
+    runs. Without it, the names a space passes are the factory's own business: hpsearch can
+    only warn that it cannot check them.
+
+    Example:
+        >>> @takes_options("hidden", "samples")
+        ... def make_workload(options):
+        ...     return options["hidden"]
+        >>> sorted(accepted_options(make_workload))
+        ['hidden', 'samples']
+        >>> make_workload({"hiden": 4})
+        Traceback (most recent call last):
+        ...
+        hpsearch.trials.errors.WorkloadError: unknown workload options ['hiden']; this workload takes ['hidden', 'samples']
+    """
+    known = frozenset(names)
+
+    def decorate(factory: _Factory) -> _Factory:
+        @functools.wraps(factory)
+        def checked(options: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+            check_options(options, set(known))
+            return factory(options, *args, **kwargs)
+
+        setattr(checked, _OPTIONS_ATTR, known)
+        return cast("_Factory", checked)
+
+    return decorate
+
+
+def accepted_options(factory: Callable[..., Any]) -> frozenset[str] | None:
+    """The options a factory declared with ``takes_options``, or ``None`` when it declared none."""
+    names = getattr(factory, _OPTIONS_ATTR, None)
+    return frozenset(names) if isinstance(names, Iterable) and not isinstance(names, str) else None
+
+
+def check_workload(value: object, name: str) -> Workload:
+    """``value`` when it is a ``Workload`` a trial can train, else a ``WorkloadError`` that names
+    what was expected and what the factory ``name`` returned.
+
+    Example:
+        >>> check_workload({"model": None}, "my_pkg.mod:make")
+        Traceback (most recent call last):
+        ...
+        hpsearch.trials.errors.WorkloadError: workload 'my_pkg.mod:make' must return a hpsearch.trials.workloads.base.Workload, got a dict with keys ['model']
+    """
+    expected = f"{Workload.__module__}.{Workload.__qualname__}"
+    if not isinstance(value, Workload):
+        raise WorkloadError(f"workload {name!r} must return a {expected}, got {_describe(value)}")
+    import torch
+
+    if not isinstance(value.model, torch.nn.Module):
+        raise WorkloadError(f"workload {name!r}: Workload.model must be a torch.nn.Module, got {_describe(value.model)}")
+    if not callable(value.loss_fn):
+        raise WorkloadError(f"workload {name!r}: Workload.loss_fn must be callable, got {_describe(value.loss_fn)}")
+    if value.loss_reduction not in ("mean", "sum"):
+        raise WorkloadError(f"workload {name!r}: Workload.loss_reduction must be 'mean' or 'sum', "
+                            f"got {value.loss_reduction!r}")
+    for field_name in ("train_set", "val_set"):
+        data = getattr(value, field_name)
+        if not (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
+            raise WorkloadError(f"workload {name!r}: Workload.{field_name} must be a map-style dataset "
+                                f"(with __getitem__ and __len__), got {_describe(data)}")
+    return value
+
+
+def build_workload(name: str, options: Mapping[str, Any]) -> Workload:
+    """Resolve the factory ``name``, call it with ``options`` and check what it returned.
+
+    Raises:
+        WorkloadError: the factory cannot be found, raised it, or returned something other
+            than a ``Workload``.
+    """
+    return check_workload(resolve_workload(name)(dict(options)), name)
+
+
+def _describe(value: object) -> str:
+    """What a value is, for a message: ``None``, ``a dict with keys [...]``, ``a Linear``..."""
+    if value is None:
+        return "None (does the function return its Workload?)"
+    if isinstance(value, Mapping):
+        return f"a {type(value).__name__} with keys {sorted(map(str, value))[:8]}"
+    return f"a {type(value).__module__}.{type(value).__qualname__}" if type(value).__module__ != "builtins" \
+        else f"a {type(value).__name__}"
 
 
 def builtin_workloads() -> dict[str, WorkloadFactory]:

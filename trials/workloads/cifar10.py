@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, check_options
+from hpsearch.trials.workloads.base import Workload, takes_options
 
 __all__ = ["TRAIN_BATCHES", "CifarImages", "cifar10", "load_cifar10", "read_batch"]
 
@@ -127,6 +127,7 @@ def load_cifar10(
     return train, val
 
 
+@takes_options("path", "limit", "val_source", "channels")
 def cifar10(options: Mapping[str, Any]) -> Workload:
     """A small CNN (two convolutions, two linear layers) on a local CIFAR-10 copy.
 
@@ -136,7 +137,6 @@ def cifar10(options: Mapping[str, Any]) -> Workload:
         val_source (str, "test_batch"): the batch file used for validation.
         channels (int, 32): width of the first convolution (the second has twice as many).
     """
-    check_options(options, {"path", "limit", "val_source", "channels"})
     if not isinstance(options.get("path"), str) or not options["path"]:
         raise WorkloadError("the cifar10 workload needs option 'path': the CIFAR-10 python folder")
     c = options.get("channels", 32)

@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, check_options
+from hpsearch.trials.workloads.base import Workload, takes_options
 
 __all__ = ["digits_cnn", "digits_mlp", "load_digits_split"]
 
@@ -42,6 +42,7 @@ def load_digits_split(
     return TensorDataset(x[train_idx], y[train_idx]), TensorDataset(x[val_idx], y[val_idx])
 
 
+@takes_options("channels", "val_fraction", "split_seed", "loss_reduction")
 def digits_cnn(options: Mapping[str, Any]) -> Workload:
     """A small two-layer CNN on digits (the default workload).
 
@@ -50,7 +51,6 @@ def digits_cnn(options: Mapping[str, Any]) -> Workload:
         val_fraction (float, 0.2), split_seed (int, 0): the validation split.
         loss_reduction ("mean" or "sum", "mean"): how the cross-entropy reduces over a batch.
     """
-    check_options(options, {"channels", "val_fraction", "split_seed", "loss_reduction"})
     c = int(options.get("channels", 16))
     train, val = load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
     model = nn.Sequential(
@@ -67,6 +67,7 @@ def digits_cnn(options: Mapping[str, Any]) -> Workload:
     return _classifier(model, train, val, options)
 
 
+@takes_options("hidden", "val_fraction", "split_seed", "loss_reduction")
 def digits_mlp(options: Mapping[str, Any]) -> Workload:
     """A one-hidden-layer MLP on digits.
 
@@ -75,7 +76,6 @@ def digits_mlp(options: Mapping[str, Any]) -> Workload:
         val_fraction (float, 0.2), split_seed (int, 0): the validation split.
         loss_reduction ("mean" or "sum", "mean"): how the cross-entropy reduces over a batch.
     """
-    check_options(options, {"hidden", "val_fraction", "split_seed", "loss_reduction"})
     h = int(options.get("hidden", 64))
     train, val = load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, h), nn.ReLU(), nn.Linear(h, 10))

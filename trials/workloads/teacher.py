@@ -16,11 +16,11 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, check_options
+from hpsearch.trials.workloads.base import Workload, takes_options
 
 __all__ = ["make_teacher_data", "teacher_mlp"]
 
-_KNOWN = {"samples", "features", "width", "depth", "classes", "val_fraction", "data_seed"}
+_KNOWN = ("samples", "features", "width", "depth", "classes", "val_fraction", "data_seed")
 
 
 def _int(options: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
@@ -77,6 +77,7 @@ def make_teacher_data(
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
 
 
+@takes_options(*_KNOWN)
 def teacher_mlp(options: Mapping[str, Any]) -> Workload:
     """A student MLP learning a random teacher MLP's labels; size and length set by the options.
 
@@ -89,7 +90,6 @@ def teacher_mlp(options: Mapping[str, Any]) -> Workload:
         val_fraction (float, 0.2): share of ``samples`` held out for validation.
         data_seed (int, 0): seeds the teacher and the inputs (not the student's weights).
     """
-    check_options(options, _KNOWN)
     samples = _int(options, "samples", 4096, 2)
     features = _int(options, "features", 32, 1)
     width = _int(options, "width", 64, 1)

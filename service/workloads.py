@@ -1,0 +1,151 @@
+"""A space's workload, checked from the orchestrator's side before anything runs.
+
+Three promises of the workload contract (docs/workloads.md) are kept here, for ``hpsearch
+validate``, ``start`` and ``resume`` alike:
+
+- a plugin's module imports (checked without building any data);
+- every name the space hands the workload (its ``workload.options`` and each parameter the
+  engine does not own) is one the workload takes, when its factory says which it takes
+  (``@takes_options``; the built-ins do); otherwise each such name is a warning, since nothing
+  can check it;
+- the factory returns a ``Workload`` (checked when ``start`` builds it once).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hpsearch.errors import WorkloadError
+from hpsearch.search_spaces import (
+    CORE_PARAMETERS,
+    ENGINE_PARAMETERS,
+    OPTIMIZER_PARAMETERS,
+    Choice,
+    Fixed,
+    FloatRange,
+    IntRange,
+    SearchSpace,
+    space_error,
+)
+from hpsearch.trials.workloads.base import Workload, accepted_options, check_workload, resolve_workload
+
+__all__ = ["WorkloadCheck", "build_first", "check_space_workload", "first_options"]
+
+
+@dataclass(frozen=True)
+class WorkloadCheck:
+    """What checking a space's workload found.
+
+    Attributes:
+        name: The workload's name in the space.
+        options: The options its factory takes (``None``: it does not say).
+        passed: The parameters of the space that reach the factory as options, in file order.
+        warnings: What could not be checked, one sentence each.
+    """
+
+    name: str
+    options: frozenset[str] | None
+    passed: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def check_space_workload(space: SearchSpace) -> WorkloadCheck:
+    """Import the space's workload and check the names the space hands it, building nothing.
+
+    Raises:
+        WorkloadError: the workload is not a built-in and its module cannot be imported, or it
+            has no such function.
+        SpaceError: a parameter or ``workload.options`` entry names an option that neither the
+            engine nor the workload takes (the workload declared its options); the message
+            lists what each takes.
+
+    Example:
+        >>> from hpsearch.search_spaces import parse_space
+        >>> space = parse_space("parameters: {per_device_batch_size: 8, base_lr: 0.1, hidden: {choices: [16, 64]}}"
+        ...                     "\\nworkload: {name: digits_mlp}")
+        >>> check_space_workload(space).passed
+        ('hidden',)
+        >>> space = parse_space("parameters: {per_device_batch_size: 8, base_lr: 0.1, hiden: 16}"
+        ...                     "\\nworkload: {name: digits_mlp}")
+        >>> check_space_workload(space)
+        Traceback (most recent call last):
+        ...
+        hpsearch.search_spaces.errors.SpaceError: <space> at 'parameters.hiden': 'hiden' is neither a parameter of the engine nor an option of workload 'digits_mlp'; did you mean 'hidden'? digits_mlp takes: hidden, loss_reduction, split_seed, val_fraction; the engine takes: per_device_batch_size, world_size, grad_accum_steps, lr_rule, base_lr, optimizer, momentum, nesterov, weight_decay
+    """
+    name = space.workload.name
+    factory = resolve_workload(name)
+    taken = accepted_options(factory)
+    passed = tuple(p for p in space.parameters if p not in ENGINE_PARAMETERS)
+    if taken is None:
+        warnings = ()
+        if passed:
+            warnings = (f"workload {name!r} does not say which options it takes, so parameters "
+                        f"{', '.join(passed)} reach its factory unchecked: a misspelt name there is only "
+                        "noticed by the factory (decorate it with hpsearch.trials.workloads.base.takes_options "
+                        "to have such names refused before anything runs)",)
+        return WorkloadCheck(name, None, passed, warnings)
+    for parameter in passed:
+        if parameter not in taken:
+            raise space_error(space, ("parameters", parameter), _unknown(parameter, name, taken, "parameter"))
+    for option in space.workload.options:
+        if option not in taken:
+            raise space_error(space, ("workload", "options", option), _unknown(option, name, taken, "option"))
+    return WorkloadCheck(name, taken, passed)
+
+
+def _unknown(word: str, workload: str, taken: frozenset[str], kind: str) -> str:
+    engine = list(CORE_PARAMETERS) + list(OPTIMIZER_PARAMETERS)
+    close = difflib.get_close_matches(word, sorted(taken) + engine, n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else "."
+    short = workload.rpartition(":")[2]
+    if kind == "option":
+        return (f"'{word}' is not an option of workload {workload!r}{hint} {short} takes: "
+                f"{', '.join(sorted(taken)) or 'no options'}")
+    return (f"'{word}' is neither a parameter of the engine nor an option of workload {workload!r}{hint} "
+            f"{short} takes: {', '.join(sorted(taken)) or 'no options'}; the engine takes: {', '.join(engine)}")
+
+
+def first_options(space: SearchSpace) -> dict[str, Any]:
+    """The options the factory gets for the space's first configuration: ``workload.options``
+    with each workload parameter at its fixed value, first choice or lower bound.
+
+    Example:
+        >>> from hpsearch.search_spaces import parse_space
+        >>> space = parse_space("parameters: {per_device_batch_size: 8, base_lr: 0.1, hidden: {choices: [16, 64]}}"
+        ...                     "\\nworkload: {name: digits_mlp, options: {hidden: 4, split_seed: 1}}")
+        >>> first_options(space)
+        {'hidden': 16, 'split_seed': 1}
+    """
+    options: dict[str, Any] = dict(space.workload.options)
+    for name, parameter in space.parameters.items():
+        if name in ENGINE_PARAMETERS:
+            continue
+        if isinstance(parameter, Fixed):
+            options[name] = parameter.value
+        elif isinstance(parameter, Choice):
+            options[name] = parameter.choices[0]
+        elif isinstance(parameter, (IntRange, FloatRange)):
+            options[name] = parameter.low
+    return options
+
+
+def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) -> Workload:
+    """Build the space's workload once (with ``first_options`` unless ``options`` are given)
+    and check what its factory returns.
+
+    Raises:
+        WorkloadError: the factory cannot be found, raised, or returned something other than a
+            ``Workload`` (the message names the expected type and what came back).
+    """
+    name = space.workload.name
+    factory = resolve_workload(name)
+    try:
+        built = factory(dict(first_options(space) if options is None else options))
+    except WorkloadError:
+        raise
+    except Exception as exc:  # a user's factory: report what it raised, not a traceback
+        raise WorkloadError(f"workload {name!r} failed to build: {type(exc).__name__}: {exc}") from exc
+    return check_workload(built, name)
