@@ -77,17 +77,19 @@ def unique_name() -> str:
 @pytest.fixture
 def live_children() -> Callable[[], list[Any]]:
     """A function listing this test process's live descendants, except the helpers that live as
-    long as it does and are not ranks: multiprocessing's resource tracker and the fork server
-    that CPU ranks are forked from."""
+    long as it does and run no rank: multiprocessing's resource tracker and the idle warm rank
+    processes of this process's own pool (``hpsearch.trials.pool.local_pool``)."""
     import psutil
 
+    from hpsearch.trials import pool
+
     def children() -> list[Any]:
+        idle = pool._local.idle_pids() if pool._local is not None else set()
         out = []
         for p in psutil.Process().children(recursive=True):
             try:
                 command = " ".join(p.cmdline())
-                if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in command \
-                        and "forkserver" not in command:
+                if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in command and p.pid not in idle:
                     out.append(p)
             except psutil.NoSuchProcess:
                 pass

@@ -307,6 +307,8 @@ def _evaluate_and_report(ctx: RankContext, raw_model: torch.nn.Module, workload:
     # The evaluation's own time counts in the wall time, not in the training time.
     metrics["runtime_s"] = now - progress.start
     metrics["train_s"] = metrics["runtime_s"] - progress.eval_seconds
+    if final:
+        metrics["device"] = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
     if final and save_to is not None:
         # Written before the final report (and outside the timed part), so the report can say
         # where: the searcher records the path, and a trial cut short leaves no file behind.

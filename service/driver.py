@@ -1,0 +1,257 @@
+"""The trial driver: the Tune trainable every trial runs, its reservation, and the warm rank
+pools on each node.
+
+Tune starts a trial process per trial and reuses one only for an identical resource request,
+so a search over world sizes used to pay a new Ray worker (seconds) at every change of shape.
+Here every trial's Tune request is the same (the memory of its light driver process, no CPU),
+so Tune always reuses a finished trial's process, and the trial reserves its devices itself:
+
+1. ``Reservations`` (one actor per search) grants each trial one placement-group bundle of all
+   its W workers' CPUs and GPUs on one node, in the order trials asked (first come, first
+   served: a two-rank trial is not starved by one-rank trials that keep taking a freed CPU).
+   Ray's accounting holds exactly what each trial reserved, for as long as it runs.
+2. The trial runs its ranks in the warm ``RankPool`` (``hpsearch.trials.pool``) of the node
+   that holds its bundle: processes that already imported torch, the loop and the workload,
+   whatever the trial's world size. On CUDA, rank ``r`` runs in the warm process of the
+   ``r``-th GPU of the bundle.
+
+The trainable imports neither torch nor optuna.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import ray
+
+from hpsearch.trials.launcher import workload_module
+from hpsearch.trials.pool import RankPool, Status
+from hpsearch.trials.spec import TrialSpec
+
+__all__ = [
+    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Reservations", "trainable", "trial_bundle",
+]
+
+#: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
+#: report, and the final (post-training) report.
+STARTED_KEY = "hpsearch_started"
+FAILED_KEY = "hpsearch_failed"
+FINAL_KEY = "hpsearch_final"
+
+#: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
+#: are in its reservation). The same for all trials, so Tune reuses trial processes.
+DRIVER_RESOURCES = {"memory": 256 * 2**20}
+
+# Named actors of the search's Ray job; names are per job (namespace), so concurrent searches on
+# one cluster each find their own.
+_POOL_NAME = "hpsearch-ranks-{node_id}"
+_RESERVATIONS_NAME = "hpsearch-reservations"
+
+# Calls to a pool wait at most this long in the actor (``wait``), so one actor thread per
+# running trial is plenty.
+_ACTOR_THREADS = 256
+
+
+class _PoolActor:
+    """A node's ``RankPool``, as a threaded Ray actor (created by ``RankPools``)."""
+
+    def __init__(self, preload: list[str], prestart: dict[str | None, int], reuse: bool,
+                 sys_path: list[str]) -> None:
+        self.pool = RankPool(preload, prestart=prestart, reuse=reuse, sys_path=sys_path)
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def start(self, spec: TrialSpec, run_dir: str, gpu_ids: list[str] | None, collective_timeout_s: float,
+              watch_pid: int | None, sys_path: list[str]) -> int:
+        return self.pool.start(spec, run_dir, gpu_ids=gpu_ids, collective_timeout_s=collective_timeout_s,
+                               watch_pid=watch_pid, sys_path=sys_path)
+
+    def wait(self, ticket: int, timeout: float) -> Status:
+        return self.pool.wait(ticket, timeout)
+
+    def cancel(self, ticket: int) -> None:
+        self.pool.cancel(ticket)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class _RemoteRanks:
+    """A trial's handle on its node's pool actor (``hpsearch.trials.launcher.Ranks``)."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
+              collective_timeout_s: float = 300.0, watch_pid: int | None = None,
+              sys_path: Sequence[str] | None = None) -> int:
+        ref = self.actor.start.remote(spec, run_dir, None if gpu_ids is None else list(gpu_ids),
+                                      collective_timeout_s, watch_pid, list(sys_path or sys.path))
+        return int(ray.get(ref))
+
+    def wait(self, ticket: int, timeout: float) -> Status:
+        status: Status = ray.get(self.actor.wait.remote(ticket, timeout))
+        return status
+
+    def cancel(self, ticket: int) -> None:
+        ray.get(self.actor.cancel.remote(ticket))
+
+
+class _ReservationsActor:
+    """Creates the trials' placement groups one at a time, in the order asked (``asyncio.Lock``
+    wakes its waiters first in, first out), each once the previous one is placed; and owns the
+    nodes' rank pools (started with it on every alive node, and on a node that joins later when
+    a bundle first lands there), so they end with it."""
+
+    def __init__(self, pool_options: dict[str, Any]) -> None:
+        self._turn = asyncio.Lock()
+        self._options = pool_options
+        self._pools: dict[str, Any] = {}
+        for node in ray.nodes():
+            if node.get("Alive"):
+                self._pool(node["NodeID"], node["Resources"])
+
+    async def reserve(self, processes: int) -> tuple[Any, str, dict[str, float]]:
+        from ray.util.placement_group import placement_group, placement_group_table
+
+        bundle = trial_bundle(processes, self._options["device"], self._options["cpus_per_worker"],
+                              self._options["gpus_per_worker"])
+        async with self._turn:
+            group = placement_group([bundle], strategy="STRICT_PACK")
+            await group.ready()
+        node_id = str(placement_group_table(group)["bundles_to_node_id"][0])
+        if node_id not in self._pools:
+            resources = next((n["Resources"] for n in ray.nodes() if n["NodeID"] == node_id), {})
+            self._pool(node_id, resources)
+        return group, node_id, bundle
+
+    def _pool(self, node_id: str, resources: dict[str, float]) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        o = self._options
+        prestart: dict[str | None, int]
+        if o["device"] == "cuda":
+            # Whole GPUs, one process each: the ids Ray gives a node's GPUs are 0..n-1.
+            gpus = int(resources.get("GPU", 0))
+            prestart = {str(g): 1 for g in range(gpus)} if o["gpus_per_worker"] == 1 else {}
+        else:
+            # As many ranks as the node runs at once, but not hundreds of idle processes on a
+            # big node for a search of small trials: the pool grows when trials need more.
+            slots = int(resources.get("CPU", 0) // max(o["cpus_per_worker"], 1))
+            prestart = {None: max(0, min(slots, max(o["largest_trial"], 2)))}
+        actor_class = ray.remote(num_cpus=0, max_concurrency=_ACTOR_THREADS)(_PoolActor)
+        self._pools[node_id] = actor_class.options(
+            name=_POOL_NAME.format(node_id=node_id),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote(o["preload"], prestart, o["reuse"], o["sys_path"])
+
+    def close(self) -> None:
+        for actor in self._pools.values():
+            with contextlib.suppress(Exception):  # already gone with its node: nothing to stop
+                ray.get(actor.close.remote(), timeout=15)
+
+
+class Reservations:
+    """The search's reservation desk and rank pools (an actor); ``close`` ends them all.
+
+    Args:
+        workload: The workload every trial trains; its module is imported ahead by the ranks.
+        device: ``cpu`` or ``cuda``.
+        cpus_per_worker, gpus_per_worker: What a rank reserves.
+        largest_trial: The most processes one trial of the search runs.
+        reuse: ``resources.reuse_workers``.
+    """
+
+    def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: int,
+                 largest_trial: int, reuse: bool) -> None:
+        module = workload_module(workload)
+        options = dict(preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
+                       gpus_per_worker=gpus_per_worker, largest_trial=largest_trial, reuse=reuse,
+                       sys_path=list(sys.path))
+        actor_class = ray.remote(num_cpus=0, max_concurrency=_ACTOR_THREADS)(_ReservationsActor)
+        self.actor = actor_class.options(name=_RESERVATIONS_NAME).remote(options)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            ray.get(self.actor.close.remote(), timeout=30)
+        ray.kill(self.actor)
+
+
+def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_worker: int) -> dict[str, float]:
+    """The devices a trial of ``processes`` ranks reserves, as one placement-group bundle."""
+    need = {"CPU": float(processes * cpus_per_worker)}
+    if device == "cuda":
+        need["GPU"] = float(processes * gpus_per_worker)
+    return need
+
+
+@contextlib.contextmanager
+def _reserved(processes: int) -> Iterator[tuple[Any, str, dict[str, float]]]:
+    """Hold a trial's devices, on one node, for the block's duration; yields the placement
+    group, its node's id and the bundle."""
+    from ray.util.placement_group import remove_placement_group
+
+    group, node_id, bundle = ray.get(ray.get_actor(_RESERVATIONS_NAME).reserve.remote(processes))
+    try:
+        yield group, node_id, bundle
+    finally:
+        remove_placement_group(group)
+
+
+def _bundle_gpus(group: Any, gpus: float) -> list[str]:
+    """The ids of the GPUs in the bundle, as Ray assigns them to work placed in it."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    probe = ray.remote(num_cpus=0, num_gpus=gpus)(ray.get_gpu_ids).options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0))
+    return [str(g) for g in ray.get(probe.remote())]
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """One Tune trial: reserve its devices, run its ranks in that node's pool, forward rank 0's
+    reports, and record a failure as a result.
+
+    This is the trial driver's error boundary: a failing trial reports its reason instead of
+    raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
+    """
+    from ray import tune
+
+    from hpsearch.trials.errors import TrialFailed
+    from hpsearch.trials.launcher import run_trial
+
+    spec = TrialSpec(**config["spec"])
+    with _reserved(spec.processes) as (group, node_id, bundle):
+        # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
+        # or a test cluster on one machine); the id tells them apart.
+        where = {"node": _node_ip(node_id), "node_id": node_id}
+        gpu_ids = _bundle_gpus(group, bundle["GPU"]) if bundle.get("GPU") else None
+        tune.report({STARTED_KEY: True, **where})
+
+        def forward(metrics: dict[str, Any]) -> None:
+            # The last evaluation goes out once, merged into the final report below: a
+            # scheduler that stops a trial on that report would otherwise cut off its final
+            # measurements.
+            if not metrics.get("final"):
+                tune.report({**metrics, **where})
+
+        try:
+            final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"),
+                              ranks=_node_pool(node_id), gpu_ids=gpu_ids)
+        except TrialFailed as exc:
+            tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
+            return
+    tune.report({**final, **where, FINAL_KEY: True})
+
+
+def _node_ip(node_id: str) -> str:
+    return next((str(n["NodeManagerAddress"]) for n in ray.nodes() if n["NodeID"] == node_id), "?")
+
+
+def _node_pool(node_id: str) -> _RemoteRanks:
+    return _RemoteRanks(ray.get_actor(_POOL_NAME.format(node_id=node_id)))

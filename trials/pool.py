@@ -1,0 +1,399 @@
+"""Warm rank processes, reused by the ranks of trials of any shape.
+
+Starting a rank from scratch costs seconds (a Python interpreter importing torch, the training
+loop and the workload's module) and a search of short trials paid it on every trial. A
+``RankPool`` keeps processes that have paid it once (``hpsearch.trials.worker``) and hands them
+to each trial's ranks: a trial of W ranks takes W idle workers, each joins a fresh process group
+for that trial only, trains, tears the group down and goes back to the pool. One pool per node
+serves every trial on it, whatever their world sizes.
+
+Workers are plain OS processes, not Ray tasks: the trial that uses them has already reserved
+their CPUs and GPUs, so Ray's accounting stays what the trials reserved. On CUDA each worker
+belongs to one device (its ``CUDA_VISIBLE_DEVICES`` is that device's id, the id Ray assigns to
+the trial), so a trial's rank ``i`` runs in the worker of its ``i``-th assigned GPU and keeps
+that worker's CUDA context warm. On CPU any idle worker serves any rank.
+
+Reuse never changes a result (``hpsearch.trials.worker`` resets a worker to its fresh state
+before every task), and a worker is reused only after a clean finish: a rank that failed,
+diverged, was killed, was cancelled or ran out of time takes its process with it, and the pool
+starts a fresh one in its place.
+
+The pool is thread-safe. One thread (the pool's monitor) starts every worker and reads every
+message, so a worker's parent thread lives as long as the pool (workers ask Linux to kill them
+when it ends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_any
+from pathlib import Path
+from typing import Any
+
+from hpsearch.trials.errors import TrialFailed
+from hpsearch.trials.spec import TrialSpec
+
+__all__ = ["RankPool", "Status", "local_pool"]
+
+# A worker that cannot even start (a broken environment) fails the trial after this many tries
+# in a row, instead of being restarted forever.
+_MAX_START_FAILURES = 3
+_TICK_S = 0.05
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    conn: Connection
+    gpu: str | None
+    state: str = "starting"  # starting -> idle <-> busy; any -> gone
+    ticket: int | None = None
+    rank: int = -1
+    tasks: int = 0
+
+
+@dataclass
+class Status:
+    """What a trial's ranks did since the last look.
+
+    Attributes:
+        reports: Rank 0's new reports (``metrics.jsonl`` lines), in order.
+        codes: Every rank's exit code (0: finished cleanly) once all have ended, else ``None``.
+        failures: The ranks' failure reports (``failure-rank<r>.json``), once all have ended.
+    """
+
+    reports: list[dict[str, Any]]
+    codes: list[int] | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Ticket:
+    workers: list[_Worker]
+    run: Path
+    rendezvous: str
+    watch_pid: int | None
+    codes: list[int | None] = field(default_factory=list)
+    offset: int = 0  # of metrics.jsonl read so far
+
+    def new_reports(self) -> list[dict[str, Any]]:
+        """The complete JSON lines rank 0 appended since the last call."""
+        path = self.run / "metrics.jsonl"
+        if not path.exists():
+            return []
+        with path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+
+
+class RankPool:
+    """Warm rank processes on this node.
+
+    Args:
+        preload: Modules every worker imports before it is idle (the workload's module: its
+            data and model code), beside torch and the training loop.
+        prestart: Workers to start at once, per device: ``{None: n}`` for CPU ranks,
+            ``{"0": 1, "1": 1}`` for the workers of GPUs 0 and 1.
+        reuse: ``False`` retires a worker after one rank: every rank then runs in a fresh
+            process, through the same code (the reference a warm pool is compared with).
+        sys_path: The import path the workers start with (default: this process's), so the
+            modules in ``preload`` are found.
+    """
+
+    def __init__(self, preload: Sequence[str] = (), *, prestart: dict[str | None, int] | None = None,
+                 reuse: bool = True, sys_path: Sequence[str] | None = None) -> None:
+        self.preload = list(preload)
+        self.reuse = reuse
+        self._sys_path = list(sys.path if sys_path is None else sys_path)
+        self._workers: list[_Worker] = []
+        self._tickets: dict[int, _Ticket] = {}
+        self._ids = itertools.count(1)
+        # How many live workers each device should have: the most it ever needed at once.
+        self._wanted: dict[str | None, int] = dict(prestart or {})
+        self._start_failures = 0
+        self._broken: str | None = None
+        self._closed = False
+        self._cond = threading.Condition()
+        self._monitor = threading.Thread(target=self._monitor_loop, name="hpsearch-rank-pool", daemon=True)
+        self._monitor.start()
+
+    # -- the trial's side -------------------------------------------------------------------
+
+    def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
+              collective_timeout_s: float = 300.0, watch_pid: int | None = None,
+              sys_path: Sequence[str] | None = None, wait_s: float = 600.0) -> int:
+        """Hand ``spec.processes`` idle workers one rank each of this trial; returns its ticket.
+
+        Waits for workers to become idle or to start (the pool grows to what trials need).
+
+        Args:
+            gpu_ids: On CUDA, the trial's GPUs as Ray assigned them, in rank order (rank ``r``
+                gets the ``r``-th ``len(gpu_ids) / spec.processes`` of them).
+            watch_pid: The trial's process: if it dies, the pool stops the trial's ranks.
+            sys_path: The trial's import path; the ranks see it, and forget what they imported
+                from it when they finish.
+
+        Raises:
+            TrialFailed: ``rank_exited`` when workers cannot be started at all.
+        """
+        n = spec.processes
+        if spec.device.startswith("cuda"):
+            ids = [str(g) for g in gpu_ids or []]
+            if not ids or len(ids) % n:
+                raise TrialFailed("rank_exited", f"a CUDA trial of {n} processes needs GPUs for each, "
+                                                 f"got {ids}")
+            per = len(ids) // n  # resources.gpus_per_worker
+            slots: list[str | None] = [",".join(ids[r * per:(r + 1) * per]) for r in range(n)]
+        else:
+            slots = [None] * n
+        run = Path(run_dir)
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "metrics.jsonl").unlink(missing_ok=True)
+        for stale in run.glob("failure-rank*"):
+            stale.unlink()
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            self._raise_if_closed()
+            for slot in set(slots):
+                busy = sum(w.gpu == slot and w.state == "busy" for w in self._workers)
+                self._wanted[slot] = max(self._wanted.get(slot, 0), busy + slots.count(slot))
+            self._cond.notify_all()
+            while (chosen := self._pick(slots)) is None:
+                if self._broken is not None:
+                    raise TrialFailed("rank_exited", self._broken)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TrialFailed("rank_exited", f"no rank process became available within {wait_s:g} s")
+                self._cond.wait(min(left, 1.0))
+            ticket = next(self._ids)
+            rendezvous = os.path.join(tempfile.gettempdir(), f"hpsearch-rendezvous-{uuid.uuid4().hex}")
+            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, watch_pid, [None] * n)
+            task = dict(spec=spec, run_dir=str(run_dir), world_size=n, rendezvous=rendezvous,
+                        collective_timeout_s=collective_timeout_s,
+                        sys_path=list(sys.path if sys_path is None else sys_path))
+            for rank, worker in enumerate(chosen):
+                worker.state, worker.ticket, worker.rank = "busy", ticket, rank
+                # A worker that died while idle raises here; the monitor sees it go and fails the rank.
+                with contextlib.suppress(OSError):
+                    worker.conn.send({**task, "rank": rank})
+            return ticket
+
+    def wait(self, ticket: int, timeout: float) -> Status:
+        """Wait up to ``timeout`` seconds for the ticket's ranks to end; return what they
+        reported meanwhile, and, once every rank has ended, their exit codes and failure
+        reports (the ticket is then closed). A failed rank's peers are stopped (SIGTERM) so
+        the trial ends promptly."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                t = self._tickets[ticket]
+                if all(c is not None for c in t.codes):
+                    del self._tickets[ticket]
+                    _remove(t.rendezvous)
+                    failures = [json.loads(p.read_text()) for p in sorted(t.run.glob("failure-rank*.json"))]
+                    return Status(t.new_reports(), [int(c) for c in t.codes if c is not None], failures)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return Status(t.new_reports())
+                self._cond.wait(left)
+
+    def cancel(self, ticket: int) -> None:
+        """Stop the ticket's ranks that still run (SIGKILL); their processes are replaced.
+        Idempotent; returns once every rank has ended."""
+        with self._cond:
+            t = self._tickets.get(ticket)
+            if t is None:
+                return
+            for worker, code in zip(t.workers, t.codes):
+                if code is None:
+                    _signal(worker, signal.SIGKILL)
+        self.wait(ticket, 60.0)
+        with self._cond:
+            self._tickets.pop(ticket, None)
+
+    def idle_pids(self) -> set[int]:
+        """The processes of idle and starting workers (not running any rank)."""
+        with self._cond:
+            return {w.proc.pid for w in self._workers if w.state in ("idle", "starting")}
+
+    def close(self) -> None:
+        """Stop every worker and the monitor."""
+        with self._cond:
+            self._closed = True
+            for worker in self._workers:
+                _signal(worker, signal.SIGKILL)
+            self._cond.notify_all()
+        self._monitor.join(timeout=10)
+
+    # -- the monitor ------------------------------------------------------------------------
+
+    def _pick(self, slots: list[str | None]) -> list[_Worker] | None:
+        chosen: list[_Worker] = []
+        for slot in slots:
+            worker = next((w for w in self._workers
+                           if w.gpu == slot and w.state == "idle" and w not in chosen), None)
+            if worker is None:
+                return None
+            chosen.append(worker)
+        return chosen
+
+    def _monitor_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    for worker in self._workers:
+                        _reap(worker)
+                    return
+                self._spawn_missing()
+                by_conn = {w.conn: w for w in self._workers}
+            if by_conn:
+                ready = wait_any(list(by_conn), timeout=_TICK_S)
+            else:
+                time.sleep(_TICK_S)
+                ready = []
+            with self._cond:
+                for conn in ready:
+                    self._receive(by_conn[conn])  # type: ignore[index]
+                self._stop_orphaned_tickets()
+                self._cond.notify_all()
+
+    def _receive(self, worker: _Worker) -> None:
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            self._gone(worker)
+            return
+        if message[0] == "ready":
+            worker.state = "idle"
+            self._start_failures = 0
+        elif message[0] == "done":
+            worker.tasks += 1
+            self._rank_ended(worker, 0)
+            if self.reuse:
+                worker.state, worker.ticket, worker.rank = "idle", None, -1
+            else:
+                worker.state = "retiring"
+                _signal(worker, signal.SIGKILL)
+
+    def _gone(self, worker: _Worker) -> None:
+        code = _reap(worker)
+        if worker.state == "starting":
+            self._start_failures += 1
+            if self._start_failures >= _MAX_START_FAILURES:
+                self._broken = (f"rank processes exit while starting (exit code {code}, {self._start_failures} "
+                                "times in a row): see the trial's log for the import error")
+        if worker.state == "busy":
+            self._rank_ended(worker, code)
+        worker.state = "gone"
+        self._workers.remove(worker)
+
+    def _rank_ended(self, worker: _Worker, code: int) -> None:
+        t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+        if t is None:
+            return
+        t.codes[worker.rank] = code
+        if code != 0:
+            # As PyTorch's own launcher does: one rank gone, the others are stopped rather than
+            # left waiting in a collective for its timeout.
+            for peer, peer_code in zip(t.workers, t.codes):
+                if peer_code is None:
+                    _signal(peer, signal.SIGTERM)
+
+    def _stop_orphaned_tickets(self) -> None:
+        """Stop the ranks of trials whose process died (a trial process killed by Ray or by a
+        user): nobody is left to wait for them."""
+        for number, t in list(self._tickets.items()):
+            if t.watch_pid is None or _alive(t.watch_pid):
+                continue
+            if all(c is not None for c in t.codes):
+                del self._tickets[number]
+                _remove(t.rendezvous)
+            for worker, code in zip(t.workers, t.codes):
+                if code is None:
+                    _signal(worker, signal.SIGKILL)
+
+    def _spawn_missing(self) -> None:
+        if self._broken is not None:
+            return
+        for slot, wanted in self._wanted.items():
+            alive = sum(w.gpu == slot and w.state in ("starting", "idle", "busy") for w in self._workers)
+            for _ in range(wanted - alive):
+                self._workers.append(self._spawn(slot))
+
+    def _spawn(self, gpu: str | None) -> _Worker:
+        parent, child = socket.socketpair()
+        env = dict(os.environ)
+        env["HPSEARCH_WORKER_FD"] = str(child.fileno())
+        env["PYTHONPATH"] = os.pathsep.join(p for p in self._sys_path if p)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        proc = subprocess.Popen([sys.executable, "-m", "hpsearch.trials.worker", *self.preload],
+                                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
+        child.close()
+        return _Worker(proc, Connection(parent.detach()), gpu)
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise TrialFailed("rank_exited", "the rank pool was closed")
+
+
+def _signal(worker: _Worker, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, OSError):
+        worker.proc.send_signal(sig)
+
+
+def _reap(worker: _Worker) -> int:
+    """Wait for a worker whose connection closed; kill it if it lingers."""
+    worker.conn.close()
+    try:
+        return int(worker.proc.wait(timeout=5))
+    except subprocess.TimeoutExpired:
+        worker.proc.kill()
+        return int(worker.proc.wait())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+_local: RankPool | None = None
+_local_lock = threading.Lock()
+
+
+def local_pool(preload: Sequence[str] = ()) -> RankPool:
+    """This process's own pool (created on first use, with ``preload``): what ``run_trial``
+    uses when no pool is given, e.g. in a script or a test calling it directly."""
+    global _local
+    with _local_lock:
+        if _local is None or _local._closed:
+            _local = RankPool(preload)
+        return _local
+

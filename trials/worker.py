@@ -1,0 +1,251 @@
+"""A warm rank process: ``python -m hpsearch.trials.worker [MODULE ...]``.
+
+Started by a ``RankPool`` (``hpsearch.trials.pool``) with one end of a socket pair (its fd in
+``HPSEARCH_WORKER_FD``). It imports torch, the training loop and the given modules once, says
+``ready``, then runs one rank of one trial per task it receives, and says ``done`` after each
+rank that finished cleanly. A rank that fails in any way writes ``failure-rank<r>.json`` in the
+trial's run folder and exits, so no process that saw an error is ever reused.
+
+Before every task the process is put back into the state it had when it became ready (see
+``_FreshState``): reuse must never change a result.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import random
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = ["rank_device", "run_rank"]
+
+_ALWAYS = ("torch", "torch.distributed", "torch.nn.parallel", "hpsearch.trials.loop",
+           # what an optimizer's first construction imports (about 1 s)
+           "torch._dynamo")
+
+
+def main(argv: list[str]) -> None:
+    conn = Connection(int(os.environ.pop("HPSEARCH_WORKER_FD")))
+    _die_with_parent()
+    # Ctrl-C in a terminal reaches every process of the foreground group; a rank stops only
+    # when its pool stops it, so that the trial's end is recorded as the search decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in (*_ALWAYS, *argv):
+        try:
+            importlib.import_module(name)
+        except Exception:  # a workload module that cannot import: each trial will report it
+            traceback.print_exc(file=sys.stderr)
+    fresh = _FreshState.capture()
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            _exit(0)
+        fresh.restore()
+        added = _extend_path(task["sys_path"])
+        run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", "world_size", "rendezvous",
+                                          "collective_timeout_s")})
+        _forget(added, fresh)
+        conn.send(("done", task["rank"]))
+
+
+def rank_device(spec_device: str) -> tuple[str, str]:
+    """``(torch device, process-group backend)`` of a rank of a trial on ``spec_device``.
+
+    A CUDA rank's worker sees only its own GPU (``CUDA_VISIBLE_DEVICES``), so its device is
+    always ``cuda:0``. ``HPSEARCH_CUDA_AS_CPU=1`` runs CUDA trials' ranks on the CPU with gloo
+    while keeping everything else of the GPU path (the GPUs Ray reserves, the worker of each
+    device): the way to exercise that path on a machine without a GPU.
+    """
+    if spec_device.startswith("cuda") and os.environ.get("HPSEARCH_CUDA_AS_CPU") != "1":
+        return "cuda:0", "nccl"
+    return "cpu", "gloo"
+
+
+def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: str,
+             collective_timeout_s: float) -> None:
+    """Run one rank of a trial in this process, in a process group of its own. Returns only
+    if the rank finished cleanly; on any failure, writes the reason and exits the process."""
+    import torch
+    import torch.distributed as dist
+
+    from hpsearch.search_spaces.errors import HPSearchError
+    from hpsearch.trials.context import JsonlSink, RankContext
+    from hpsearch.trials.errors import TrialFailed
+    from hpsearch.trials.loop import train
+
+    # Ray sets OMP_NUM_THREADS for its workers and children inherit it; set torch's own thread
+    # count per rank so W ranks share the trial's CPUs instead of oversubscribing them.
+    torch.set_num_threads(max(1, spec.cpus_per_worker))
+    device, backend = rank_device(spec.device)
+    if device.startswith("cuda"):
+        torch.cuda.set_device(0)
+    run = Path(run_dir)
+    ctx = RankContext(rank=rank, world_size=world_size, device=device,
+                      sink=JsonlSink(run / "metrics.jsonl") if rank == 0 else None, run_dir=run)
+    try:
+        if world_size > 1:
+            timeout = timedelta(seconds=collective_timeout_s)
+            store = dist.FileStore(rendezvous, world_size)
+            store.set_timeout(timeout)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+        train(spec, ctx)
+    except TrialFailed as exc:
+        _fail(run, rank, exc.reason, exc.detail)
+    except dist.DistBackendError as exc:
+        # A peer rank vanished (killed, crashed) under a collective: a symptom, not the cause.
+        _fail(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    except HPSearchError as exc:
+        _fail(run, rank, "workload_error", str(exc))
+    except Exception as exc:  # the trial driver's boundary: record any workload crash
+        traceback.print_exc(file=sys.stderr)
+        _fail(run, rank, "workload_error", f"{type(exc).__name__}: {exc}")
+    # Every collective of a finished rank completed (the loop ends in a barrier), so its group
+    # can be torn down and the process serve the next trial.
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@dataclass
+class _FreshState:
+    """What a task may change in the process and the next task must not see changed: the RNGs,
+    the default dtype, autograd's modes, determinism flags, the import path and modules."""
+
+    torch_rng: Any
+    python_rng: Any
+    numpy_rng: Any
+    dtype: Any
+    threads: int
+    flags: dict[str, Any]
+    sys_path: list[str]
+    modules: frozenset[str]
+
+    @classmethod
+    def capture(cls) -> _FreshState:
+        import torch
+
+        return cls(torch.get_rng_state(), random.getstate(), _numpy_state(), torch.get_default_dtype(),
+                   torch.get_num_threads(), _flags(), list(sys.path), frozenset(sys.modules))
+
+    def restore(self) -> None:
+        import torch
+
+        torch.set_rng_state(self.torch_rng)
+        random.setstate(self.python_rng)
+        if self.numpy_rng is not None:
+            import numpy
+
+            numpy.random.set_state(self.numpy_rng)
+        torch.set_default_dtype(self.dtype)
+        torch.set_num_threads(self.threads)
+        torch.set_grad_enabled(self.flags["grad"])
+        torch.autograd.set_detect_anomaly(self.flags["anomaly"])
+        torch.use_deterministic_algorithms(self.flags["deterministic"],
+                                           warn_only=self.flags["deterministic_warn_only"])
+        torch.backends.cudnn.benchmark = self.flags["cudnn_benchmark"]
+        torch.backends.cudnn.deterministic = self.flags["cudnn_deterministic"]
+        torch.set_float32_matmul_precision(self.flags["matmul_precision"])
+        if "torch._dynamo" in sys.modules:
+            torch._dynamo.reset()  # compiled graphs and their guards
+        if torch.cuda.is_initialized():
+            torch.cuda.manual_seed_all(torch.initial_seed())
+
+
+def _flags() -> dict[str, Any]:
+    import torch
+
+    return dict(grad=torch.is_grad_enabled(), anomaly=torch.is_anomaly_enabled(),
+                deterministic=torch.are_deterministic_algorithms_enabled(),
+                deterministic_warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
+                cudnn_benchmark=torch.backends.cudnn.benchmark,
+                cudnn_deterministic=torch.backends.cudnn.deterministic,
+                matmul_precision=torch.get_float32_matmul_precision())
+
+
+def _numpy_state() -> Any:
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.random.get_state()
+
+
+def _extend_path(paths: list[str]) -> list[str]:
+    """Put the trial's import path entries this process lacks in front (its workload module may
+    live there); returns them."""
+    added = [p for p in paths if p not in sys.path]
+    sys.path[:0] = added
+    return added
+
+
+def _forget(added: list[str], fresh: _FreshState) -> None:
+    """Release the finished rank's memory, and forget the modules it imported from the trial's
+    own import path: the next trial may come with another module of the same name."""
+    roots = [os.path.abspath(p) + os.sep for p in added if p]
+    for name in set(sys.modules) - fresh.modules:
+        origin = getattr(sys.modules[name], "__file__", None) or ""
+        if origin and any(os.path.abspath(origin).startswith(root) for root in roots):
+            del sys.modules[name]
+    sys.path[:] = fresh.sys_path
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def _fail(run: Path, rank: int, reason: str, detail: str) -> NoReturn:
+    """Report this rank's failure and leave at once, without tearing anything down.
+
+    A rank that fails (a non-finite loss, most often) may have a gradient all-reduce in flight:
+    the last micro-step's backward launched it, and its completion runs a Python callback (the
+    timing comm hook). Tearing the process group down then deadlocks: the main thread holds
+    the GIL while the gloo group's destructor joins its worker thread, which waits for the GIL
+    to finish that callback (seen: a diverged two-rank trial's ranks hung at exit, both in
+    futex waits, and the trial with them). The failure is on disk; the peers see the
+    connection drop and stop too, and the pool replaces this process.
+    """
+    _write_failure(run, rank, reason, detail)
+    _exit(1)
+
+
+def _exit(code: int) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _write_failure(run: Path, rank: int, reason: str, detail: str) -> None:
+    # Written aside and renamed into place: the pool may SIGTERM this rank while it writes, and
+    # the launcher must never read half a report.
+    final = run / f"failure-rank{rank}.json"
+    partial = final.with_suffix(".json.partial")
+    partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank}))
+    os.replace(partial, final)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when the pool's thread that started it ends (even by
+    SIGKILL of its process), so a killed search never leaves rank processes behind. Elsewhere
+    a no-op: the closed socket ends an idle worker instead."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent was gone before the request took effect
+            os._exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
