@@ -179,7 +179,7 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
         click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation}, default=str))
         return
     df = search.trials_dataframe()
-    columns = _table_columns(df, [x, y, *search.objectives])
+    columns = _table_columns(df, [x, y, *search.objectives], _workload_parameters(search))
     _print_table(df, columns, title=f"study {search.study_name}: trials")
     front = search.frontier(x=x, y=y)
     if len(front):
@@ -470,10 +470,21 @@ _HEADERS = {"per_device_batch_size": "b", "world_size": "W", "grad_accum_steps":
             "effective_batch_size": "B", "number": "#"}
 
 
-def _table_columns(df: Any, metrics: list[str]) -> list[str]:
-    """The trial-table columns: configuration and measurements, the study's metrics, minus the
-    columns that hold one value for every trial (a fixed parameter says nothing here)."""
+def _workload_parameters(search: Any) -> list[str]:
+    """The study's parameters that are the workload's own (``hidden``...), in first-seen order."""
+    from hpsearch.search_spaces import ENGINE_PARAMETERS
+    from hpsearch.study import param_names
+
+    return [p for p in param_names(search.backend, search.study_name) if p not in ENGINE_PARAMETERS]
+
+
+def _table_columns(df: Any, metrics: list[str], workload_parameters: list[str] | None = None) -> list[str]:
+    """The trial-table columns: configuration (the workload's own searched parameters after the
+    engine's) and measurements, the study's metrics, minus the columns that hold one value for
+    every trial (a fixed parameter says nothing here)."""
     wanted = list(_TABLE_COLUMNS)
+    at = wanted.index("base_lr") + 1
+    wanted[at:at] = [p for p in workload_parameters or [] if p not in wanted]
     metrics = list(dict.fromkeys(metrics))
     wanted[-1:-1] = [m for m in metrics if m not in wanted]
     always = {"number", "state", *metrics}

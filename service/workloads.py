@@ -80,7 +80,7 @@ def check_space_workload(space: SearchSpace) -> WorkloadCheck:
     taken = accepted_options(factory)
     passed = tuple(p for p in space.parameters if p not in ENGINE_PARAMETERS)
     if taken is None:
-        warnings = ()
+        warnings: tuple[str, ...] = ()
         if passed:
             warnings = (f"workload {name!r} does not say which options it takes, so parameters "
                         f"{', '.join(passed)} reach its factory unchecked: a misspelt name there is only "

@@ -35,6 +35,12 @@ MODULES = [
     "hpsearch.analysis",
     "hpsearch.analysis._target",
     "hpsearch.testing",
+    "hpsearch.workloads",
+    "hpsearch.models",
+    "hpsearch.search_spaces.loader",
+    "hpsearch.trials.workloads.base",
+    "hpsearch.trials.context",
+    "hpsearch.trials.spec",
 ]
 
 

@@ -28,7 +28,7 @@ def test_the_rank_context_comes_from_torchruns_environment() -> None:
     assert RankContext.from_env(environ={}).world_size == 1  # no launcher: one process
     with pytest.raises(ValueError, match="MASTER_ADDR and MASTER_PORT are not set"):
         RankContext.from_env(environ={"RANK": "0", "WORLD_SIZE": "2"})
-    with pytest.raises(ValueError, match="RANK must be in 0..WORLD_SIZE-1"):
+    with pytest.raises(ValueError, match=r"RANK must be in 0\.\.WORLD_SIZE-1"):
         RankContext.from_env(environ={"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "1"})
 
 
