@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import torch
 
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
+from hpsearch.trials.loop import train
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import build_workload
 
@@ -37,10 +39,14 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
-def test_a_configuration_under_torchrun_ends_like_the_trial_with_the_same_weights(tmp_path: Path) -> None:
-    spec = TrialSpec(per_device_batch_size=16, world_size=2, base_lr=0.02, lr_rule="linear", epochs=2,
+def _spec() -> TrialSpec:
+    return TrialSpec(per_device_batch_size=16, world_size=2, base_lr=0.02, lr_rule="linear", epochs=1,
                      workload="digits_mlp", workload_options={"hidden": 32}, hyperparameters={"momentum": 0.9},
                      seed=5, save_model=True, eval_every_samples=500)
+
+
+def test_a_configuration_under_torchrun_ends_like_the_trial_with_the_same_weights(tmp_path: Path) -> None:
+    spec = _spec()
     trial = run_trial(spec, tmp_path / "trial")
     job = tmp_path / "job"
     job.mkdir()
@@ -62,14 +68,20 @@ def test_a_configuration_under_torchrun_ends_like_the_trial_with_the_same_weight
     model = build_workload(spec.workload, spec.factory_options).model
     model.load_state_dict(weights)  # the saved weights are the workload's model's
 
-    # Without torchrun, one process plays both ranks (emulated ranks): the same math.
-    alone = _run(sys.executable, "-m", "hpsearch.trials.run", str(job / "trial.json"), "--out", str(tmp_path / "one"),
-                 cwd=tmp_path)
-    assert alone.returncode == 0, alone.stderr[-3000:]
-    one = json.loads((tmp_path / "one" / "metrics.json").read_text())
-    assert (one["processes"], one["emulated_ranks"]) == (1, 2)
-    for key in ("val_loss", "val_accuracy", "samples_seen", "steps", "lr"):  # train_loss: rank 0's samples only
-        assert one[key] == pytest.approx(trial[key], abs=1e-6), key
+
+def test_without_torchrun_one_process_plays_every_rank(tmp_path: Path) -> None:
+    spec = _spec()
+    (tmp_path / "trial.json").write_text(json.dumps({"spec": spec.to_dict()}))
+    done = _run(sys.executable, "-m", "hpsearch.trials.run", str(tmp_path / "trial.json"), "--out", "out",
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert (final["world_size"], final["processes"], final["emulated_ranks"]) == (2, 1, 2)
+    # The same math as two ranks: one process emulating both, in this process.
+    reference = train(replace(spec, emulated_ranks=2), RankContext(run_dir=tmp_path))
+    assert reference is not None
+    for key in COMPARED:
+        assert final[key] == pytest.approx(reference[key], abs=1e-6), key
 
 
 def test_a_bad_configuration_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
