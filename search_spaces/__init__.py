@@ -13,6 +13,7 @@ Example:
     ['base_lr', 'per_device_batch_size']
 """
 
+from hpsearch.search_spaces._budget import parse_budget_text
 from hpsearch.search_spaces._examples import example_path, list_examples
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.search_spaces.loader import load_space, parse_space, space_error, space_from_mapping
@@ -26,6 +27,7 @@ from hpsearch.search_spaces.space import (
     SAMPLERS,
     SAVE_MODEL_MODES,
     AnalysisSpec,
+    Budget,
     Choice,
     Constraints,
     Fixed,
@@ -50,6 +52,7 @@ __all__ = [
     "SAMPLER_CLASS_NAMES",
     "SAVE_MODEL_MODES",
     "AnalysisSpec",
+    "Budget",
     "Choice",
     "Constraints",
     "Fixed",
@@ -67,6 +70,7 @@ __all__ = [
     "example_path",
     "list_examples",
     "load_space",
+    "parse_budget_text",
     "parse_space",
     "space_error",
     "space_from_mapping",

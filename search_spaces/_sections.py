@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from hpsearch.search_spaces._budget import parse_budget
 from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces._rules import (
     check_bool,
@@ -71,7 +72,8 @@ _WORKLOAD_KEYS = ("name", "epochs", "options", "eval_every_samples", "save_model
 _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
-_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue")
+_SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
+                "budget")
 _RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
 _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
@@ -282,6 +284,7 @@ def parse_search(
     enqueue: list[Mapping[str, Any]] = []
     if section.get("enqueue") is not None:
         enqueue = _enqueue(doc, section["enqueue"], path + ("enqueue",), parameters)
+    budget = parse_budget(doc, section.get("budget"), path + ("budget",))
     return SearchSettings(
         sampler=sampler,
         n_trials=n_trials,
@@ -292,6 +295,7 @@ def parse_search(
         reduction_factor=reduction_factor,
         trial_timeout_s=trial_timeout_s,
         enqueue=tuple(enqueue),
+        budget=budget,
     )
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "METRICS",
     "NOT_RUN_REASONS",
     "RECORDED_METRICS",
+    "RERUN_REASONS",
     "STATES",
     "Direction",
     "Field",
@@ -70,6 +71,8 @@ EMULATED_RANKS = "emulated_ranks"
 DEVICE = "device"
 NODE = "node"
 NODE_ID = "node_id"
+#: The GPUs a CUDA trial's ranks ran on, in rank order, as Ray numbers them on the node.
+GPU_IDS = "gpu_ids"
 #: Where rank 0 wrote the trial's final weights (``workload.save_model``).
 MODEL_PATH = "model_path"
 
@@ -91,6 +94,9 @@ REASON_EARLY_STOPPED = "early_stopped"
 REASON_CONSTRAINT = "constraint"
 REASON_EQUIVALENT = "equivalent"
 REASON_INTERRUPTED = "interrupted"
+#: The search's budget ran out: stopped at the limit, or not started because the budget left
+#: could not fit it (``search.budget``).
+REASON_BUDGET = "budget"
 REASON_DIVERGED = "diverged"
 REASON_TIMEOUT = "timeout"
 REASON_RANK_EXITED = "rank_exited"
@@ -101,9 +107,12 @@ REASON_MISSING_METRIC = "missing_metric"
 REASON_STOPPED = "stopped"
 REASON_ERROR = "error"
 
+#: Trials the search itself cut short (Ctrl-C, a dead orchestrator, the budget): ``resume``
+#: runs their configurations again.
+RERUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_BUDGET})
 #: Trials that did not run to an end of their own: skipped by a constraint or as equivalent, or
 #: cut short by a stopped search. They do not count as finished.
-NOT_RUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_CONSTRAINT, REASON_EQUIVALENT})
+NOT_RUN_REASONS = frozenset({REASON_CONSTRAINT, REASON_EQUIVALENT}) | RERUN_REASONS
 
 #: Optuna's trial states as the record names them, and the ones that have ended.
 STATES: tuple[str, ...] = ("RUNNING", "WAITING", "COMPLETE", "PRUNED", "FAIL")
@@ -171,6 +180,7 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(DEVICE, "device", "measured"),
     Field(NODE, "node", "bookkeeping"),
     Field(NODE_ID, "Ray node id", "bookkeeping"),
+    Field(GPU_IDS, "GPUs (rank order)", "bookkeeping"),
     Field(MODEL_PATH, "saved model", "measured",
           doc="the trial's final weights (a torch state dict), on the node of its rank 0"),
     Field(STATUS_REASON, "status reason", "bookkeeping"),
@@ -189,7 +199,7 @@ CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, T
 RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
-    NODE_ID, LR,
+    NODE_ID, GPU_IDS, LR,
 )
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "OPTIMIZER_PARAMETERS",
     "SAVE_MODEL_MODES",
     "AnalysisSpec",
+    "Budget",
     "Choice",
     "Constraints",
     "Fixed",
@@ -157,6 +158,43 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What a whole search may spend, over ``start`` and every ``resume`` of its study.
+
+    ``wall_s`` is wall-clock seconds of the search (each run counted from its beginning, Ray's
+    start-up included, to its end), ``device_hours`` the trials' device time (the sum of their
+    ``device_seconds``); ``None``: no limit of that kind. A search starts no trial that the
+    budget left cannot fit, and stops its running trials at the limit (docs/search.md,
+    "Budgets").
+
+    Example:
+        >>> Budget(wall_s=7200).merged(Budget(device_hours=4.0))
+        Budget(wall_s=7200, device_hours=4.0)
+        >>> Budget(wall_s=7200).merged(Budget()).limited   # an empty override lifts every limit
+        False
+    """
+
+    wall_s: float | None = None
+    device_hours: float | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether any limit is set."""
+        return self.wall_s is not None or self.device_hours is not None
+
+    def merged(self, override: Budget | None) -> Budget:
+        """This budget with the limits ``override`` names replaced; an override that names
+        none (``--budget none``) lifts every limit, ``None`` changes nothing."""
+        if override is None:
+            return self
+        if not override.limited:
+            return override
+        return Budget(wall_s=override.wall_s if override.wall_s is not None else self.wall_s,
+                      device_hours=override.device_hours if override.device_hours is not None
+                      else self.device_hours)
+
+
+@dataclass(frozen=True)
 class SearchSettings:
     """How trials are proposed and scheduled.
 
@@ -168,6 +206,8 @@ class SearchSettings:
     trial that runs longer (a hung data loader, a deadlock) as FAIL ``timeout``; ``None``: no
     limit. ``enqueue`` holds configurations (parameter name -> value) that run first, before
     the sampler proposes any (``hpsearch recommend --space`` puts its recommendation there).
+    ``budget`` caps what the whole search spends (``Budget``); the search ends at
+    ``n_trials`` or at the budget, whichever comes first.
     """
 
     sampler: str = "tpe"
@@ -179,6 +219,7 @@ class SearchSettings:
     reduction_factor: int = 3
     trial_timeout_s: float | None = None
     enqueue: tuple[Mapping[str, Scalar], ...] = ()
+    budget: Budget = Budget()
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,17 @@ def _reports() -> list[Callable[[Any], Mapping[str, str]]]:
     return [ep.load() for ep in sorted(entry_points(group=REPORTS_GROUP), key=lambda ep: ep.name)]
 
 _STORAGE_HELP = "Study store URL (default: $HPSEARCH_STORAGE, the space file's storage, sqlite:///hpsearch.db)."
+_BUDGET_HELP = ("What the whole search may spend: a wall-clock time (40s, 90m, 2h, 1h30m) and/or device-hours "
+                "(1.5dh), e.g. '2h, 4dh'; 'none' for no limit.")
+
+
+def _budget_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """``--budget`` as a ``Budget``; bad text is a ``SpaceError``: one ``error:`` line, exit 2."""
+    if value is None:
+        return None
+    from hpsearch.search_spaces import parse_budget_text
+
+    return parse_budget_text(value, source="--budget")
 
 
 class _Group(click.Group):
@@ -82,14 +93,16 @@ def cli() -> None:
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--study", "study_name", help="Study name (default: the file's 'study', else its file name).")
 @click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
+@click.option("--budget", callback=_budget_option, help=_BUDGET_HELP + " Replaces the space's search.budget.")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
-def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None,
+def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None, budget: Any,
           no_progress: bool, as_json: bool) -> None:
     """Run a search defined by SPACE_FILE and print its trials and frontier.
 
     Ctrl-C stops it cleanly: finished trials are kept, the running ones are marked
-    'interrupted', and 'hpsearch resume STUDY' finishes the study.
+    'interrupted', and 'hpsearch resume STUDY' finishes the study. Exits with status 4 when no
+    trial completed (every one failed, was stopped or skipped), saying why in one line.
     """
     import hpsearch
 
@@ -99,8 +112,9 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
                                  quiet=as_json)
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
-                                on_event=display.on_event, on_plan=on_plan)
+                                on_event=display.on_event, on_plan=on_plan, budget=budget)
     _report(search, as_json, devices=on_plan.devices)
+    _require_completed(search)
 
 
 @cli.command()
@@ -109,14 +123,19 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
 @click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
 @click.option("--n-trials", type=click.IntRange(min=1),
               help="A new total of finished trials for the study (default: the space's n_trials).")
+@click.option("--budget", callback=_budget_option,
+              help=_BUDGET_HELP + " A new total for the study, what earlier runs spent included (kept by the study).")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
-def resume(study: str, storage: str | None, address: str | None, n_trials: int | None,
+def resume(study: str, storage: str | None, address: str | None, n_trials: int | None, budget: Any,
            no_progress: bool, as_json: bool) -> None:
-    """Finish STUDY after its search was killed or interrupted (or extend it with --n-trials).
+    """Finish STUDY after its search was killed, interrupted or out of budget (or extend it
+    with --n-trials or --budget).
 
     Finished trials stay as they are; trials left running become FAIL 'interrupted' and their
-    configurations run again, until the study has n_trials finished trials.
+    configurations, and those of trials the budget stopped, run again, until the study has
+    n_trials finished trials or its budget is spent. Exits with status 4 when the study has no
+    completed trial.
     """
     import hpsearch
     from hpsearch.orchestrator import space_of_study
@@ -126,8 +145,19 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
                                  enabled=not no_progress and not as_json, quiet=as_json)
     with display:
         search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
-                                 on_event=display.on_event, on_plan=on_plan)
+                                 on_event=display.on_event, on_plan=on_plan, budget=budget)
     _report(search, as_json, devices=on_plan.devices)
+    _require_completed(search)
+
+
+def _require_completed(search: Any) -> None:
+    """Exit status 4, with one line saying why, when the study has no COMPLETE trial."""
+    from hpsearch.errors import NoCompletedTrialError
+    from hpsearch.reasons import no_completion_summary
+
+    line = no_completion_summary(search.study.get_trials(deepcopy=False))
+    if line is not None:
+        raise NoCompletedTrialError(f"study {search.study_name!r}: {line}")
 
 
 def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, quiet: bool) -> tuple[Any, Any]:
@@ -144,15 +174,26 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
             return
         resumed = ""
         if plan.finished or plan.requeued:
-            resumed = f" ({plan.finished} already finished, {plan.requeued} interrupted trial(s) queued to run again)"
+            resumed = f" ({plan.finished} already finished, {plan.requeued} cut-short trial(s) queued to run again)"
+        budget = _plan_budget(plan)
         if plan.n_trials == 0:
-            click.echo(f"study {plan.study_name!r} has nothing left to run{resumed}", err=True)
+            click.echo(f"study {plan.study_name!r} has nothing left to run{resumed}{budget}", err=True)
             return
         click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {plan.n_trials} trials to run{resumed}, "
-                   f"up to {plan.max_concurrent} at once on {plan.device}", err=True)
+                   f"up to {plan.max_concurrent} at once on {plan.device}{budget}", err=True)
 
     on_plan.devices = None  # type: ignore[attr-defined]
     return display, on_plan
+
+
+def _plan_budget(plan: Any) -> str:
+    """``; budget: 1m30s of 2m wall-clock spent (30s left), ...`` for a budgeted plan."""
+    if not plan.budget.limited:
+        return ""
+    from hpsearch.budget import BudgetStatus
+
+    status = BudgetStatus.of(plan.budget, plan.spent)
+    return f"; {status.describe()}" + ("; resume with a larger --budget to go on" if status.spent_out else "")
 
 
 def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
@@ -174,9 +215,13 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
             answer = search.recommend(devices)
         except AnalysisError as exc:
             refusal = str(exc)
+    from hpsearch.budget import budget_status
+
+    budget = budget_status(search.study)
     if as_json:
         recommendation = answer.to_dict() if answer is not None else {"error": refusal} if refusal else None
-        click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation}, default=str))
+        click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation,
+                               "budget": budget.to_dict()}, default=str))
         return
     df = search.trials_dataframe()
     columns = _table_columns(df, [x, y, *search.objectives], _workload_parameters(search))
@@ -190,6 +235,10 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
         click.echo(f"no recommendation yet: {refusal}")
     for name, text in outputs.items():
         click.echo(f"{name.replace('_', ' ')}: {text}")
+    if budget.budget.limited:
+        stopped = sum(t.user_attrs.get("status_reason") == "budget" for t in search.study.get_trials(deepcopy=False))
+        click.echo(budget.describe() + (f"; {stopped} trial(s) stopped or not started by the budget run first on "
+                                        f"'hpsearch resume {search.study_name} --budget MORE'" if stopped else ""))
     click.echo(f"study stored in {redact_url(str(search.storage))} as {search.study_name!r}")
 
 
@@ -369,17 +418,20 @@ def export(study: str, storage: str | None, fmt: str, output: Path | None) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def best(study: str, storage: str | None, as_json: bool) -> None:
     """Print the best COMPLETE trial of STUDY: best on its first objective, a tie broken by the
-    next objective (never a trial another one beats on every objective)."""
+    next objective (never a trial another one beats on every objective). Exits with status 4
+    when the study has no completed trial."""
     import hpsearch
 
     search = hpsearch.load(study, storage=storage)
     trial = search.best_trial
     if trial is None:
+        from hpsearch.errors import NoCompletedTrialError
+        from hpsearch.reasons import no_completion_summary
+
         if as_json:
             click.echo("null")
-        else:
-            click.echo(f"study {study!r} has no completed trial yet")
-        return
+        line = no_completion_summary(search.study.get_trials(deepcopy=False)) or "no trial completed"
+        raise NoCompletedTrialError(f"study {study!r}: {line}")
     values = dict(zip(search.objectives, trial.values))
     user_attrs = {k: v for k, v in trial.user_attrs.items() if k != "curves"}
     if as_json:
@@ -437,6 +489,10 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
     for state, key in (("RUNNING", "running"), ("PENDING", "pending")):
         rows = df[df.state == state] if len(df) else df
         summary[key] = [{k: _plain(row.get(k)) for k in keys} for _, row in rows.iterrows()]
+    from hpsearch.budget import budget_status
+
+    budget = budget_status(search.study)
+    summary["budget"] = budget.to_dict()
     if as_json:
         click.echo(json.dumps(summary, default=str))
         return
@@ -444,6 +500,8 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
     click.echo(f"study {study!r}: {summary['n_trials']} trials ({states})")
     if summary["target"] is not None:
         click.echo(f"finished {summary['finished']} of {summary['target']} (skipped and interrupted trials do not count)")
+    if budget.budget.limited:
+        click.echo(budget.describe())
     best_trial = summary["best_trial"]
     if best_trial is not None:
         values = ", ".join(f"{m} {_fmt(v)}" for m, v in best_trial["values"].items())

@@ -14,6 +14,7 @@ __all__ = [
     "ClusterError",
     "ColumnError",
     "HPSearchError",
+    "NoCompletedTrialError",
     "ResourceError",
     "SearchInterrupted",
     "SpaceError",
@@ -77,6 +78,16 @@ class SearchInterrupted(HPSearchError):
 
     exit_code = 130
     http_status = 503
+
+
+class NoCompletedTrialError(HPSearchError):
+    """A study has no COMPLETE trial: ``start`` or ``resume`` ended with every trial failed,
+    stopped or skipped, or ``best`` was asked of such a study. The message says how many trials
+    ended how, and the most common reason. Exit status 4, so a script can tell it from bad
+    input (2) and from a search that could not run."""
+
+    exit_code = 4
+    http_status = 404
 
 
 class ResourceError(HPSearchError):

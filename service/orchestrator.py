@@ -13,15 +13,17 @@ import logging
 import os
 import signal
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import optuna
 
+from hpsearch.budget import BudgetLedger, BudgetSpent, budget_of, budget_status, settle_orphans, spent_of, write_budget
 from hpsearch.errors import (
     ClusterError,
     ResourceError,
@@ -34,9 +36,14 @@ from hpsearch.errors import (
 )
 from hpsearch.locks import study_lock
 from hpsearch.progress import SearchEvent
-from hpsearch.reasons import REASON_INTERRUPTED, counts_toward_n_trials, occupies_its_configuration
+from hpsearch.reasons import (
+    REASON_INTERRUPTED,
+    counts_toward_n_trials,
+    cut_short_by_the_search,
+    occupies_its_configuration,
+)
 from hpsearch.sampler import create_sampler, grid_points
-from hpsearch.search_spaces import SearchSpace, parse_space
+from hpsearch.search_spaces import Budget, SearchSpace, parse_space
 from hpsearch.settings import Settings, default_runs_dir
 from hpsearch.store import (
     ATTR_N_TRIALS,
@@ -67,6 +74,10 @@ class SearchPlan:
         requeued: Configurations of interrupted trials queued to run again (``resume``).
         devices: The most devices one trial can use: the GPUs (CPU slots on a CPU cluster) of
             the largest node, in units of ``gpus_per_worker`` (``cpus_per_worker``).
+        budget: The study's budget (``search.budget``, or the one given to start/resume).
+        spent: What earlier runs of the study spent (``resume``; nothing for a new study).
+        run_started: ``time.monotonic()`` when this run began: its wall-clock time counts
+            from there (``None``: from the start of its trials).
     """
 
     study_name: str
@@ -78,6 +89,9 @@ class SearchPlan:
     finished: int = 0
     requeued: int = 0
     devices: int = 1
+    budget: Budget = field(default_factory=Budget)
+    spent: BudgetSpent = field(default_factory=BudgetSpent)
+    run_started: float | None = None
 
 
 def trial_settings(space: SearchSpace, device: str) -> dict[str, Any]:
@@ -171,11 +185,13 @@ def run_search(
     *,
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
+    budget: Budget | None = None,
 ) -> SearchPlan:
     """Run a whole search: start (or join) Ray, create the study, run the Tune experiment.
 
     Nothing is written to the store until the space, the workload and the cluster's resources
-    have been checked, so a bad search leaves no half-made study behind.
+    have been checked, so a bad search leaves no half-made study behind. ``budget`` replaces
+    the limits of the space's ``search.budget`` that it names (``Budget.merged``).
 
     Raises:
         StudyExistsError: the store already has a study of that name.
@@ -184,6 +200,7 @@ def run_search(
         WorkloadError: the workload cannot be resolved.
         SearchInterrupted: Ctrl-C or SIGTERM stopped the search (the study stays consistent).
     """
+    started = time.monotonic()  # the wall-clock budget counts Ray's start-up too
     storage = open_storage(settings.storage)
     with study_lock(settings.storage, study_name):
         if study_name in study_names(storage):
@@ -193,11 +210,13 @@ def run_search(
             )
         _check_names(space)  # a typo, an unimportable plugin or an unknown option fails before Ray starts
         with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
-            plan = plan_search(space, study_name, settings, cluster)
+            plan = replace(plan_search(space, study_name, settings, cluster),
+                           budget=space.search.budget.merged(budget), run_started=started)
             samples_per_epoch = checked_workload()
             if on_plan is not None:
                 on_plan(plan)
             study = _create_study(_search_storage(settings, on_event), study_name, space)
+            write_budget(study, plan.budget)
             for params in space.search.enqueue:  # the configurations the space runs first
                 study.enqueue_trial(dict(params))
             _run_tune(space, study, plan, on_event, samples_per_epoch)
@@ -224,13 +243,16 @@ def resume_search(
     n_trials: int | None = None,
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
+    budget: Budget | None = None,
 ) -> SearchPlan:
-    """Finish a study whose search was stopped (killed, interrupted, or extended).
+    """Finish a study whose search was stopped (killed, interrupted, out of budget, or extended).
 
     Completed, pruned and failed trials stay as they are. Trials left RUNNING by a dead
-    orchestrator become FAIL with ``status_reason`` ``interrupted`` and their configurations
-    are queued to run first. Then trials run until the study has ``n_trials`` finished ones
-    (the space's ``n_trials``, or the new total given here, which the study keeps).
+    orchestrator become FAIL with ``status_reason`` ``interrupted``; their configurations, and
+    those of trials the budget stopped, are queued to run first. Then trials run until the study
+    has ``n_trials`` finished ones (the space's ``n_trials``, or the new total given here, which
+    the study keeps), or its budget is spent. ``budget`` replaces the limits of the study's
+    budget that it names (the study keeps it); the budget counts what every run spent.
 
     Raises:
         StudyNotFoundError: no such study in the store.
@@ -238,13 +260,17 @@ def resume_search(
         SpaceError: the study was not started by hpsearch, or its space no longer validates.
         SearchInterrupted: Ctrl-C or SIGTERM stopped the search again.
     """
+    started = time.monotonic()  # the wall-clock budget counts Ray's start-up too
     storage = open_storage(settings.storage)
     with study_lock(settings.storage, study_name):
         study = load_study(study_name, storage)
         space = space_of_study(study)
         if n_trials is not None:
             study.set_user_attr(ATTR_N_TRIALS, n_trials)
+        if budget is not None:
+            write_budget(study, budget_of(study, space.search.budget).merged(budget))
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
+        settle_orphans(study, space)  # the device time of trials a dead search left RUNNING
         requeued = _requeue_interrupted(study, set(space.parameters))
         _check_names(space)
         with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
@@ -257,8 +283,12 @@ def resume_search(
                 taken = {_key(t.params) for t in study.get_trials(deepcopy=False)
                          if t.params and occupies_its_configuration(t)}
                 to_run = min(to_run, len(runnable - taken))
+            status = budget_status(study, space.search.budget)
+            if status.spent_out:
+                to_run = 0  # the budget is spent: 'resume --budget' with a larger one goes on
             plan = SearchPlan(plan.study_name, plan.storage, plan.runs_dir, to_run, plan.device,
-                              plan.max_concurrent, finished=finished, requeued=requeued, devices=plan.devices)
+                              plan.max_concurrent, finished=finished, requeued=requeued, devices=plan.devices,
+                              budget=status.budget, spent=spent_of(study), run_started=started)
             if on_plan is not None:
                 on_plan(plan)
             if to_run:
@@ -270,8 +300,8 @@ def resume_search(
 
 def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     """Mark the trials a dead orchestrator left RUNNING as interrupted, and queue the
-    configuration of every interrupted trial not queued yet to run again. Returns how many
-    were queued.
+    configuration of every trial the search cut short (interrupted, or stopped by the budget)
+    not queued yet to run again. Returns how many were queued.
 
     A trial killed while its parameters were being chosen (the sampler writes them one by one)
     has only some of ``parameters``: it never ran and has no configuration to rerun, so it is
@@ -289,8 +319,7 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     rerun = {t.user_attrs.get("rerun_of") for t in trials}
     queued = 0
     for t in trials:
-        interrupted = t.state == TrialState.FAIL and t.user_attrs.get("status_reason") == REASON_INTERRUPTED
-        if interrupted and t.number not in rerun and parameters <= set(t.params):
+        if cut_short_by_the_search(t) and t.number not in rerun and parameters <= set(t.params):
             study.enqueue_trial(dict(t.params), user_attrs={"rerun_of": t.number})
             queued += 1
     return queued
@@ -403,8 +432,9 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     from hpsearch.searcher import InterruptStopper, StudySearcher, TrainingStarted
 
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
+    ledger = BudgetLedger(plan.budget, plan.spent, plan.run_started if plan.run_started is not None else time.monotonic())
     searcher = StudySearcher(study, space, plan.n_trials, trial_settings(space, plan.device), plan.runs_dir,
-                             on_event=on_event)
+                             on_event=on_event, ledger=ledger)
 
     def resources(config: dict[str, Any]) -> Any:
         spec = config["spec"]
@@ -418,7 +448,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
         tune.with_resources(_trainable, resources),
         tune_config=tune.TuneConfig(
             search_alg=searcher, num_samples=plan.n_trials, max_concurrent_trials=plan.max_concurrent,
-            scheduler=_scheduler(space, samples_per_epoch),
+            scheduler=_scheduler(space, samples_per_epoch, study),
             # A new trial runs in the process of a finished one of the same size: no Ray worker
             # to start and torch already imported (about 1.5 s less per trial on 2 cores).
             reuse_actors=True,
@@ -435,7 +465,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
         raise  # nothing more can be written; resume marks the open trials interrupted
     finally:
         if searcher.store_lost is None:
-            searcher.fail_open_trials(REASON_INTERRUPTED, "the search stopped before this trial finished")
+            searcher.end_run()  # open trials: 'budget' or 'interrupted'; what the run spent
     if searcher.store_lost is not None:
         raise searcher.store_lost
     if searcher.interrupted:
@@ -445,24 +475,14 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
         )
 
 
-def _scheduler(space: SearchSpace, samples_per_epoch: int) -> Any:
-    """ASHA on the first objective with its budget in samples seen, or ``None``."""
+def _scheduler(space: SearchSpace, samples_per_epoch: int, study: optuna.Study) -> Any:
+    """ASHA on the first objective with its budget in samples seen, its rungs rebuilt from the
+    study's earlier trials (``hpsearch.rungs``), or ``None``."""
     if space.search.scheduler != "asha":
         return None
-    from ray.tune.schedulers import ASHAScheduler
+    from hpsearch.rungs import asha_scheduler
 
-    objective = space.objectives[0]
-    return ASHAScheduler(
-        time_attr="samples_seen",
-        metric=objective.metric,
-        mode="max" if objective.direction == "maximize" else "min",
-        max_t=space.workload.epochs * samples_per_epoch,
-        grace_period=max(1, round(space.search.grace_epochs * samples_per_epoch)),
-        reduction_factor=space.search.reduction_factor,
-        # A trial that reached the full budget finishes and is judged COMPLETE, never stopped
-        # at its last report.
-        stop_last_trials=False,
-    )
+    return asha_scheduler(space, samples_per_epoch, study.get_trials(deepcopy=False))
 
 
 @contextmanager

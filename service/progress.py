@@ -18,10 +18,13 @@ class SearchEvent:
             granted and its ranks start), ``result`` (one evaluation), ``completed``, ``pruned`` (stopped early),
             ``failed``, ``skipped`` (a constraint skipped the configuration) or ``exhausted``
             (the sampler found nothing left to run; ``number`` is -1) or ``store`` (the store
-            stopped or started answering again; ``number`` is -1).
+            stopped or started answering again; ``number`` is -1), ``budget`` (what the search
+            spent and has left, every second; ``number`` is -1) or ``budget_stop`` (the budget
+            cannot fit the next trial, ``number`` being that trial, or ran out, -1).
         number: The Optuna trial number.
         data: ``params`` (started), ``result`` (result), ``values`` (completed),
-            ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted, store).
+            ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted, store,
+            budget_stop), ``status`` (budget: a ``hpsearch.budget.BudgetStatus``).
     """
 
     kind: str
@@ -31,7 +34,7 @@ class SearchEvent:
 
 class ProgressDisplay:
     """A one-line live progress bar: done, training, waiting for resources, failed, best so far,
-    estimated time left.
+    estimated time left, and a budgeted search's budget spent and left.
 
     Use as a context manager and pass ``display.on_event`` to the search.
     """
@@ -56,6 +59,8 @@ class ProgressDisplay:
         self.pruned = 0
         self.skipped = 0
         self.done = 0
+        self.budget_stopped = 0
+        self.budget: Any = None  # the latest BudgetStatus of a budgeted search
         self.best: float | None = None
         self.started = time.monotonic()
         self._progress = Progress(
@@ -85,14 +90,18 @@ class ProgressDisplay:
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
-        elif event.kind == "store" or event.kind == "exhausted":
+        elif event.kind in ("store", "exhausted", "budget_stop"):
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
+        elif event.kind == "budget":
+            self.budget = event.data.get("status")
         elif event.kind in ("completed", "failed", "pruned"):
             self.running.discard(event.number)
             self.waiting.discard(event.number)
             self.done += 1
             if event.kind == "pruned":
                 self.pruned += 1
+            elif event.kind == "failed" and event.data.get("reason") == "budget":
+                self.budget_stopped += 1  # the search's stop, not the trial's failure
             elif event.kind == "failed":
                 self.failed += 1
                 self.console.print(f"[yellow]trial {event.number} failed: {event.data.get('reason')}[/] "
@@ -109,12 +118,29 @@ class ProgressDisplay:
                  + f"failed {self.failed}  "
                  + (f"stopped early {self.pruned}  " if self.pruned else "")
                  + (f"skipped {self.skipped}  " if self.skipped else "")
-                 + f"best {self.objective} {best}  left ~{self._eta()}",
+                 + (f"stopped by budget {self.budget_stopped}  " if self.budget_stopped else "")
+                 + f"best {self.objective} {best}  left ~{self._eta()}"
+                 + (f"  {self._budget()}" if self.budget is not None else ""),
         )
+
+    def _budget(self) -> str:
+        """``budget 1m10s of 2m (50s left)``, and device-hours when they are limited."""
+        from hpsearch.budget import format_duration
+
+        status, parts = self.budget, []
+        if status.budget.wall_s is not None:
+            parts.append(f"{format_duration(status.spent.wall_s)} of {format_duration(status.budget.wall_s)} "
+                         f"({format_duration(status.wall_left_s)} left)")
+        if status.budget.device_hours is not None:
+            parts.append(f"{status.spent.device_hours:.3g} of {status.budget.device_hours:g} device-hours "
+                         f"({status.device_hours_left:.3g} left)")
+        return "budget " + ", ".join(parts)
 
     def _eta(self) -> str:
         if self.done == 0:
             return "?"
         per_trial = (time.monotonic() - self.started) / self.done
         seconds = per_trial * (self.n_trials - self.done)
+        if self.budget is not None and self.budget.wall_left_s is not None:
+            seconds = min(seconds, self.budget.wall_left_s)  # the budget ends it first
         return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}min"

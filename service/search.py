@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hpsearch import study as read_model
 from hpsearch.errors import ColumnError
 from hpsearch.progress import SearchEvent
-from hpsearch.search_spaces import SearchSpace, load_space, space_from_mapping
+from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
 from hpsearch.search_spaces.record import CURVES, STATUS_DETAIL, Direction
 from hpsearch.settings import resolve_settings
 from hpsearch.store import (
@@ -324,8 +324,10 @@ def start(
     address: str | None = None,
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
+    budget: Budget | str | None = None,
 ) -> Search:
-    """Run a search to the end and return it.
+    """Run a search to the end (its ``n_trials``, or its budget, whichever comes first) and
+    return it.
 
     Args:
         space: A ``SearchSpace``, a path to a space file, or a mapping in the file's schema.
@@ -335,6 +337,9 @@ def start(
         address: Ray cluster to join; default ``RAY_ADDRESS``, else a local Ray.
         on_event: Called for each trial event (progress displays).
         on_plan: Called once with the ``SearchPlan`` before the first trial.
+        budget: What the whole search may spend: ``"2h"``, ``"1.5dh"`` (device-hours),
+            ``"2h, 4dh"`` or a ``Budget``; it replaces the limits of the space's
+            ``search.budget`` that it names.
 
     Raises:
         SpaceError, StudyExistsError, ResourceError, WorkloadError, StoreError.
@@ -351,7 +356,7 @@ def start(
         space = load_space(space)
     settings = resolve_settings({"storage": space.storage}, storage=storage, ray_address=address)
     name = study or space.study
-    run_search(space, name, settings, on_event=on_event, on_plan=on_plan)
+    run_search(space, name, settings, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
     return Search(name, settings.storage)
 
 
@@ -363,6 +368,7 @@ def resume(
     n_trials: int | None = None,
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
+    budget: Budget | str | None = None,
 ) -> Search:
     """Finish a study whose search was stopped (killed, interrupted) or extend it.
 
@@ -375,6 +381,8 @@ def resume(
         storage: Store URL; default: ``HPSEARCH_STORAGE``, then ``sqlite:///hpsearch.db``.
         address: Ray cluster to join; default ``RAY_ADDRESS``, else a local Ray.
         n_trials: A new total of finished trials (kept by the study for later resumes).
+        budget: A new budget for the whole study, what earlier runs spent included (``"3h"``,
+            ``"2dh"``, ``"none"``...; kept by the study); it replaces the limits it names.
 
     Raises:
         StudyNotFoundError, StudyBusyError, SpaceError, ResourceError, StoreError.
@@ -385,8 +393,12 @@ def resume(
     from hpsearch.orchestrator import resume_search
 
     settings = resolve_settings(storage=storage, ray_address=address)
-    resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan)
+    resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
     return Search(study, settings.storage)
+
+
+def _budget(budget: Budget | str | None) -> Budget | None:
+    return parse_budget_text(budget, source="budget") if isinstance(budget, str) else budget
 
 
 def load(study: str, storage: str | optuna.storages.BaseStorage | None = None) -> Search:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ from optuna.trial import TrialState
 from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
+from hpsearch.budget import BudgetLedger, predict_trial, trial_devices
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
 from hpsearch.models import ModelKeeper
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     NOT_RUN_REASONS,
+    REASON_BUDGET,
     REASON_CONSTRAINT,
     REASON_EARLY_STOPPED,
     REASON_EQUIVALENT,
@@ -39,7 +42,14 @@ from hpsearch.reasons import (
 )
 from hpsearch.sampler import distributions
 from hpsearch.search_spaces import SearchSpace
-from hpsearch.search_spaces.record import CURVE_METRICS, MODEL_PATH, RECORDED_METRICS, TRAINING_STARTED
+from hpsearch.search_spaces.record import (
+    CURVE_METRICS,
+    DEVICE_SECONDS,
+    MODEL_PATH,
+    RECORDED_METRICS,
+    RUNTIME_S,
+    TRAINING_STARTED,
+)
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
 
@@ -88,6 +98,7 @@ class StudySearcher(Searcher):
         trial_settings: The non-searched ``TrialSpec`` fields (workload, epochs, device...).
         runs_dir: Parent of each trial's run folder.
         on_event: Called with each ``SearchEvent`` (progress display).
+        ledger: The search's budget account (``hpsearch.budget``); ``None``: no budget kept.
     """
 
     def __init__(
@@ -98,6 +109,7 @@ class StudySearcher(Searcher):
         trial_settings: dict[str, Any],
         runs_dir: Path,
         on_event: Callable[[SearchEvent], None] | None = None,
+        ledger: BudgetLedger | None = None,
     ) -> None:
         super().__init__()
         self.study = study
@@ -111,6 +123,17 @@ class StudySearcher(Searcher):
         self.interrupted = False
         #: Set when the store stopped answering for good; the search then stops.
         self.store_lost: StoreLostError | None = None
+        self.ledger = ledger
+        #: Set when the budget ran out: the running trials are stopped as ``budget``.
+        self.budget_ran_out = False
+        #: Why the budget stopped the search (set once it ran out, or could not fit the next
+        #: trial): trials stopped from then on are ``budget``, not interrupted.
+        self.budget_stop: str | None = None
+        # Per running trial: its last evaluation's runtime_s and when that report arrived, for
+        # the device time of a trial that ends before its final report.
+        self._last_runtime: dict[str, tuple[float, float]] = {}
+        # Per running trial, its final report once it came (the trial trained to its end).
+        self._finals: dict[str, dict[str, Any]] = {}
         self._distributions = distributions(space)
         self._metrics = [o.metric for o in space.objectives]
         self._trials: dict[str, optuna.Trial] = {}
@@ -137,8 +160,10 @@ class StudySearcher(Searcher):
 
     @_store_guard
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        if self._launched >= self.n_trials or self.interrupted:
+        if self._launched >= self.n_trials or self.interrupted or self.budget_stop is not None:
             return Searcher.FINISHED
+        if self.ledger is not None and self.ledger.exhausted() is not None:
+            return Searcher.FINISHED  # nothing asked: the stopper records why
         remaining = getattr(self.study.sampler, "remaining", None)
         for _ in range(MAX_SKIPS_IN_A_ROW):
             if remaining is not None and not remaining(self.study) and not self._queued():
@@ -155,6 +180,8 @@ class StudySearcher(Searcher):
                 self.study.tell(trial, state=TrialState.PRUNED)
                 self._emit("skipped", trial.number, reason=reason, detail=detail)
                 continue
+            if self._over_budget(trial_id, trial, params, derived):
+                return Searcher.FINISHED
             _write(trial, derived)
             self._tried.add(equivalence_key(spec))
             self._launched += 1
@@ -169,6 +196,59 @@ class StudySearcher(Searcher):
 
     def _queued(self) -> bool:
         return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def _over_budget(self, trial_id: str, trial: optuna.Trial, params: dict[str, Any], derived: dict[str, Any]) -> bool:
+        """Whether the budget left cannot fit this proposed trial, predicted from the completed
+        ones. If so it never starts: it is recorded FAIL ``budget`` (``resume`` with budget left
+        runs it first) and the search proposes no more trials; the running ones go on."""
+        if self.ledger is None:
+            return False
+        devices = trial_devices(params, self.space)
+        prediction = refusal = None
+        if self.ledger.budget.limited:
+            done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            prediction = predict_trial(done, params, devices)
+            refusal = self.ledger.refusal(prediction)
+        if refusal is None:
+            self.ledger.trial_proposed(trial_id, devices, prediction)
+            return False
+        self.budget_stop = refusal
+        _write(trial, {**derived, "status_reason": REASON_BUDGET, "status_detail": refusal})
+        self.study.tell(trial, state=TrialState.FAIL)
+        self._emit("budget_stop", trial.number, detail=f"trial {trial.number} {refusal}; no more trials start")
+        return True
+
+    @_store_guard
+    def check_budget(self) -> bool:
+        """Whether the budget ran out, so the running trials must stop (the stopper asks about
+        ten times a second). Writes what was spent to the study every few seconds, and tells the
+        progress display every second."""
+        if self.ledger is None:
+            return False
+        persist, emit = self.ledger.due()
+        if persist:
+            self.ledger.persist(self.study)
+        if emit and self.ledger.budget.limited:
+            self._emit("budget", -1, status=self.ledger.status())
+        if not self.budget_ran_out:
+            spent = self.ledger.exhausted()
+            if spent is not None:
+                self.budget_ran_out = True
+                self.budget_stop = self.budget_stop or spent
+                self._emit("budget_stop", -1, detail=f"{spent}: stopping the running trials")
+                self._stop_open_trials()
+        return self.budget_ran_out
+
+    def _stop_open_trials(self) -> None:
+        """Record the open trials as stopped by the budget now, at the limit. Tune stops their
+        processes at their next report, or, for a trial still starting, 10 s later
+        (``TuneController``'s forced clean-up), and only then tells the searcher; the study
+        says when the budget stopped them. A trial whose final report already came completes."""
+        for trial_id in list(self._trials):
+            final = self._finals.get(trial_id)
+            if final is not None:
+                self.on_trial_complete(trial_id, final)
+        self.fail_open_trials(REASON_BUDGET, f"stopped: {self.budget_stop}")
 
     def _skip(self, spec: TrialSpec) -> tuple[str, str] | None:
         broken = violation(spec, self.space.constraints)
@@ -186,6 +266,8 @@ class StudySearcher(Searcher):
         if trial is None:
             return
         _write(trial, {TRAINING_STARTED: True})
+        if self.ledger is not None:
+            self.ledger.trial_training(trial_id)
         self._emit("training", trial.number)
 
     @_store_guard
@@ -193,6 +275,9 @@ class StudySearcher(Searcher):
         trial = self._trials.get(trial_id)
         if trial is None or result.get(FAILED_KEY) or "evaluation" not in result:
             return
+        self._note_runtime(trial_id, result)
+        if result.get(FINAL_KEY):
+            self._finals[trial_id] = result
         _write(trial, *self._epoch_record(trial_id, result))
         self._emit("result", trial.number, result=result)
 
@@ -223,9 +308,11 @@ class StudySearcher(Searcher):
         intermediate = None
         if "evaluation" in result and not result.get(FAILED_KEY):
             # Tune hands the report a scheduler stopped the trial on to this method only.
+            self._note_runtime(trial_id, result)
             attrs, intermediate = self._epoch_record(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
         attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
+        self._end_device_time(trial_id, trial, attrs, final=bool(result.get(FINAL_KEY)))
         _write(trial, attrs, intermediate)
         if result.get(FINAL_KEY):
             self._complete(trial, result)
@@ -233,6 +320,9 @@ class StudySearcher(Searcher):
             # Whatever ended it after Ctrl-C (a terminal sends SIGINT to every process of the
             # search) is the interruption, not a fault of the trial.
             self._fail(trial, REASON_INTERRUPTED, "the search was stopped before this trial finished")
+        elif self.budget_ran_out:
+            # Likewise, whatever ended it once the budget ran out is the budget's stop.
+            self._fail(trial, REASON_BUDGET, f"stopped: {self.budget_stop}")
         elif result.get(FAILED_KEY):
             self._fail(trial, result.get("status_reason") or "error", result.get("status_detail") or "")
         elif error:
@@ -270,7 +360,40 @@ class StudySearcher(Searcher):
         """Record every trial still open (the search stopped under it) as FAIL with ``reason``."""
         for trial_id in list(self._trials):
             trial = self._trials.pop(trial_id)
+            attrs: dict[str, Any] = {}
+            self._end_device_time(trial_id, trial, attrs, final=False)
+            _write(trial, attrs)
             self._fail(trial, reason, detail)
+
+    def end_run(self) -> None:
+        """The end of this run of the search: record the trials still open as cut short, by the
+        budget (``budget``) or by a stop (``interrupted``), and write what the run spent."""
+        if self.budget_ran_out and not self.interrupted:
+            self.fail_open_trials(REASON_BUDGET, f"stopped: {self.budget_stop}")
+        else:
+            self.fail_open_trials(REASON_INTERRUPTED, "the search stopped before this trial finished")
+        if self.ledger is not None:
+            self.ledger.persist(self.study)
+
+    def _note_runtime(self, trial_id: str, result: dict[str, Any]) -> None:
+        runtime = result.get(RUNTIME_S)
+        if _is_finite(runtime):
+            self._last_runtime[trial_id] = (float(runtime), time.monotonic())  # type: ignore[arg-type]  # _is_finite
+
+    def _end_device_time(self, trial_id: str, trial: optuna.Trial, attrs: dict[str, Any], *, final: bool) -> None:
+        """Give a trial that ends before its final report the device-seconds it used: its
+        devices x (its last evaluation's ``runtime_s`` + the time since that report came), so
+        that the study's device time, and the budget, count every trial that trained. A final
+        report brings its own. Tells the budget's account the trial ended."""
+        last = self._last_runtime.pop(trial_id, None)
+        self._finals.pop(trial_id, None)
+        if not final and DEVICE_SECONDS not in attrs and last is not None:
+            runtime, at = last
+            devices = trial_devices(trial.params, self.space)
+            attrs[DEVICE_SECONDS] = (runtime + max(0.0, time.monotonic() - at)) * devices
+        if self.ledger is not None:
+            seconds = attrs.get(DEVICE_SECONDS)
+            self.ledger.trial_ended(trial_id, float(seconds) if _is_finite(seconds) else None)  # type: ignore[arg-type]
 
     def _fail(self, trial: optuna.Trial, reason: str, detail: str) -> None:
         _write(trial, {"status_reason": reason, **({"status_detail": detail[:2000]} if detail else {})})
@@ -299,7 +422,8 @@ class TrainingStarted(Callback):
 
 
 class InterruptStopper(Stopper):
-    """Ends the whole Tune experiment once the searcher was told the search is interrupted."""
+    """Ends the whole Tune experiment once the searcher was told the search is interrupted,
+    lost its store, or ran out of budget."""
 
     def __init__(self, searcher: StudySearcher) -> None:
         self.searcher = searcher
@@ -308,7 +432,9 @@ class InterruptStopper(Stopper):
         return False
 
     def stop_all(self) -> bool:
-        return self.searcher.interrupted or self.searcher.store_lost is not None
+        # The budget is checked first: it also writes what the search spent, every few seconds.
+        budget_ran_out = bool(self.searcher.check_budget())
+        return self.searcher.interrupted or self.searcher.store_lost is not None or budget_ran_out
 
 
 def _write(trial: optuna.Trial, attrs: dict[str, Any], intermediate: tuple[int, float] | None = None) -> None:

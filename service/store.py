@@ -37,6 +37,11 @@ ATTR_VERSIONS = "hpsearch.versions"
 ATTR_OBJECTIVES = "hpsearch.objectives"
 #: The study's target number of finished trials (the space's, or a total given to ``resume``).
 ATTR_N_TRIALS = "hpsearch.n_trials"
+#: The study's budget (the space's ``search.budget``, or the one given to ``start``/``resume``):
+#: ``{"wall_s": seconds or null, "device_hours": hours or null}``.
+ATTR_BUDGET = "hpsearch.budget"
+#: What the study's searches spent, over every run: ``{"wall_s": ..., "device_s": ...}``.
+ATTR_BUDGET_SPENT = "hpsearch.budget_spent"
 
 
 def redact_url(url: str) -> str:

@@ -63,3 +63,27 @@ def test_trials_waiting_for_resources_are_not_counted_as_training(
 
     assert "training 2  waiting 1  " in shown_while_waiting
     assert "training 2  failed 0" in capsys.readouterr().err
+
+
+def test_a_budgeted_search_shows_the_budget_spent_and_left_and_budget_stops_apart_from_failures(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpsearch.budget import BudgetSpent, BudgetStatus
+    from hpsearch.search_spaces import Budget
+
+    monkeypatch.setenv("COLUMNS", "250")
+    display = ProgressDisplay(10, "val_accuracy", maximize=True)
+    with display:
+        display.on_event(SearchEvent("started", 0))
+        display.on_event(SearchEvent("training", 0))
+        display.on_event(SearchEvent("budget", -1, {"status": BudgetStatus.of(
+            Budget(wall_s=120.0, device_hours=1.0), BudgetSpent(wall_s=70.0, device_s=900.0))}))
+        display.on_event(SearchEvent("budget_stop", -1, {"detail": "the wall-clock budget of 2m is spent: "
+                                                                   "stopping the running trials"}))
+        display.on_event(SearchEvent("failed", 0, {"reason": "budget", "detail": "stopped"}))
+
+    err = capsys.readouterr().err
+    assert "budget 1m10s of 2m (50s left), 0.25 of 1 device-hours (0.75 left)" in err
+    assert "the wall-clock budget of 2m is spent: stopping the running trials" in err
+    assert "failed 0  stopped by budget 1" in err
+    assert "trial 0 failed" not in err  # the budget's stop is not the trial's failure

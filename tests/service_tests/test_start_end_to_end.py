@@ -224,7 +224,6 @@ def test_a_raising_workload_is_recorded_with_its_message_and_nothing_hangs(tmp_p
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
     study = optuna.load_study(study_name="raising", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}")
     trials = study.get_trials()
     assert len(trials) == 2  # the search went on after the first failure
@@ -232,6 +231,17 @@ def test_a_raising_workload_is_recorded_with_its_message_and_nothing_hangs(tmp_p
         assert t.state == optuna.trial.TrialState.FAIL
         assert t.user_attrs["status_reason"] == "workload_error"
         assert "the data loader lost its files" in t.user_attrs["status_detail"]
+    # Every trial failed: the report, then exit status 4 and one line a script can read.
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "study raising: trials" in result.stdout
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: study 'raising': no trial completed: 2 trials, 2 failed; most common reason 'workload_error' (2 of 2)")
+    assert "Traceback" not in result.stderr
+    best = subprocess.run([sys.executable, "-m", "hpsearch", "best", "raising"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert best.returncode == 4, best.stdout + best.stderr
+    assert best.stderr.strip() == ("error: study 'raising': no trial completed: 2 trials, 2 failed; most common "
+                                   "reason 'workload_error' (2 of 2)")
 
 
 def test_best_and_status_report_the_finished_study(finished: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
