@@ -74,7 +74,7 @@ _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
                 "budget")
-_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks")
+_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "reuse_workers")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
 _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
 
@@ -439,5 +439,8 @@ def parse_resources(doc: Document, root: Mapping[str, Any]) -> ResourceSpec:
     emulate = False
     if "emulate_ranks" in section:
         emulate = check_bool(doc, section["emulate_ranks"], path + ("emulate_ranks",))
+    reuse = True
+    if "reuse_workers" in section:
+        reuse = check_bool(doc, section["reuse_workers"], path + ("reuse_workers",))
     return ResourceSpec(device=device, cpus_per_worker=cpus, gpus_per_worker=gpus,  # type: ignore[arg-type]
-                        emulate_ranks=emulate)
+                        emulate_ranks=emulate, reuse_workers=reuse)

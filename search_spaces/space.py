@@ -257,12 +257,17 @@ class ResourceSpec:
     ``emulate_ranks: true`` runs every trial in one process that plays all its world_size ranks
     as gradient accumulation, in the sample order the real ranks would read: a one-device
     preview of a W-device run with the same math (runtimes are then one device's).
+
+    ``reuse_workers: false`` runs every rank in a fresh process instead of a warm one that
+    served earlier trials (docs/trials.md, "Warm rank processes"): slower to start, and the
+    reference that reuse is checked against; the results are the same.
     """
 
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpus_per_worker: int = 1
     gpus_per_worker: int = 1
     emulate_ranks: bool = False
+    reuse_workers: bool = True
 
 
 @dataclass(frozen=True)

@@ -393,6 +393,36 @@ def ls_(storage: str | None, as_json: bool) -> None:
     _console().print(table)
 
 
+@cli.command(name="export-trial")
+@click.argument("study")
+@click.argument("number", type=click.IntRange(min=0))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write trial.json and launch.sh into (created).")
+@click.option("--world-size", type=click.IntRange(min=1),
+              help="Ranks to train at (default: the trial's); the LR follows the trial's rule at the new batch.")
+@click.option("--epochs", type=click.IntRange(min=1), help="Epochs to train (default: the trial's).")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def export_trial(study: str, number: int, output: Path, world_size: int | None, epochs: int | None,
+                 storage: str | None, as_json: bool) -> None:
+    """Write trial NUMBER of STUDY as a torchrun job: its full configuration and a launch
+    script. 'bash DIR/launch.sh' trains it with torchrun (no Ray, no store) and writes the
+    final weights (model.pt) and metrics (metrics.json) into DIR."""
+    import hpsearch
+
+    job = hpsearch.load(study, storage=storage).export_trial(number, output, world_size=world_size, epochs=epochs)
+    if as_json:
+        click.echo(json.dumps(job.to_dict()))
+        return
+    spec = job.spec
+    click.echo(f"wrote {job.config} and {job.launch}")
+    click.echo(f"  trial #{number} of {study!r}: b {spec.per_device_batch_size} x W {spec.world_size} x A "
+               f"{spec.grad_accum_steps} = B {spec.effective_batch_size}, {spec.lr_rule} rule, lr {spec.lr:.4g}"
+               + (f" (the trial: W {job.trial_world_size}, lr {job.trial_lr:.4g})" if spec.world_size != job.trial_world_size
+                  else "") + f", {spec.epochs} epochs on {spec.device}")
+    click.echo(f"  run it: bash {job.launch}")
+
+
 @cli.command()
 @click.argument("study")
 @click.option("--storage", help=_STORAGE_HELP)
@@ -441,36 +471,6 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
     click.echo(f"best trial #{trial.number} of {study!r}: " + ", ".join(f"{m} {_fmt(v)}" for m, v in values.items()))
     for key, value in {**trial.params, **user_attrs}.items():
         click.echo(f"  {key}: {_fmt(value)}")
-
-
-@cli.command(name="export-trial")
-@click.argument("study")
-@click.argument("number", type=click.IntRange(min=0))
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder to write trial.json and launch.sh into (created).")
-@click.option("--world-size", type=click.IntRange(min=1),
-              help="Ranks to train at (default: the trial's); the LR follows the trial's rule at the new batch.")
-@click.option("--epochs", type=click.IntRange(min=1), help="Epochs to train (default: the trial's).")
-@click.option("--storage", help=_STORAGE_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
-def export_trial(study: str, number: int, output: Path, world_size: int | None, epochs: int | None,
-                 storage: str | None, as_json: bool) -> None:
-    """Write trial NUMBER of STUDY as a torchrun job: its full configuration and a launch
-    script. 'bash DIR/launch.sh' trains it with torchrun (no Ray, no store) and writes the
-    final weights (model.pt) and metrics (metrics.json) into DIR."""
-    import hpsearch
-
-    job = hpsearch.load(study, storage=storage).export_trial(number, output, world_size=world_size, epochs=epochs)
-    if as_json:
-        click.echo(json.dumps(job.to_dict()))
-        return
-    spec = job.spec
-    click.echo(f"wrote {job.config} and {job.launch}")
-    click.echo(f"  trial #{number} of {study!r}: b {spec.per_device_batch_size} x W {spec.world_size} x A "
-               f"{spec.grad_accum_steps} = B {spec.effective_batch_size}, {spec.lr_rule} rule, lr {spec.lr:.4g}"
-               + (f" (the trial: W {job.trial_world_size}, lr {job.trial_lr:.4g})" if spec.world_size != job.trial_world_size
-                  else "") + f", {spec.epochs} epochs on {spec.device}")
-    click.echo(f"  run it: bash {job.launch}")
 
 
 @cli.command()

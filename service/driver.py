@@ -45,7 +45,7 @@ FINAL_KEY = "hpsearch_final"
 
 #: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
 #: are in its reservation). The same for all trials, so Tune reuses trial processes.
-DRIVER_RESOURCES = {"memory": 256 * 2**20}
+DRIVER_RESOURCES: dict[str, float] = {"memory": float(256 * 2**20)}
 
 # Named actors of the search's Ray job; names are per job (namespace), so concurrent searches on
 # one cluster each find their own.
@@ -127,7 +127,7 @@ class _ReservationsActor:
             await group.ready()
         node_id = str(placement_group_table(group)["bundles_to_node_id"][0])
         if node_id not in self._pools:
-            resources = next((n["Resources"] for n in ray.nodes() if n["NodeID"] == node_id), {})
+            resources: dict[str, float] = next((n["Resources"] for n in ray.nodes() if n["NodeID"] == node_id), {})
             self._pool(node_id, resources)
         return group, node_id, bundle
 
@@ -145,9 +145,8 @@ class _ReservationsActor:
             # big node for a search of small trials: the pool grows when trials need more.
             slots = int(resources.get("CPU", 0) // max(o["cpus_per_worker"], 1))
             prestart = {None: max(0, min(slots, max(o["largest_trial"], 2)))}
-        actor_class = ray.remote(num_cpus=0, max_concurrency=_ACTOR_THREADS)(_PoolActor)
-        self._pools[node_id] = actor_class.options(
-            name=_POOL_NAME.format(node_id=node_id),
+        self._pools[node_id] = ray.remote(_PoolActor).options(
+            num_cpus=0, max_concurrency=_ACTOR_THREADS, name=_POOL_NAME.format(node_id=node_id),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         ).remote(o["preload"], prestart, o["reuse"], o["sys_path"])
 
@@ -174,8 +173,8 @@ class Reservations:
         options = dict(preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
                        gpus_per_worker=gpus_per_worker, largest_trial=largest_trial, reuse=reuse,
                        sys_path=list(sys.path))
-        actor_class = ray.remote(num_cpus=0, max_concurrency=_ACTOR_THREADS)(_ReservationsActor)
-        self.actor = actor_class.options(name=_RESERVATIONS_NAME).remote(options)
+        self.actor: Any = ray.remote(_ReservationsActor).options(
+            num_cpus=0, max_concurrency=_ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

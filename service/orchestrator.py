@@ -32,7 +32,6 @@ from hpsearch.errors import (
     StoreError,
     StoreLostError,
     StudyExistsError,
-    TrialFailed,
 )
 from hpsearch.locks import study_lock
 from hpsearch.progress import SearchEvent
@@ -429,28 +428,29 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
               on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int) -> None:
     from ray import tune
 
+    from hpsearch.driver import DRIVER_RESOURCES, Reservations, trainable
     from hpsearch.searcher import InterruptStopper, StudySearcher, TrainingStarted
 
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
+    # Warm rank processes on every node, starting now, while Tune sets up.
+    reservations = Reservations(workload=space.workload.name, device=plan.device,
+                                cpus_per_worker=space.resources.cpus_per_worker,
+                                gpus_per_worker=space.resources.gpus_per_worker,
+                                largest_trial=1 if space.resources.emulate_ranks else space.max_world_size(),
+                                reuse=space.resources.reuse_workers)
     ledger = BudgetLedger(plan.budget, plan.spent, plan.run_started if plan.run_started is not None else time.monotonic())
     searcher = StudySearcher(study, space, plan.n_trials, trial_settings(space, plan.device), plan.runs_dir,
                              on_event=on_event, ledger=ledger)
 
-    def resources(config: dict[str, Any]) -> Any:
-        spec = config["spec"]
-        need = _trial_resources(spec["world_size"], space, plan.device)
-        # One bundle holding every worker: the trial starts only when all of it is free, and all
-        # its ranks land on one node.
-        return tune.PlacementGroupFactory([need], strategy="STRICT_PACK")
-
     stopper = InterruptStopper(searcher)
     tuner = tune.Tuner(
-        tune.with_resources(_trainable, resources),
+        # The same request for every trial, so Tune always reuses a finished trial's process;
+        # each trial then reserves its own devices (hpsearch.driver).
+        tune.with_resources(trainable, tune.PlacementGroupFactory([DRIVER_RESOURCES])),
         tune_config=tune.TuneConfig(
             search_alg=searcher, num_samples=plan.n_trials, max_concurrent_trials=plan.max_concurrent,
             scheduler=_scheduler(space, samples_per_epoch, study),
-            # A new trial runs in the process of a finished one of the same size: no Ray worker
-            # to start and torch already imported (about 1.5 s less per trial on 2 cores).
+            # A new trial runs in the process of a finished one: no Ray worker to start.
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
@@ -464,6 +464,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     except StoreLostError:
         raise  # nothing more can be written; resume marks the open trials interrupted
     finally:
+        reservations.close()
         if searcher.store_lost is None:
             searcher.end_run()  # open trials: 'budget' or 'interrupted'; what the run spent
     if searcher.store_lost is not None:
@@ -508,44 +509,11 @@ def _stop_on_signals(searcher: Any) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _trainable(config: dict[str, Any]) -> None:
-    """One Tune trial: launch the ranks, forward rank 0's reports, record a failure as a result.
-
-    This is the trial driver's error boundary: a failing trial reports its reason instead of
-    raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
-    """
-    import ray
-    from ray import tune
-
-    from hpsearch.searcher import FAILED_KEY, FINAL_KEY
-    from hpsearch.trials.launcher import run_trial
-    from hpsearch.trials.spec import TrialSpec
-
-    # The node's IP and its Ray node id: several nodes may share an IP (containers, or a test
-    # cluster on one machine); the id tells them apart.
-    where = {"node": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id()}
-    spec = TrialSpec(**config["spec"])
-
-    def forward(metrics: dict[str, Any]) -> None:
-        # The last evaluation goes out once, merged into the final report below: a scheduler
-        # that stops a trial on that report would otherwise cut off its final measurements.
-        if not metrics.get("final"):
-            tune.report({**metrics, **where})
-
-    try:
-        final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"))
-    except TrialFailed as exc:
-        tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
-        return
-    tune.report({**final, **where, FINAL_KEY: True})
-
-
 def _trial_resources(world_size: int, space: SearchSpace, device: str) -> dict[str, float]:
+    from hpsearch.driver import trial_bundle
+
     processes = 1 if space.resources.emulate_ranks else world_size
-    need = {"CPU": float(processes * space.resources.cpus_per_worker)}
-    if device == "cuda":
-        need["GPU"] = float(processes * space.resources.gpus_per_worker)
-    return need
+    return trial_bundle(processes, device, space.resources.cpus_per_worker, space.resources.gpus_per_worker)
 
 
 def _fmt(res: dict[str, float]) -> str:

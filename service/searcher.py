@@ -28,6 +28,7 @@ from ray.tune.search import Searcher
 
 from hpsearch.budget import BudgetLedger, predict_trial, trial_devices
 from hpsearch.constraints import equivalence_key, violation
+from hpsearch.driver import FAILED_KEY, FINAL_KEY, STARTED_KEY
 from hpsearch.errors import StoreLostError
 from hpsearch.models import ModelKeeper
 from hpsearch.progress import SearchEvent
@@ -54,12 +55,9 @@ from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted", "trial_spec"]
+
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
-
-#: Result flags set by the trial driver: a failure report, and the final (post-training) report.
-FAILED_KEY = "hpsearch_failed"
-FINAL_KEY = "hpsearch_final"
 
 
 def trial_spec(params: dict[str, Any], space: SearchSpace, trial_settings: dict[str, Any]) -> TrialSpec:
@@ -406,19 +404,22 @@ class StudySearcher(Searcher):
 
 
 class TrainingStarted(Callback):
-    """Marks a trial ``training_started`` when Tune starts it, its resources granted.
+    """Marks a trial ``training_started`` when its devices are reserved and its ranks start.
 
     Tune asks the searcher for a trial as soon as ``max_concurrent_trials`` allows; the trial
-    may then wait for its placement group (a two-rank trial behind a one-rank one on a small
-    machine). Optuna holds it RUNNING all along, so readers tell waiting from training by this
-    attr (``hpsearch.study.display_state``: PENDING until it is set).
+    may then wait for its devices (a two-rank trial behind a one-rank one on a small machine).
+    Optuna holds it RUNNING all along, so readers tell waiting from training by this attr
+    (``hpsearch.study.display_state``: PENDING until it is set). The trial driver says when
+    with a first result flagged ``STARTED_KEY`` (``hpsearch.driver``).
     """
 
     def __init__(self, searcher: StudySearcher) -> None:
         self.searcher = searcher
 
-    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        self.searcher.training_started(trial.trial_id)
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
+                        **info: Any) -> None:
+        if result.get(STARTED_KEY):
+            self.searcher.training_started(trial.trial_id)
 
 
 class InterruptStopper(Stopper):

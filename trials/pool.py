@@ -228,6 +228,13 @@ class RankPool:
         with self._cond:
             self._tickets.pop(ticket, None)
 
+    def workers(self) -> list[dict[str, Any]]:
+        """Every live worker: ``pid``, ``gpu`` (its ``CUDA_VISIBLE_DEVICES``, ``None`` on CPU),
+        ``state`` (starting, idle, busy) and ``tasks`` (ranks it finished)."""
+        with self._cond:
+            return [dict(pid=w.proc.pid, gpu=w.gpu, state=w.state, tasks=w.tasks) for w in self._workers
+                    if w.state in ("starting", "idle", "busy")]
+
     def idle_pids(self) -> set[int]:
         """The processes of idle and starting workers (not running any rank)."""
         with self._cond:

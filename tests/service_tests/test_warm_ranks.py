@@ -1,0 +1,111 @@
+"""Warm rank processes in a real search: the GPU path on a machine without GPUs, and results
+that do not depend on whether rank processes are reused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from optuna.trial import TrialState
+
+import hpsearch
+
+WHERE = '''
+import os
+from hpsearch.trials.workloads.digits import digits_mlp
+
+def make(options):
+    # Notes which GPU each rank's process was given.
+    import torch.distributed as dist
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    with open(options["log"], "a") as f:
+        f.write(f"{rank} {os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
+    return digits_mlp({})
+'''
+
+GPU_SPACE = """\
+study: gpu-path
+workload: {{name: "where:make", epochs: 1, options: {{log: "{log}"}}}}
+parameters:
+  per_device_batch_size: {{choices: [16, 32, 64]}}
+  world_size: {{choices: [1, 2]}}
+  base_lr: 0.05
+search: {{sampler: grid, n_trials: 6, seed: 0}}
+resources: {{device: cuda, cpus_per_worker: 1, gpus_per_worker: 1}}
+"""
+
+# A local Ray told it has two GPUs; hpsearch joins it as it joins any running Ray.
+WITH_TWO_GPUS = """\
+import logging, sys, ray, hpsearch
+ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+hpsearch.start("space.yaml", storage="sqlite:///store.db")
+"""
+
+
+def test_cuda_trials_run_each_rank_in_the_warm_process_of_a_gpu_ray_assigned(tmp_path: Path) -> None:
+    # The code a GPU node runs (GPUs reserved through Ray, one warm process per device id, rank
+    # r on the r-th GPU of the trial's bundle), with the math on the CPU (HPSEARCH_CUDA_AS_CPU).
+    (tmp_path / "where.py").write_text(WHERE)
+    log = tmp_path / "where.log"
+    (tmp_path / "space.yaml").write_text(GPU_SPACE.format(log=log))
+    env = dict(os.environ, HPSEARCH_CUDA_AS_CPU="1", PYTHONPATH=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", WITH_TWO_GPUS], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    trials = hpsearch.load("gpu-path", f"sqlite:///{tmp_path / 'store.db'}").study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 6
+    for t in trials:
+        ids = t.user_attrs["gpu_ids"]
+        assert len(ids) == t.params["world_size"] and len(set(ids)) == len(ids) <= 2
+        assert set(ids) <= {"0", "1"}
+    # (The search builds the workload once in its own process first, with no GPU: left out.)
+    seen = [line.split() for line in log.read_text().splitlines() if not line.endswith(" None")]
+    assert len(seen) == sum(t.params["world_size"] for t in trials)
+    # Two warm processes served every rank of every trial, whatever its world size, each
+    # always on its own device.
+    device_of: dict[str, set[str]] = {}
+    for _, pid, gpu in seen:
+        device_of.setdefault(pid, set()).add(gpu)
+    assert len(device_of) == 2
+    assert sorted(g for gpus in device_of.values() for g in gpus) == ["0", "1"]
+
+
+REUSE_SPACE = """\
+study: reuse
+workload: {{name: digits_cnn, epochs: 3}}
+parameters:
+  per_device_batch_size: {{choices: [32, 64]}}
+  world_size: {{choices: [1, 2]}}
+  base_lr: {{choices: [0.02, 1000000.0]}}
+  momentum: 0.9
+search: {{sampler: grid, n_trials: 8, max_concurrent: 1, seed: 0}}
+resources: {{device: cpu, reuse_workers: {reuse}}}
+"""
+
+COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "lr", "noise_scale", "status_reason")
+
+
+def _search(tmp_path: Path, reuse: bool) -> dict[Any, Any]:
+    folder = tmp_path / str(reuse)
+    folder.mkdir()
+    (folder / "space.yaml").write_text(REUSE_SPACE.format(reuse=str(reuse).lower()))
+    done = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                          cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = hpsearch.load("reuse", f"sqlite:///{folder / 'hpsearch.db'}").study.trials
+    return {tuple(sorted(t.params.items())): (t.state, {k: t.user_attrs.get(k) for k in COMPARED})
+            for t in trials}
+
+
+@pytest.mark.slow
+def test_a_grid_gives_bit_identical_results_with_and_without_reusing_rank_processes(tmp_path: Path) -> None:
+    warm = _search(tmp_path, reuse=True)
+    fresh = _search(tmp_path, reuse=False)
+    assert warm == fresh
+    reasons = sorted(str(attrs["status_reason"]) for _, attrs in warm.values())
+    assert reasons.count("diverged") == 4 and reasons.count("None") == 4
