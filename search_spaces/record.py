@@ -85,8 +85,8 @@ STATUS_DETAIL = "status_detail"
 CURVES = "curves"
 #: The number of the interrupted trial a queued rerun repeats.
 RERUN_OF = "rerun_of"
-#: Set when the trial got its resources and its ranks started; a RUNNING trial without it is
-#: still waiting for resources.
+#: When the trial got its devices and its ranks started (seconds since the epoch); a RUNNING
+#: trial without it is still waiting for resources.
 TRAINING_STARTED = "training_started"
 
 # ---- status reasons ----

@@ -207,10 +207,11 @@ def run_search(
                 f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
                 f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
             )
-        _check_names(space)  # a typo, an unimportable plugin or an unknown option fails before Ray starts
+        # A typo, an unimportable plugin or an unknown option fails before anything is written.
         with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
             plan = replace(plan_search(space, study_name, settings, cluster),
                            budget=space.search.budget.merged(budget), run_started=started)
+            reservations = _warm_ranks(space, plan)
             samples_per_epoch = checked_workload()
             if on_plan is not None:
                 on_plan(plan)
@@ -218,7 +219,7 @@ def run_search(
             write_budget(study, plan.budget)
             for params in space.search.enqueue:  # the configurations the space runs first
                 study.enqueue_trial(dict(params))
-            _run_tune(space, study, plan, on_event, samples_per_epoch)
+            _run_tune(space, study, plan, on_event, samples_per_epoch, reservations)
     return plan
 
 
@@ -271,9 +272,9 @@ def resume_search(
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
         settle_orphans(study, space)  # the device time of trials a dead search left RUNNING
         requeued = _requeue_interrupted(study, set(space.parameters))
-        _check_names(space)
         with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
+            reservations = _warm_ranks(space, plan)
             samples_per_epoch = checked_workload()
             finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
             to_run = max(0, target - finished)
@@ -293,7 +294,7 @@ def resume_search(
             if to_run:
                 study = optuna.load_study(study_name=study_name, storage=_search_storage(settings, on_event),
                                           sampler=create_sampler(space))
-                _run_tune(space, study, plan, on_event, samples_per_epoch)
+                _run_tune(space, study, plan, on_event, samples_per_epoch, reservations)
     return plan
 
 
@@ -330,17 +331,36 @@ def _key(params: dict[str, Any]) -> tuple[Any, ...]:
 
 @contextmanager
 def _checking_workload(space: SearchSpace) -> Iterator[Callable[[], int]]:
-    """Run ``_check_workload`` in a thread while Ray starts; yields a function that waits for
-    it and returns its result or raises its error.
+    """Run ``_check_names`` and ``_check_workload`` in a thread while Ray starts; yields a
+    function that waits for them and returns the training set's size or raises their error.
 
-    Both take seconds at the start of every search (importing torch and building the data;
-    ``ray.init`` mostly waits for its processes), and a search of short trials pays that start-up
-    in full (``benchmarks/orchestration.py``).
+    Both take seconds at the start of every search (importing torch and the workload's module,
+    building the data; ``ray.init`` mostly waits for its processes), and a search of short
+    trials pays that start-up in full (``benchmarks/search_span.py``). Their errors still come
+    before anything is written.
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    def check() -> int:
+        _check_names(space)
+        return _check_workload(space)
+
     with ThreadPoolExecutor(1, thread_name_prefix="hpsearch-workload-check") as pool:
-        yield pool.submit(_check_workload, space).result
+        yield pool.submit(check).result
+
+
+def _warm_ranks(space: SearchSpace, plan: SearchPlan) -> Any:
+    """Start the search's reservation desk and warm rank pools (``hpsearch.driver``) as soon as
+    Ray runs, so their processes import torch and the workload while the search checks the
+    workload, writes the study and sets Tune up. They end with the Ray session (and are closed
+    explicitly after the trials, for a cluster that outlives the search)."""
+    from hpsearch.driver import Reservations
+
+    return Reservations(workload=space.workload.name, device=plan.device,
+                        cpus_per_worker=space.resources.cpus_per_worker,
+                        gpus_per_worker=space.resources.gpus_per_worker,
+                        largest_trial=1 if space.resources.emulate_ranks else space.max_world_size(),
+                        reuse=space.resources.reuse_workers)
 
 
 def _check_names(space: SearchSpace) -> None:
@@ -425,19 +445,13 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
 
 
 def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
-              on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int) -> None:
+              on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int, reservations: Any) -> None:
     from ray import tune
 
-    from hpsearch.driver import DRIVER_RESOURCES, Reservations, trainable
+    from hpsearch.driver import DRIVER_RESOURCES, trainable
     from hpsearch.searcher import InterruptStopper, StudySearcher, TrainingStarted
 
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
-    # Warm rank processes on every node, starting now, while Tune sets up.
-    reservations = Reservations(workload=space.workload.name, device=plan.device,
-                                cpus_per_worker=space.resources.cpus_per_worker,
-                                gpus_per_worker=space.resources.gpus_per_worker,
-                                largest_trial=1 if space.resources.emulate_ranks else space.max_world_size(),
-                                reuse=space.resources.reuse_workers)
     ledger = BudgetLedger(plan.budget, plan.spent, plan.run_started if plan.run_started is not None else time.monotonic())
     searcher = StudySearcher(study, space, plan.n_trials, trial_settings(space, plan.device), plan.runs_dir,
                              on_event=on_event, ledger=ledger)

@@ -263,7 +263,7 @@ class StudySearcher(Searcher):
         trial = self._trials.get(trial_id)
         if trial is None:
             return
-        _write(trial, {TRAINING_STARTED: True})
+        _write(trial, {TRAINING_STARTED: time.time()})  # when its devices were reserved
         if self.ledger is not None:
             self.ledger.trial_training(trial_id)
         self._emit("training", trial.number)
