@@ -4,7 +4,7 @@ Each module measures its figures side by side in one run (the median of interlea
 repetitions) and returns a Markdown section; this collects them under a description of the
 machine, with a summary of every verdict, into ``docs/benchmarks.md``.
 
-    python -m benchmarks                          # all six, about 14 minutes on 2 cores
+    python -m benchmarks                          # all of them, about 20 minutes on 2 cores
     python -m benchmarks --quick                  # smaller sizes, printed (no file unless --output)
     python -m benchmarks --only store_writes dashboard_api
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 #: The benchmarks, in the report's order (module names under ``benchmarks``).
 BENCHMARKS = ("orchestration", "ddp_loop", "store_writes", "dashboard_api", "search_efficiency", "dashboard_load",
-              "analysis_prediction", "analysis_speed")
+              "analysis_prediction", "analysis_speed", "search_span")
 REPORT = Path("docs/benchmarks.md")
 
 

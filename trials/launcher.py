@@ -132,13 +132,13 @@ def run_trial(
 
 def workload_module(workload: str) -> str | None:
     """The module that defines ``workload``'s factory (what rank processes import ahead), or
-    ``None`` when it cannot be resolved (the rank meets the error and reports it)."""
-    from hpsearch.trials.errors import WorkloadError
+    ``None`` when it cannot be resolved: whoever builds the workload meets the error and
+    reports it (the search's workload check; a trial's rank)."""
     from hpsearch.trials.workloads.base import resolve_workload
 
     try:
         return getattr(resolve_workload(workload), "__module__", None)
-    except WorkloadError:
+    except Exception:  # a user's module that fails to import: reported where it is built
         return None
 
 

@@ -1,0 +1,147 @@
+"""Search span: the quickstart as a user runs it (mixed world sizes), against the ideal.
+
+Each case is ``hpsearch start`` as a whole command in a fresh folder, on the quickstart's grid
+(24 trials: b in {8, 32, 128, 256} x W in {1, 2} x three LR rules, 10 epochs of digits):
+
+- *mixed*: the quickstart as shipped;
+- *W=1 only* and *W=2 only*: its two one-shape halves (12 trials each), the controlled cases;
+- *mixed, fresh ranks*: as shipped with ``resources.reuse_workers: false``, every rank in a new
+  process (what reuse saves).
+
+From each study: the span from the first trial asked to the last told, over the ideal (the
+trials' device-seconds over the machine's cores: a perfect scheduler with free launches); per
+trial, the overhead (told minus devices reserved minus the rank's training time: starting the
+ranks, the reports, the searcher's bookkeeping) and the wait for devices (reserved minus asked);
+and the fixed costs before the first ask and after the last tell.
+
+    python -m benchmarks.search_span            # the four cases, one run each (about 6 minutes)
+    python -m benchmarks.search_span --quick    # 2 epochs per trial
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import md_table, median, verdict
+
+SPAN_TARGET = 1.5
+OVERHEAD_TARGET = 0.5
+QUICKSTART = Path(__file__).resolve().parents[1] / "search_spaces" / "examples" / "quickstart.yaml"
+
+CASES = {
+    "mixed (the quickstart)": {},
+    "W=1 only": {"world_size: {choices: [1, 2]}": "world_size: 1", "n_trials: 24": "n_trials: 12"},
+    "W=2 only": {"world_size: {choices: [1, 2]}": "world_size: 2", "n_trials: 24": "n_trials: 12"},
+    "mixed, fresh ranks (reuse_workers: false)": {"cpus_per_worker: 1": "cpus_per_worker: 1\n  reuse_workers: false"},
+}
+
+
+def space_text(edits: dict[str, str], epochs: int | None) -> str:
+    text = QUICKSTART.read_text()
+    if epochs is not None:
+        edits = {**edits, "epochs: 10": f"epochs: {epochs}"}
+    for old, new in edits.items():
+        if old not in text:
+            raise SystemExit(f"the quickstart no longer has {old!r}: update benchmarks/search_span.py")
+        text = text.replace(old, new)
+    return text
+
+
+def run_case(folder: Path, text: str) -> dict[str, Any]:
+    """Run one ``hpsearch start`` and read its study's timeline."""
+    import hpsearch
+
+    folder.mkdir()
+    (folder / "space.yaml").write_text(text)
+    exe = Path(sys.executable).with_name("hpsearch")
+    began = time.time()
+    done = subprocess.run([str(exe) if exe.exists() else "hpsearch", "start", "space.yaml", "--no-progress"],
+                          cwd=folder, capture_output=True, text=True)
+    ended = time.time()
+    if done.returncode != 0:
+        raise SystemExit(f"hpsearch start failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    frame = hpsearch.load("digits-quickstart", storage=f"sqlite:///{folder / 'hpsearch.db'}").trials_dataframe()
+    asked = [t.timestamp() for t in frame["datetime_start"]]
+    told = [t.timestamp() for t in frame["datetime_complete"]]
+    reserved = [float(t) for t in frame["training_started"]]
+    runtime = frame["runtime_s"].astype(float).tolist()
+    span = max(told) - min(asked)
+    ideal = float(frame["device_seconds"].sum()) / (os.cpu_count() or 1)
+    return {
+        "trials": len(frame),
+        "complete": int((frame["state"] == "COMPLETE").sum()),
+        "command": ended - began,
+        "span": span,
+        "ideal": ideal,
+        "ratio": span / ideal,
+        "overhead": median([t - r - rt for t, r, rt in zip(told, reserved, runtime)]),
+        "overhead_max": max(t - r - rt for t, r, rt in zip(told, reserved, runtime)),
+        "wait": median([r - a for a, r in zip(asked, reserved)]),
+        "first_trial": min(reserved) - min(asked),
+        "startup": min(asked) - began,
+        "teardown": ended - max(told),
+    }
+
+
+def _met(seconds: float, target: float) -> str:
+    return f"**{'met' if seconds <= target else 'missed'}** ({seconds:.2f} s, target {target:.2f} s or better)"
+
+
+def run(quick: bool = False) -> str:
+    epochs = 2 if quick else None
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, edits) in enumerate(CASES.items()):
+            print(f"  {name}", flush=True)
+            results[name] = run_case(Path(tmp) / f"case-{i}", space_text(edits, epochs))
+    mixed = results["mixed (the quickstart)"]
+    fresh = results["mixed, fresh ranks (reuse_workers: false)"]
+    rows = [[name, f"{r['complete']}/{r['trials']}", f"{r['span']:.1f} s", f"{r['ideal']:.1f} s", f"{r['ratio']:.2f}x",
+             f"{r['overhead']:.2f} s (max {r['overhead_max']:.2f})", f"{r['wait']:.2f} s",
+             f"{r['startup']:.1f} + {r['first_trial']:.1f} s", f"{r['teardown']:.1f} s", f"{r['command']:.1f} s"]
+            for name, r in results.items()]
+    table = md_table(["grid", "complete", "span", "ideal", "span / ideal", "overhead per trial (median)",
+                      "wait for devices (median)", "start-up + first trial's devices", "after the last",
+                      "whole command"], rows)
+    return f"""## 9. Search span: the quickstart as users run it, mixed world sizes
+
+`python -m benchmarks.search_span`. `hpsearch start` on the quickstart's grid{" (2 epochs per trial)" if quick else ""}, as a
+whole command in a fresh folder, one run per case: as shipped (W in {{1, 2}}), its two
+one-shape halves, and as shipped with every rank in a fresh process (`reuse_workers: false`).
+The span runs from the first trial asked to the last told; the ideal is the trials'
+device-seconds over the machine's {os.cpu_count()} cores. Overhead per trial: told minus devices
+reserved minus the rank's training time. Wait: devices reserved minus asked.
+
+{table}
+
+Verdict: span {verdict(mixed['ratio'], SPAN_TARGET)}; overhead per trial {_met(mixed['overhead'], OVERHEAD_TARGET)}.
+
+What it says: with warm rank processes the mixed grid costs what its one-shape halves cost,
+{mixed['ratio']:.2f}x its ideal against {fresh['ratio']:.2f}x with a fresh process per rank. What
+remains of the span is the wait for devices: a trial of W ranks is placed first come, first
+served, so a two-rank trial asked while a one-rank trial runs waits with one core idle until
+it ends (the median wait above), and the last trials leave cores idle while the longest one
+finishes. Per trial, launching the ranks and the bookkeeping cost {mixed['overhead']:.2f} s. Fixed costs:
+{mixed['startup']:.1f} s before the first trial is asked (the CLI, the workload check, `ray.init`,
+the study, Tune; Ray's share is measured in section 1), {mixed['first_trial']:.1f} s more until its
+devices are reserved and its ranks start (the first Tune trial processes and the warm rank
+processes importing torch and the workload), and {mixed['teardown']:.1f} s after the last trial
+(Tune's and Ray's shut-down, then the summary, the frontier file and the recommendation).
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 epochs per trial instead of 10")
+    print(run(parser.parse_args().quick))
+
+
+if __name__ == "__main__":
+    main()
