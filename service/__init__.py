@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from hpsearch.errors import (
     ColumnError,
     HPSearchError,
+    NoCompletedTrialError,
     ResourceError,
     SearchInterrupted,
     SpaceError,
@@ -39,6 +40,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "ColumnError",
     "HPSearchError",
+    "NoCompletedTrialError",
     "ResourceError",
     "Search",
     "SearchInterrupted",

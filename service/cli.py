@@ -236,7 +236,10 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
     for name, text in outputs.items():
         click.echo(f"{name.replace('_', ' ')}: {text}")
     if budget.budget.limited:
-        stopped = sum(t.user_attrs.get("status_reason") == "budget" for t in search.study.get_trials(deepcopy=False))
+        trials = search.study.get_trials(deepcopy=False)
+        # Configurations the budget cut short that no rerun has finished yet.
+        rerun = {t.user_attrs.get("rerun_of") for t in trials if t.state.is_finished()}
+        stopped = sum(t.user_attrs.get("status_reason") == "budget" and t.number not in rerun for t in trials)
         click.echo(budget.describe() + (f"; {stopped} trial(s) stopped or not started by the budget run first on "
                                         f"'hpsearch resume {search.study_name} --budget MORE'" if stopped else ""))
     click.echo(f"study stored in {redact_url(str(search.storage))} as {search.study_name!r}")
@@ -499,7 +502,7 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
     states = ", ".join(f"{k.lower()} {v}" for k, v in sorted(summary["states"].items())) or "no trials"
     click.echo(f"study {study!r}: {summary['n_trials']} trials ({states})")
     if summary["target"] is not None:
-        click.echo(f"finished {summary['finished']} of {summary['target']} (skipped and interrupted trials do not count)")
+        click.echo(f"finished {summary['finished']} of {summary['target']} (skipped, interrupted and budget-stopped trials do not count)")
     if budget.budget.limited:
         click.echo(budget.describe())
     best_trial = summary["best_trial"]

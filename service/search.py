@@ -374,7 +374,8 @@ def resume(
 
     Finished trials stay as they are; trials left RUNNING become FAIL with ``status_reason``
     ``interrupted`` and their configurations run again; trials run until the study has
-    ``n_trials`` finished ones (skipped and interrupted trials do not count).
+    ``n_trials`` finished ones (skipped, interrupted and budget-stopped trials do not count), or
+    its budget is spent.
 
     Args:
         study: The study's name.
