@@ -10,6 +10,7 @@ from typing import Any
 
 from hpsearch.search_spaces._budget import parse_budget
 from hpsearch.search_spaces._document import Document, KeyPath
+from hpsearch.search_spaces._lightning import merge_options, parse_lightning
 from hpsearch.search_spaces._rules import (
     check_bool,
     check_int,
@@ -68,7 +69,7 @@ TOP_KEYS = (
     "constraints",
     "analysis",
 )
-_WORKLOAD_KEYS = ("name", "epochs", "options", "eval_every_samples", "save_model")
+_WORKLOAD_KEYS = ("name", "lightning", "epochs", "options", "eval_every_samples", "save_model")
 _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
@@ -132,6 +133,12 @@ def parse_workload(doc: Document, root: Mapping[str, Any]) -> WorkloadSpec:
     if section.get("options") is not None:
         # Passed to the workload untouched, so only the outer shape is checked.
         options = dict(check_mapping(doc, section["options"], path + ("options",)))
+    if section.get("lightning") is not None:
+        # A LightningModule and its datamodule: the built-in workload "lightning" (_lightning.py).
+        if "name" in section:
+            fail(doc, path + ("lightning",), "set either workload.name or workload.lightning, not both")
+        name = "lightning"
+        options = merge_options(doc, parse_lightning(doc, section["lightning"], path + ("lightning",)), options, path)
     every = None
     if section.get("eval_every_samples") is not None:
         every = check_int(doc, section["eval_every_samples"], path + ("eval_every_samples",), minimum=1, maximum=2**40)

@@ -9,6 +9,10 @@ validate``, ``start`` and ``resume`` alike:
   (``@takes_options``; the built-ins do); otherwise each such name is a warning, since nothing
   can check it;
 - the factory returns a ``Workload`` (checked when ``start`` builds it once).
+
+A ``lightning`` workload builds its optimizer in ``configure_optimizers``, so the engine's
+optimizer keys are refused for it, and each objective on a validation metric must be one its
+module logs (checked when ``start`` builds it).
 """
 
 from __future__ import annotations
@@ -77,7 +81,9 @@ def check_space_workload(space: SearchSpace) -> WorkloadCheck:
     """
     name = space.workload.name
     factory = resolve_workload(name)
-    taken = accepted_options(factory)
+    if name == "lightning":
+        _check_lightning_parameters(space)
+    taken = accepted_options(factory, space.workload.options)
     passed = tuple(p for p in space.parameters if p not in ENGINE_PARAMETERS)
     if taken is None:
         warnings: tuple[str, ...] = ()
@@ -94,6 +100,17 @@ def check_space_workload(space: SearchSpace) -> WorkloadCheck:
         if option not in taken:
             raise space_error(space, ("workload", "options", option), _unknown(option, name, taken, "option"))
     return WorkloadCheck(name, taken, passed)
+
+
+def _check_lightning_parameters(space: SearchSpace) -> None:
+    """A LightningModule's ``configure_optimizers`` builds its optimizer: an engine optimizer key
+    in the space would be silently ignored, so it is refused."""
+    for parameter in space.parameters:
+        if parameter in OPTIMIZER_PARAMETERS:
+            raise space_error(space, ("parameters", parameter), (
+                f"'{parameter}' sets the optimizer the engine builds, but a lightning workload's optimizer comes "
+                "from its module's configure_optimizers; make it an __init__ argument of the module under another "
+                f"name (say 'sgd_{parameter}') and search that, or remove it"))
 
 
 def _unknown(word: str, workload: str, taken: frozenset[str], kind: str) -> str:
@@ -148,4 +165,14 @@ def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) ->
         raise
     except Exception as exc:  # a user's factory: report what it raised, not a traceback
         raise WorkloadError(f"workload {name!r} failed to build: {type(exc).__name__}: {exc}") from exc
-    return check_workload(built, name)
+    workload = check_workload(built, name)
+    if workload.hooks is not None:
+        # A workload that validates itself (a LightningModule) says which metrics it records.
+        for i, objective in enumerate(space.objectives):
+            if objective.metric in ("val_loss", "val_accuracy") and objective.metric not in workload.hooks.metrics:
+                raise WorkloadError(
+                    f"objective {objective.metric} (objectives[{i}]): workload {name!r} does not record it: its "
+                    f"validation logs no {objective.metric} (it records {', '.join(workload.hooks.metrics)}); log "
+                    f"it in validation_step (self.log({objective.metric!r}, ...)), name what the module logs with "
+                    f"workload.lightning.{objective.metric}, or choose another objective")
+    return workload

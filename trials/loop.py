@@ -5,7 +5,9 @@ B = b x W x A (SCIENCE.md). Gradients are all-reduced (averaged) by DDP on the l
 only; the earlier micro-steps run under ``no_sync``. The LR is ``rule(base_lr, B / B0)`` after an
 optional linear warmup. Rank 0 evaluates after every epoch (and every ``eval_every_samples``
 samples when set) and reports; with ``save_model`` it writes the final weights before its last
-report, which says where (``model_path``).
+report, which says where (``model_path``). A workload with ``WorkloadHooks`` (a LightningModule)
+computes each micro-batch's loss itself and brings its own validation and optimizer; the rest
+of the loop is the same.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ def build_optimizer(params: Any, spec: TrialSpec) -> torch.optim.Optimizer:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device) -> dict[str, float]:
-    """Mean validation loss and, for classifiers, accuracy over the whole validation set."""
+    """Mean validation loss and, for classifiers, accuracy over the whole validation set (a
+    workload with hooks validates itself)."""
+    if workload.hooks is not None:
+        return workload.hooks.evaluate(model, device)
     model.eval()
     loss_sum, correct, count = 0.0, 0, 0
     for x, y in DataLoader(workload.val_set, batch_size=1024):
@@ -136,11 +141,16 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     samplers: list[DistributedSampler[Any]] = [
         DistributedSampler(workload.train_set, num_replicas=W, rank=ctx.rank * V + v, shuffle=True, seed=spec.seed)
         for v in range(V)]
-    loaders = [DataLoader(workload.train_set, batch_size=b, sampler=s, drop_last=False) for s in samplers]
+    collate = workload.hooks.collate_fn if workload.hooks is not None else None
+    loaders = [DataLoader(workload.train_set, batch_size=b, sampler=s, drop_last=False, collate_fn=collate)
+               for s in samplers]
     per_rank = len(samplers[0])  # DistributedSampler pads, so every logical rank gets as many
     micro_sizes = [min(b, per_rank - i) for i in range(0, per_rank, b)]
     steps_per_epoch = math.ceil(len(micro_sizes) / A)
-    optimizer = build_optimizer(model.parameters(), spec)
+    # A workload with its own optimizer (a LightningModule's configure_optimizers) builds it now,
+    # with the model on its device; the loop sets its LR at every step all the same.
+    own_optimizer = workload.hooks.optimizer if workload.hooks is not None else None
+    optimizer = own_optimizer() if own_optimizer is not None else build_optimizer(model.parameters(), spec)
 
     # Noise scale pairs: under DDP, each process's gradient (small) against the reduced one (big);
     # on one process, each micro-batch against the accumulated step. W x A = 1 has no pair.
@@ -171,7 +181,7 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
             micro = range(step * A, min((step + 1) * A, len(micro_sizes)))
             # This process's samples in the step: its micro-batches times its virtual ranks.
             step_samples = sum(micro_sizes[i] for i in micro) * V
-            order = [v for _ in micro for v in range(V)]
+            order = [(v, i, micro_sizes[i]) for i in micro for v in range(V)]
             comm.local_sq_norm = 0.0
             micro_sq, micro_n = _accumulate(model, raw_model, workload, batches, order, step_samples, device,
                                             progress, P=P, mean_loss=mean_loss, per_micro=per_micro, epoch=epoch)
@@ -217,29 +227,35 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
 
 
 def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Workload, batches: list[Any],
-                order: list[int], step_samples: int, device: torch.device, progress: _Progress, *, P: int,
-                mean_loss: bool, per_micro: bool, epoch: int) -> tuple[float, int]:
+                order: list[tuple[int, int, int]], step_samples: int, device: torch.device, progress: _Progress, *,
+                P: int, mean_loss: bool, per_micro: bool, epoch: int) -> tuple[float, int]:
     """Forward and backward over one optimizer step's micro-batches (``order`` names the virtual
-    rank of each), leaving the step's gradient in the model. Returns the per-micro-batch
-    squared gradient norms' sum and count, for the noise scale on one process."""
+    rank, the index in the epoch and the size of each), leaving the step's gradient in the
+    model. Returns the per-micro-batch squared gradient norms' sum and count, for the noise
+    scale on one process."""
     previous = None
     micro_sq, micro_n = 0.0, 0
     loss_sum, count = 0.0, 0  # this step's, added to the epoch's once
-    for j, v in enumerate(order):
-        x, y = next(batches[v])
-        x, y = x.to(device), y.to(device)
+    for j, (v, batch_idx, n) in enumerate(order):
+        batch = next(batches[v])
         last = j == len(order) - 1
         # Skip the all-reduce on all but the last micro-step: gradients accumulate locally and
         # are reduced once (SCIENCE.md, the "DDP slower than one process" caveat). The forward
         # pass must sit inside no_sync too.
         sync = model.no_sync() if (P > 1 and not last) else contextlib.nullcontext()  # type: ignore[operator]
         with sync:
-            loss = workload.loss_fn(model(x), y)
+            if workload.hooks is None:
+                x, y = batch
+                loss = workload.loss_fn(model(x.to(device)), y.to(device))
+            else:
+                # The model computes the loss from the whole batch (a LightningModule's
+                # training_step, called through DDP's forward so the gradients are reduced).
+                loss = model(batch, batch_idx)
             # Make the step's gradient equal one process's gradient on all B samples.
             # mean: weight each micro-batch by its share of this process's samples (exact also
             # for a short last batch); DDP then averages the P processes.
             # sum: accumulation already sums; multiply by P to undo DDP's averaging.
-            scale = len(y) / step_samples if mean_loss else float(P)
+            scale = n / step_samples if mean_loss else float(P)
             (loss * scale).backward()  # type: ignore[no-untyped-call]
         if per_micro:
             # This micro-batch's own gradient is the change it made to the accumulated one;
@@ -249,14 +265,14 @@ def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Wo
             previous = current
             # mean loss: delta = scale x (micro-batch mean gradient); sum loss: delta is the
             # micro-batch's gradient sum.
-            micro_sq += float(delta.pow(2).sum()) / (scale if mean_loss else len(y)) ** 2
+            micro_sq += float(delta.pow(2).sum()) / (scale if mean_loss else n) ** 2
             micro_n += 1
         value = float(loss.detach())
         if not math.isfinite(value):
             raise TrialFailed("diverged", f"non-finite training loss {value} in epoch {epoch + 1}, "
                                           f"step {progress.steps + 1}")
-        loss_sum += value * (len(y) if mean_loss else 1)
-        count += len(y)
+        loss_sum += value * (n if mean_loss else 1)
+        count += n
     progress.train_loss_sum += loss_sum
     progress.train_count += count
     return micro_sq, micro_n

@@ -6,6 +6,8 @@ space file's ``workload.options`` with every parameter the engine does not own (
 registered by name; a user's own factory is named as ``"my_pkg.module:function"`` and gets the
 same DDP loop, scaling rules and measurements. A factory decorated with ``@takes_options(...)``
 says which options it takes, so a misspelt name in a space file is refused before any trial runs.
+A workload whose model computes its own loss from whole batches (a LightningModule's
+``training_step``) brings ``WorkloadHooks``: its own validation and optimizer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Workload",
     "WorkloadFactory",
+    "WorkloadHooks",
     "accepted_options",
     "build_workload",
     "builtin_workloads",
@@ -33,7 +36,34 @@ __all__ = [
     "check_workload",
     "resolve_workload",
     "takes_options",
+    "takes_options_from",
 ]
+
+
+@dataclass(frozen=True)
+class WorkloadHooks:
+    """How a workload trains and validates when its batches are not ``(input, target)`` pairs.
+
+    With hooks, the engine calls ``model(batch, batch_idx)`` for each micro-batch and takes what
+    it returns as that micro-batch's loss (reduced over the batch as ``Workload.loss_reduction``
+    says). ``batch`` is what ``collate_fn`` made of the samples, still on the CPU (the model
+    moves it), and ``batch_idx`` its index in the rank's epoch. DDP, accumulation, the LR rule
+    and every measurement stay the engine's.
+
+    Attributes:
+        evaluate: ``evaluate(model, device)`` on rank 0: the validation metrics over the whole
+            validation set, ``val_loss`` always and ``val_accuracy`` for a classifier.
+        optimizer: Builds the optimizer, called once the model is on its device; the engine sets
+            the LR of every parameter group at every step. ``None``: the engine builds its own
+            from the optimizer keys.
+        collate_fn: Turns a list of samples into a training batch (``None``: torch's default).
+        metrics: The names ``evaluate`` returns, for checks before any trial runs.
+    """
+
+    evaluate: Callable[[torch.nn.Module, torch.device], dict[str, float]]
+    optimizer: Callable[[], torch.optim.Optimizer] | None = None
+    collate_fn: Callable[[list[Any]], Any] | None = None
+    metrics: tuple[str, ...] = ("val_loss",)
 
 
 @dataclass(frozen=True)
@@ -51,6 +81,8 @@ class Workload:
             B-sample step's gradient equal one process's gradient on those B samples.
         num_classes: For classification workloads (accuracy is computed by argmax); ``None``
             for regression, where ``val_accuracy`` is not recorded.
+        hooks: For a model that computes its own loss from whole batches (``WorkloadHooks``);
+            ``loss_fn`` and ``num_classes`` are then not used.
     """
 
     model: torch.nn.Module
@@ -59,6 +91,7 @@ class Workload:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     loss_reduction: Literal["mean", "sum"] = "mean"
     num_classes: int | None = None
+    hooks: WorkloadHooks | None = None
 
 
 WorkloadFactory = Callable[[Mapping[str, Any]], Workload]
@@ -68,6 +101,9 @@ _PLUGIN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 #: The attribute ``takes_options`` sets on a factory: the option names it takes.
 _OPTIONS_ATTR = "hpsearch_options"
+#: A factory whose options depend on the options it is given (the ``lightning`` workload's are
+#: its classes' init arguments) carries a function ``options -> names | None`` here instead.
+_OPTIONS_OF_ATTR = "hpsearch_options_of"
 
 
 def check_options(options: Mapping[str, Any], known: set[str]) -> None:
@@ -115,8 +151,32 @@ def takes_options(*names: str) -> Callable[[_Factory], _Factory]:
     return decorate
 
 
-def accepted_options(factory: Callable[..., Any]) -> frozenset[str] | None:
-    """The options a factory declared with ``takes_options``, or ``None`` when it declared none."""
+def takes_options_from(options_of: Callable[[Mapping[str, Any]], Iterable[str] | None]) -> Callable[[_Factory], _Factory]:
+    """Declare the options a factory takes as a function of the options it is given: for a
+    factory whose options are another object's (the ``lightning`` workload takes its classes'
+    ``__init__`` arguments). ``options_of(workload_options)`` returns the names, or ``None``
+    when it cannot say; ``hpsearch validate`` and ``start`` check the space's names against them.
+    The factory checks what it receives itself.
+    """
+
+    def decorate(factory: _Factory) -> _Factory:
+        setattr(factory, _OPTIONS_OF_ATTR, options_of)
+        return factory
+
+    return decorate
+
+
+def accepted_options(factory: Callable[..., Any], options: Mapping[str, Any] | None = None) -> frozenset[str] | None:
+    """The options a factory declared with ``takes_options``, or ``None`` when it declared none.
+
+    A factory whose options depend on what it is given (the ``lightning`` workload's) answers
+    for ``options``, the space's ``workload.options``; it may raise ``WorkloadError`` when those
+    name something it cannot load.
+    """
+    options_of = getattr(factory, _OPTIONS_OF_ATTR, None)
+    if callable(options_of):
+        names = options_of(dict(options or {}))
+        return None if names is None else frozenset(names)
     names = getattr(factory, _OPTIONS_ATTR, None)
     return frozenset(names) if isinstance(names, Iterable) and not isinstance(names, str) else None
 
@@ -138,6 +198,9 @@ def check_workload(value: object, name: str) -> Workload:
 
     if not isinstance(value.model, torch.nn.Module):
         raise WorkloadError(f"workload {name!r}: Workload.model must be a torch.nn.Module, got {_describe(value.model)}")
+    if value.hooks is not None and not callable(value.hooks.evaluate):
+        raise WorkloadError(f"workload {name!r}: WorkloadHooks.evaluate must be callable, got "
+                            f"{_describe(value.hooks.evaluate)}")
     if not callable(value.loss_fn):
         raise WorkloadError(f"workload {name!r}: Workload.loss_fn must be callable, got {_describe(value.loss_fn)}")
     if value.loss_reduction not in ("mean", "sum"):
@@ -173,13 +236,14 @@ def _describe(value: object) -> str:
 
 def builtin_workloads() -> dict[str, WorkloadFactory]:
     """Name -> factory of the workloads shipped with hpsearch."""
-    from hpsearch.trials.workloads import cifar10, digits, teacher
+    from hpsearch.trials.workloads import cifar10, digits, lightning, teacher
 
     return {
         "digits_cnn": digits.digits_cnn,
         "digits_mlp": digits.digits_mlp,
         "teacher_mlp": teacher.teacher_mlp,
         "cifar10": cifar10.cifar10,
+        "lightning": lightning.lightning,
     }
 
 
