@@ -438,8 +438,8 @@ def _section(settings: Settings, m: Measured) -> str:
                 f"{settings.job_repeat - 1} after its first)" if m.jobs else "not timed with --quick")
     if m.jobs:
         job_note = (f" A whole job takes {median(m.jobs[OURS][1:] or m.jobs[OURS]):.1f} s for ours (through the "
-                    "trial launcher, as a search starts a trial; ranks forked from the trial process's fork "
-                    f"server, which its first trial starts: {m.jobs[OURS][0]:.1f} s for that one) and "
+                    "trial launcher, as a search starts a trial; ranks run in warm rank processes, which its "
+                    f"first trial starts: {m.jobs[OURS][0]:.1f} s for that one) and "
                     f"{median(m.jobs[MINIMAL]):.1f} s for the minimal script (ranks spawned, each importing "
                     f"torch), of which training is only about {wall[OURS]:.1f} s: how the ranks start (process "
                     "start, imports, the process group) decides a short trial's wall time, not the loop.")

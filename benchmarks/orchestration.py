@@ -159,7 +159,7 @@ def study_timeline(started_at: float, ended_at: float, url: str) -> dict[str, An
 
 
 def launch_overhead(epochs: int, repeat: int) -> dict[str, float]:
-    """What a trial's rank process costs: one trial launched with ``run_trial`` (a forked rank)
+    """What a trial's rank process costs: one trial launched with ``run_trial`` (a warm rank process)
     vs the same loop called in process, both in a fresh interpreter, first and second call (a
     search's first trial in a trial process, and a later one: Tune reuses the process); and
     ``ray.init`` of a local Ray alone."""
@@ -285,16 +285,16 @@ joins a running cluster (`--address`) does not start Ray at all. Per trial, the 
 time exceeds the rank's training time by {trial_wall - training:.2f} s (the searcher's asks and
 tells, the reports, the rank's start), and a later trial's rank process {_later_cost(parts['later'])}.
 
-What made the per-trial cost small, measured with this benchmark: a trial's ranks are forked
-from a fork server of the trial process, which has imported torch, the training loop, the
-workload's module and what an optimizer's first construction imports (`torch._dynamo`, about
-1 s) once, instead of spawned as fresh interpreters that import it all for every trial; Tune
-reuses a finished trial's process, and its fork server, for the next trial (`reuse_actors`);
-and the workload check runs while Ray starts. Before, each trial started a Ray
-worker process, then a rank process that imported all of that again. Measured before these changes
-on a 2-core machine that other jobs loaded (load average 5-7): 6-17 s of overhead per trial, and 78-85 s for the
-`--quick` search (8 trials of about 2 s of training), against 45 s under the same load once
-trial processes were reused and ranks forked (a first version, forking the trial process itself).
+What made the per-trial cost small, measured with this benchmark and with
+`benchmarks/search_span.py`: a trial's ranks run in warm rank processes of the node
+(`hpsearch.trials.pool`), which imported torch, the training loop, the workload's module and
+what an optimizer's first construction imports (`torch._dynamo`, about 1 s) when the search
+started, and serve the ranks of trials of every shape; every trial asks Tune for the same
+resources (and reserves its devices itself), so Tune reuses a finished trial's process for the
+next one; the workload check runs while Ray starts. Before, each trial started a Ray worker
+process, then a rank process that imported all of that again: 6-17 s of overhead per trial on a
+loaded 2-core machine; then ranks were forked from a fork server of the trial process, which a
+new trial shape had to start again (about 8 s: the quickstart's mixed grid ran at 5x its ideal).
 """
 
 
