@@ -5,9 +5,10 @@ hpsearch's trials of the same module.
 
 runs ``Trainer(accelerator="cpu", devices=2, strategy="ddp")`` (two processes over gloo: Lightning
 starts the second by running this script again) and prints the last validation metrics as JSON
-(``--out FILE`` writes them to a file). With the per-device batch b, the devices W, the seed and
-the LR of an hpsearch trial (``lr`` in its record), it ends at the trial's validation metrics;
-docs/workloads.md, "Lightning", says to what tolerance and why.
+(``--out FILE`` writes them to a file too, ``--weights FILE`` saves the final weights). With the
+per-device batch b, the devices W, the seed and the LR of an hpsearch trial (``lr`` in its
+record), it ends at the trial's weights and validation metrics; docs/workloads.md, "Lightning",
+says to what tolerance and why.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="write the metrics here too")
+    parser.add_argument("--weights", type=Path, help="save the final weights (the module's state_dict) here")
     args = parser.parse_args()
 
     torch.set_num_threads(1)  # as each hpsearch rank (resources.cpus_per_worker: 1)
@@ -49,6 +51,8 @@ def main() -> None:
         text = json.dumps(metrics, sort_keys=True)
         if args.out:
             args.out.write_text(text)
+        if args.weights:
+            torch.save(model.state_dict(), args.weights)
         print(text)
 
 

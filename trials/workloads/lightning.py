@@ -210,11 +210,16 @@ def _call(fn: Callable[..., Any], what: str, *args: Any, **kwargs: Any) -> Any:
     except WorkloadError:
         raise
     except Exception as exc:  # the user's code: say which hook failed, not a traceback
-        hint = ""
-        if "not attached to a `Trainer`" in str(exc):
-            hint = ("; hpsearch trains the module without a Trainer, so self.trainer does not exist: "
-                    "use the module's own attributes instead")
-        raise WorkloadError(f"{what} raised {type(exc).__name__}: {exc}{hint}") from exc
+        raise WorkloadError(f"{what} raised {type(exc).__name__}: {exc}{_trainer_hint(exc)}") from exc
+
+
+def _trainer_hint(exc: BaseException) -> str:
+    """What to change when a hook reached for ``self.trainer`` (LightningModule raises a
+    RuntimeError for it without a Trainer)."""
+    if "not attached to a `Trainer`" in str(exc):
+        return ("; hpsearch trains the module without a Trainer, so self.trainer does not exist: use the module's "
+                "own attributes instead")
+    return ""
 
 
 def _loader(datamodule: Any, hook: str, *, train: bool) -> DataLoader[Any]:
@@ -357,7 +362,13 @@ class _TrainingStep(torch.nn.Module):
 
     def forward(self, batch: Any, batch_idx: int) -> torch.Tensor:
         module: Any = self.module
-        out = module.training_step(self._move(batch, module.device), batch_idx)
+        try:
+            out = module.training_step(self._move(batch, module.device), batch_idx)
+        except RuntimeError as exc:
+            if not _trainer_hint(exc):
+                raise
+            raise WorkloadError(f"{type(module).__qualname__}.training_step raised RuntimeError: {exc}"
+                                f"{_trainer_hint(exc)}") from exc
         if isinstance(out, Mapping):
             out = out.get("loss")
         if not isinstance(out, torch.Tensor):
