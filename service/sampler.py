@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import SpaceError
@@ -92,7 +92,13 @@ def _grid_sampler_class() -> type:
     import optuna
 
     class StudyGridSampler(optuna.samplers.BaseSampler):
-        """Every configuration of the grid once, in a seeded random order.
+        """Every configuration of the grid once, in a seeded random order, the trials of most
+        processes first.
+
+        Trials are placed on the devices first come, first served, so a two-rank trial asked
+        while a one-rank trial runs waits for it with a device idle; running the grid's shapes
+        largest first (their order within a shape random) leaves devices idle only where one
+        shape gives way to the next (``benchmarks/search_span.py``).
 
         Unlike Optuna's ``GridSampler``, the configurations still to run are read from the study
         each time: a trial cut short by an interrupted search (FAIL, ``interrupted``) frees its
@@ -101,11 +107,13 @@ def _grid_sampler_class() -> type:
         searcher it raised on the last grid point).
         """
 
-        def __init__(self, points: list[dict[str, Any]], seed: int | None = None) -> None:
+        def __init__(self, points: list[dict[str, Any]], seed: int | None = None,
+                     processes: Callable[[dict[str, Any]], int] | None = None) -> None:
             import numpy as np
 
             order = np.random.default_rng(seed).permutation(len(points))
-            self._points = [points[i] for i in order]
+            shuffled = [points[i] for i in order]
+            self._points = shuffled if processes is None else sorted(shuffled, key=lambda p: -processes(p))
             self._rng = np.random.default_rng(seed)
             self._chosen: dict[int, dict[str, Any]] = {}
 
@@ -160,7 +168,10 @@ def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
     seed = space.search.seed
     if cls in (optuna.samplers.GridSampler, optuna.samplers.BruteForceSampler):
         # Both would call study.stop() at the end of the grid; the study grid sampler does not.
-        sampler: optuna.samplers.BaseSampler = _grid_sampler_class()(grid_points(space), seed=seed)
+        emulated = space.resources.emulate_ranks
+        sampler: optuna.samplers.BaseSampler = _grid_sampler_class()(
+            grid_points(space), seed=seed,
+            processes=lambda point: 1 if emulated else int(point.get("world_size", 1)))
         return sampler
     try:
         return cls(seed=seed)  # type: ignore[call-arg]  # the samplers of SAMPLER_CLASS_NAMES take a seed
