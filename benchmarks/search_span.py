@@ -125,10 +125,11 @@ Verdict: span {verdict(mixed['ratio'], SPAN_TARGET)}; overhead per trial {_met(m
 
 What it says: with warm rank processes the mixed grid costs what its one-shape halves cost,
 {mixed['ratio']:.2f}x its ideal against {fresh['ratio']:.2f}x with a fresh process per rank. What
-remains of the span is the wait for devices: a trial of W ranks is placed first come, first
-served, so a two-rank trial asked while a one-rank trial runs waits with one core idle until
-it ends (the median wait above), and the last trials leave cores idle while the longest one
-finishes. Per trial, launching the ranks and the bookkeeping cost {mixed['overhead']:.2f} s. Fixed costs:
+remains of the span: the first trials wait while the warm rank processes finish importing torch
+and the workload (the largest overhead above), the trials of one world size queue for their
+devices (the median wait; the grid runs its largest trials first, so a core sits idle only where
+W=2 gives way to W=1), and the last trials leave a core idle while the longest one finishes.
+Per trial, launching the ranks and the bookkeeping cost {mixed['overhead']:.2f} s. Fixed costs:
 {mixed['startup']:.1f} s before the first trial is asked (the CLI, the workload check, `ray.init`,
 the study, Tune; Ray's share is measured in section 1), {mixed['first_trial']:.1f} s more until its
 devices are reserved and its ranks start (the first Tune trial processes and the warm rank
