@@ -159,7 +159,9 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> None:
-    (tmp_path / "space.yaml").write_text(SPACE.format(study="grid", epochs=15, sampler="grid", n_trials=100,
+    # Trials long enough that the search still runs while the test looks at it (warm ranks run
+    # 15 epochs of these in under a second).
+    (tmp_path / "space.yaml").write_text(SPACE.format(study="grid", epochs=80, sampler="grid", n_trials=100,
                                                            batches="[32, 64]"))
     (tmp_path / "other.yaml").write_text(SPACE.format(study="other", epochs=1, sampler="grid", n_trials=1,
                                                            batches="[32]"))
