@@ -6,14 +6,17 @@ so a search over world sizes used to pay a new Ray worker (seconds) at every cha
 Here every trial's Tune request is the same (the memory of its light driver process, no CPU),
 so Tune always reuses a finished trial's process, and the trial reserves its devices itself:
 
-1. ``Reservations`` (one actor per search) grants each trial one placement-group bundle of all
-   its W workers' CPUs and GPUs on one node, in the order trials asked (first come, first
-   served: a two-rank trial is not starved by one-rank trials that keep taking a freed CPU).
-   Ray's accounting holds exactly what each trial reserved, for as long as it runs.
+1. ``Reservations`` (one actor per search) grants each trial W units on one node, a unit being
+   a placement-group bundle of one rank's CPUs and GPUs, in the order trials asked (first come,
+   first served: a two-rank trial is not starved by one-rank trials that keep taking a freed
+   CPU). Ray's accounting holds every unit a trial runs on for as long as it runs; a finished
+   trial's units go back to the desk, which hands them to the next trial at once (a new
+   placement group right after a removed one waits about a second in Ray) and gives Ray back
+   those no trial asks for within a few seconds.
 2. The trial runs its ranks in the warm ``RankPool`` (``hpsearch.trials.pool``) of the node
-   that holds its bundle: processes that already imported torch, the loop and the workload,
-   whatever the trial's world size. On CUDA, rank ``r`` runs in the warm process of the
-   ``r``-th GPU of the bundle.
+   that holds its units: processes that already imported torch, the loop and the workload,
+   whatever the trial's world size. On CUDA, rank ``r`` runs in the warm process of the GPU
+   of its ``r``-th unit.
 
 The trainable imports neither torch nor optuna.
 """
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -34,7 +39,7 @@ from hpsearch.trials.pool import RankPool, Status
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = [
-    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Reservations", "trainable", "trial_bundle",
+    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Grant", "Reservations", "trainable", "trial_bundle",
 ]
 
 #: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
@@ -55,6 +60,9 @@ _RESERVATIONS_NAME = "hpsearch-reservations"
 # Calls to a pool wait at most this long in the actor (``wait``), so one actor thread per
 # running trial is plenty.
 _ACTOR_THREADS = 256
+
+# How long units no trial holds stay reserved for the next trial before going back to Ray.
+_IDLE_S = 5.0
 
 
 class _PoolActor:
@@ -103,33 +111,140 @@ class _RemoteRanks:
         ray.get(self.actor.cancel.remote(ticket))
 
 
+@dataclass
+class Grant:
+    """What ``reserve`` gives a trial: one reserved unit (a placement-group bundle of one rank's
+    CPUs and GPUs) per rank, all on one node, and, on CUDA, the GPU ids of each unit in rank
+    order."""
+
+    units: list[tuple[int, int]]  # (group, bundle index)
+    node_id: str
+    node_ip: str
+    gpu_ids: list[str] | None
+
+
+@dataclass
+class _Group:
+    pg: Any
+    node_id: str
+    node_ip: str
+    gpu_ids: list[list[str]] | None
+    free: list[bool]
+
+
 class _ReservationsActor:
-    """Creates the trials' placement groups one at a time, in the order asked (``asyncio.Lock``
-    wakes its waiters first in, first out), each once the previous one is placed; and owns the
-    nodes' rank pools (started with it on every alive node, and on a node that joins later when
-    a bundle first lands there), so they end with it."""
+    """Grants trials their units, one trial at a time in the order asked (``asyncio.Lock`` wakes
+    its waiters first in, first out), and owns the nodes' rank pools (started with it on every
+    alive node, and on a node that joins later when a unit first lands there), so they end
+    with it.
+
+    A trial's units go back to the desk when it ends, not to Ray: the next trial, whatever its
+    world size, takes free units of one node at once, where creating a placement group right
+    after removing one waits about a second for Ray to see the freed resources. Units nobody
+    asks for are returned to Ray after ``_IDLE_S``, so an idle search does not sit on devices,
+    and a trial that cannot be served from free units gets a new group of its size (idle groups
+    that could never serve it are returned first, so that they make room for it).
+    """
 
     def __init__(self, pool_options: dict[str, Any]) -> None:
         self._turn = asyncio.Lock()
+        self._released = asyncio.Event()
         self._options = pool_options
         self._pools: dict[str, Any] = {}
+        self._groups: dict[int, _Group] = {}
+        self._ids = itertools.count()
+        self._idle_check: asyncio.TimerHandle | None = None
         for node in ray.nodes():
             if node.get("Alive"):
                 self._pool(node["NodeID"], node["Resources"])
 
-    async def reserve(self, processes: int) -> tuple[Any, str, dict[str, float]]:
-        from ray.util.placement_group import placement_group, placement_group_table
+    async def reserve(self, processes: int) -> Grant:
+        from ray.util.placement_group import placement_group, remove_placement_group
 
-        bundle = trial_bundle(processes, self._options["device"], self._options["cpus_per_worker"],
-                              self._options["gpus_per_worker"])
+        o = self._options
+        unit = trial_bundle(1, o["device"], o["cpus_per_worker"], o["gpus_per_worker"])
         async with self._turn:
-            group = placement_group([bundle], strategy="STRICT_PACK")
-            await group.ready()
-        node_id = str(placement_group_table(group)["bundles_to_node_id"][0])
+            pending = None
+            try:
+                while (grant := self._take(processes)) is None:
+                    self._return_idle(keep_for=processes)
+                    if pending is None:
+                        pending = placement_group([unit] * processes, strategy="STRICT_PACK")
+                        placed = asyncio.ensure_future(self._placed(pending))
+                    self._released.clear()
+                    released = asyncio.ensure_future(self._released.wait())
+                    await asyncio.wait({placed, released}, return_when=asyncio.FIRST_COMPLETED)
+                    released.cancel()
+                    if placed.done():
+                        self._groups[next(self._ids)] = placed.result()
+                        pending = None
+            finally:
+                if pending is not None:  # served from units another trial freed meanwhile
+                    placed.cancel()
+                    remove_placement_group(pending)
+            self._schedule_idle_return()
+            return grant
+
+    async def release(self, units: list[tuple[int, int]]) -> None:
+        for group, index in units:
+            self._groups[group].free[index] = True
+        self._released.set()
+        self._schedule_idle_return()
+
+    def _schedule_idle_return(self) -> None:
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+
+        def check() -> None:
+            if not self._turn.locked():  # else the waiting trial returns what it cannot use
+                self._return_idle()
+
+        self._idle_check = asyncio.get_running_loop().call_later(_IDLE_S, check)
+
+    def _take(self, processes: int) -> Grant | None:
+        """``processes`` free units of one node, or ``None``; the node's busiest groups first, so
+        that idle ones empty out and can go back to Ray."""
+        by_node: dict[str, list[tuple[int, int]]] = {}
+        order = sorted(self._groups.items(), key=lambda item: item[1].free.count(True))
+        for gid, g in order:
+            by_node.setdefault(g.node_id, []).extend((gid, i) for i, free in enumerate(g.free) if free)
+        node_id = next((n for n, units in by_node.items() if len(units) >= processes), None)
+        if node_id is None:
+            return None
+        units = by_node[node_id][:processes]
+        for gid, i in units:
+            self._groups[gid].free[i] = False
+        group = self._groups[units[0][0]]
+        gpu_ids = None
+        if group.gpu_ids is not None:
+            gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
+        return Grant(units, node_id, group.node_ip, gpu_ids)
+
+    def _return_idle(self, keep_for: int = 0) -> None:
+        """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node
+        where the desk holds enough units for a trial of that many ranks once they free up."""
+        from ray.util.placement_group import remove_placement_group
+
+        held: dict[str, int] = {}
+        for g in self._groups.values():
+            held[g.node_id] = held.get(g.node_id, 0) + len(g.free)
+        for gid, g in list(self._groups.items()):
+            if all(g.free) and not (keep_for and held[g.node_id] >= keep_for):
+                remove_placement_group(g.pg)
+                del self._groups[gid]
+
+    async def _placed(self, pg: Any) -> _Group:
+        from ray.util.placement_group import placement_group_table
+
+        await pg.ready()
+        node_id = str(placement_group_table(pg)["bundles_to_node_id"][0])
+        node: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
         if node_id not in self._pools:
-            resources: dict[str, float] = next((n["Resources"] for n in ray.nodes() if n["NodeID"] == node_id), {})
-            self._pool(node_id, resources)
-        return group, node_id, bundle
+            self._pool(node_id, node.get("Resources", {}))
+        n = len(pg.bundle_specs)
+        gpus = pg.bundle_specs[0].get("GPU", 0)
+        gpu_ids = list(await asyncio.gather(*(_bundle_gpus(pg, i, gpus) for i in range(n)))) if gpus else None
+        return _Group(pg, node_id, str(node.get("NodeManagerAddress", "?")), gpu_ids, [True] * n)
 
     def _pool(self, node_id: str, resources: dict[str, float]) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -151,6 +266,12 @@ class _ReservationsActor:
         ).remote(o["preload"], prestart, o["reuse"], o["sys_path"])
 
     def close(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for g in self._groups.values():
+            with contextlib.suppress(Exception):
+                remove_placement_group(g.pg)
+        self._groups.clear()
         for actor in self._pools.values():
             with contextlib.suppress(Exception):  # already gone with its node: nothing to stop
                 ray.get(actor.close.remote(), timeout=15)
@@ -183,7 +304,7 @@ class Reservations:
 
 
 def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_worker: int) -> dict[str, float]:
-    """The devices a trial of ``processes`` ranks reserves, as one placement-group bundle."""
+    """The devices ``processes`` ranks reserve (one rank's: a unit)."""
     need = {"CPU": float(processes * cpus_per_worker)}
     if device == "cuda":
         need["GPU"] = float(processes * gpus_per_worker)
@@ -191,25 +312,24 @@ def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_wor
 
 
 @contextlib.contextmanager
-def _reserved(processes: int) -> Iterator[tuple[Any, str, dict[str, float]]]:
-    """Hold a trial's devices, on one node, for the block's duration; yields the placement
-    group, its node's id and the bundle."""
-    from ray.util.placement_group import remove_placement_group
-
-    group, node_id, bundle = ray.get(ray.get_actor(_RESERVATIONS_NAME).reserve.remote(processes))
+def _reserved(processes: int) -> Iterator[Grant]:
+    """Hold a trial's devices, on one node, for the block's duration."""
+    desk = ray.get_actor(_RESERVATIONS_NAME)
+    grant: Grant = ray.get(desk.reserve.remote(processes))
     try:
-        yield group, node_id, bundle
+        yield grant
     finally:
-        remove_placement_group(group)
+        with contextlib.suppress(ray.exceptions.RayError):  # the search is ending: nothing to return to
+            ray.get(desk.release.remote(grant.units))
 
 
-def _bundle_gpus(group: Any, gpus: float) -> list[str]:
-    """The ids of the GPUs in the bundle, as Ray assigns them to work placed in it."""
+async def _bundle_gpus(group: Any, index: int, gpus: float) -> list[str]:
+    """The ids of the GPUs in a bundle, as Ray assigns them to work placed in it."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     probe = ray.remote(num_cpus=0, num_gpus=gpus)(ray.get_gpu_ids).options(
-        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0))
-    return [str(g) for g in ray.get(probe.remote())]
+        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index))
+    return [str(g) for g in await probe.remote()]
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -225,11 +345,10 @@ def trainable(config: dict[str, Any]) -> None:
     from hpsearch.trials.launcher import run_trial
 
     spec = TrialSpec(**config["spec"])
-    with _reserved(spec.processes) as (group, node_id, bundle):
+    with _reserved(spec.processes) as grant:
         # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
         # or a test cluster on one machine); the id tells them apart.
-        where = {"node": _node_ip(node_id), "node_id": node_id}
-        gpu_ids = _bundle_gpus(group, bundle["GPU"]) if bundle.get("GPU") else None
+        where = {"node": grant.node_ip, "node_id": grant.node_id}
         tune.report({STARTED_KEY: True, **where})
 
         def forward(metrics: dict[str, Any]) -> None:
@@ -241,15 +360,11 @@ def trainable(config: dict[str, Any]) -> None:
 
         try:
             final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"),
-                              ranks=_node_pool(node_id), gpu_ids=gpu_ids)
+                              ranks=_node_pool(grant.node_id), gpu_ids=grant.gpu_ids)
         except TrialFailed as exc:
             tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
             return
     tune.report({**final, **where, FINAL_KEY: True})
-
-
-def _node_ip(node_id: str) -> str:
-    return next((str(n["NodeManagerAddress"]) for n in ray.nodes() if n["NodeID"] == node_id), "?")
 
 
 def _node_pool(node_id: str) -> _RemoteRanks:
