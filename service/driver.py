@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -39,7 +40,7 @@ from hpsearch.trials.pool import RankPool, Status
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = [
-    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Grant", "Reservations", "trainable", "trial_bundle",
+    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Grant", "LocalRanks", "Reservations", "cpu_prestart", "trainable", "trial_bundle",
 ]
 
 #: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
@@ -121,6 +122,7 @@ class Grant:
     node_id: str
     node_ip: str
     gpu_ids: list[str] | None
+    pool: tuple[str, bytes] | None = None  # the search process's own pool: its socket and key
 
 
 @dataclass
@@ -154,6 +156,8 @@ class _ReservationsActor:
         self._groups: dict[int, _Group] = {}
         self._ids = itertools.count()
         self._idle_check: asyncio.TimerHandle | None = None
+        # The node whose pool the search's own process serves (``LocalRanks``), if any.
+        self._local: dict[str, Any] | None = pool_options.get("local")
         for node in ray.nodes():
             if node.get("Alive"):
                 self._pool(node["NodeID"], node["Resources"])
@@ -218,7 +222,9 @@ class _ReservationsActor:
         gpu_ids = None
         if group.gpu_ids is not None:
             gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
-        return Grant(units, node_id, group.node_ip, gpu_ids)
+        local = self._local if self._local and self._local["node_id"] == node_id else None
+        return Grant(units, node_id, group.node_ip, gpu_ids,
+                     None if local is None else (local["address"], local["authkey"]))
 
     def _return_idle(self, keep_for: int = 0) -> None:
         """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node
@@ -250,16 +256,16 @@ class _ReservationsActor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         o = self._options
+        if self._local is not None and self._local["node_id"] == node_id:
+            self._pools[node_id] = None  # served by the search's process
+            return
         prestart: dict[str | None, int]
         if o["device"] == "cuda":
             # Whole GPUs, one process each: the ids Ray gives a node's GPUs are 0..n-1.
             gpus = int(resources.get("GPU", 0))
             prestart = {str(g): 1 for g in range(gpus)} if o["gpus_per_worker"] == 1 else {}
         else:
-            # As many ranks as the node runs at once, but not hundreds of idle processes on a
-            # big node for a search of small trials: the pool grows when trials need more.
-            slots = int(resources.get("CPU", 0) // max(o["cpus_per_worker"], 1))
-            prestart = {None: max(0, min(slots, max(o["largest_trial"], 2)))}
+            prestart = {None: cpu_prestart(resources.get("CPU", 0), o["cpus_per_worker"], o["largest_trial"])}
         self._pools[node_id] = ray.remote(_PoolActor).options(
             num_cpus=0, max_concurrency=_ACTOR_THREADS, name=_POOL_NAME.format(node_id=node_id),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
@@ -273,6 +279,8 @@ class _ReservationsActor:
                 remove_placement_group(g.pg)
         self._groups.clear()
         for actor in self._pools.values():
+            if actor is None:
+                continue
             with contextlib.suppress(Exception):  # already gone with its node: nothing to stop
                 ray.get(actor.close.remote(), timeout=15)
 
@@ -286,14 +294,19 @@ class Reservations:
         cpus_per_worker, gpus_per_worker: What a rank reserves.
         largest_trial: The most processes one trial of the search runs.
         reuse: ``resources.reuse_workers``.
+        local: The pool the search's process already runs for its own node, if any: no pool
+            actor is started there, and trials on that node use this one.
     """
 
     def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: int,
-                 largest_trial: int, reuse: bool) -> None:
+                 largest_trial: int, reuse: bool, local: LocalRanks | None = None) -> None:
         module = workload_module(workload)
-        options = dict(preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
-                       gpus_per_worker=gpus_per_worker, largest_trial=largest_trial, reuse=reuse,
-                       sys_path=list(sys.path))
+        options: dict[str, Any] = dict(
+            preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
+            gpus_per_worker=gpus_per_worker, largest_trial=largest_trial, reuse=reuse, sys_path=list(sys.path))
+        if local is not None:
+            options["local"] = dict(node_id=ray.get_runtime_context().get_node_id(),
+                                    address=local.server.address, authkey=local.server.authkey)
         self.actor: Any = ray.remote(_ReservationsActor).options(
             num_cpus=0, max_concurrency=_ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
 
@@ -301,6 +314,50 @@ class Reservations:
         with contextlib.suppress(Exception):
             ray.get(self.actor.close.remote(), timeout=30)
         ray.kill(self.actor)
+
+
+class LocalRanks:
+    """The warm rank pool of the search's own node, run by the search's process and served to
+    that node's trials over a local socket (``hpsearch.trials.pool_server``).
+
+    Started before Ray, so that its processes import torch, the loop and the workload while
+    ``ray.init`` runs: a pool actor could start them only once Ray, then a worker process for
+    the actor, had started (seconds on a small machine, all before the first trial's ranks).
+    CPU searches only (on GPUs the pool's processes are keyed by the ids Ray assigns). What
+    the ranks print goes to ``output`` (the search's runs folder), not to the search's terminal.
+    """
+
+    def __init__(self, *, workload: str, cpus_per_worker: int, largest_trial: int, reuse: bool,
+                 output: Path) -> None:
+        from hpsearch.trials.pool_server import PoolServer
+
+        module = workload_module(workload)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        prestart: dict[str | None, int] = {None: cpu_prestart(cpus, cpus_per_worker, largest_trial)}
+        # The folders the log's first write will make: the deepest first.
+        self._new_folders = [p for p in output.parents if not p.exists()]
+        self.output = output
+        self.pool = RankPool([module] if module else [], prestart=prestart, reuse=reuse, output=output)
+        self.server = PoolServer(self.pool)
+
+    def close(self) -> None:
+        self.server.close()
+        self.pool.close()
+        # A search that failed its checks leaves nothing behind: no empty log, no empty folder.
+        with contextlib.suppress(OSError):
+            if self.output.stat().st_size == 0:
+                self.output.unlink()
+        for folder in self._new_folders:
+            with contextlib.suppress(OSError):  # not empty: the search wrote there
+                folder.rmdir()
+
+
+def cpu_prestart(cpus: float, cpus_per_worker: int, largest_trial: int) -> int:
+    """How many CPU rank processes a node's pool starts ahead: as many ranks as the node runs
+    at once, but not hundreds of idle processes on a big node for a search of small trials (the
+    pool grows when trials need more)."""
+    slots = int(cpus // max(cpus_per_worker, 1))
+    return max(0, min(slots, max(largest_trial, 2)))
 
 
 def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_worker: int) -> dict[str, float]:
@@ -359,13 +416,22 @@ def trainable(config: dict[str, Any]) -> None:
                 tune.report({**metrics, **where})
 
         try:
-            final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"),
-                              ranks=_node_pool(grant.node_id), gpu_ids=grant.gpu_ids)
+            with _ranks(grant) as ranks:
+                final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"),
+                                  ranks=ranks, gpu_ids=grant.gpu_ids)
         except TrialFailed as exc:
             tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
             return
     tune.report({**final, **where, FINAL_KEY: True})
 
 
-def _node_pool(node_id: str) -> _RemoteRanks:
-    return _RemoteRanks(ray.get_actor(_POOL_NAME.format(node_id=node_id)))
+@contextlib.contextmanager
+def _ranks(grant: Grant) -> Iterator[Any]:
+    """The pool of the grant's node: the search process's own, or the node's pool actor."""
+    if grant.pool is None:
+        yield _RemoteRanks(ray.get_actor(_POOL_NAME.format(node_id=grant.node_id)))
+        return
+    from hpsearch.trials.pool_server import PoolClient
+
+    with PoolClient(*grant.pool) as client:
+        yield client

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -208,10 +209,11 @@ def run_search(
                 f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
             )
         # A typo, an unimportable plugin or an unknown option fails before anything is written.
-        with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
+        with _local_ranks(space, settings, study_name) as local, _checking_workload(space) as checked_workload, \
+                _ray_session(settings.ray_address) as cluster:
             plan = replace(plan_search(space, study_name, settings, cluster),
                            budget=space.search.budget.merged(budget), run_started=started)
-            reservations = _warm_ranks(space, plan)
+            reservations = _warm_ranks(space, plan, local)
             samples_per_epoch = checked_workload()
             if on_plan is not None:
                 on_plan(plan)
@@ -272,9 +274,10 @@ def resume_search(
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
         settle_orphans(study, space)  # the device time of trials a dead search left RUNNING
         requeued = _requeue_interrupted(study, set(space.parameters))
-        with _checking_workload(space) as checked_workload, _ray_session(settings.ray_address) as cluster:
+        with _local_ranks(space, settings, study_name) as local, _checking_workload(space) as checked_workload, \
+                _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
-            reservations = _warm_ranks(space, plan)
+            reservations = _warm_ranks(space, plan, local)
             samples_per_epoch = checked_workload()
             finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
             to_run = max(0, target - finished)
@@ -349,18 +352,58 @@ def _checking_workload(space: SearchSpace) -> Iterator[Callable[[], int]]:
         yield pool.submit(check).result
 
 
-def _warm_ranks(space: SearchSpace, plan: SearchPlan) -> Any:
+#: Where the ranks of a local CPU search write what they print, in the study's runs folder.
+RANKS_LOG = "ranks.log"
+
+
+@contextmanager
+def _local_ranks(space: SearchSpace, settings: Settings, study_name: str) -> Iterator[Any]:
+    """The warm rank pool of this machine, started before Ray when the search starts a local
+    Ray for CPU trials (``hpsearch.driver.LocalRanks``): its processes import torch and the
+    workload while Ray starts. ``None`` when the search joins a running Ray, or may run on GPUs
+    (there the pool actors start once Ray says which GPUs there are)."""
+    ray = sys.modules.get("ray")  # not imported yet: not initialized either
+    if settings.ray_address or (ray is not None and ray.is_initialized()) or not _cpu_only(space):
+        yield None
+        return
+    from hpsearch.driver import LocalRanks
+
+    runs = default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
+    local = LocalRanks(workload=space.workload.name, cpus_per_worker=space.resources.cpus_per_worker,
+                       largest_trial=_largest_trial(space), reuse=space.resources.reuse_workers,
+                       output=runs / RANKS_LOG)
+    try:
+        yield local
+    finally:
+        local.close()
+
+
+def _cpu_only(space: SearchSpace) -> bool:
+    """Whether the search's trials run on CPU whatever Ray finds: ``device: cpu``, or ``auto``
+    on a machine with no NVIDIA device."""
+    import glob
+
+    device = space.resources.device
+    return device == "cpu" or (device == "auto" and not glob.glob("/dev/nvidia[0-9]*"))
+
+
+def _largest_trial(space: SearchSpace) -> int:
+    return 1 if space.resources.emulate_ranks else space.max_world_size()
+
+
+def _warm_ranks(space: SearchSpace, plan: SearchPlan, local: Any) -> Any:
     """Start the search's reservation desk and warm rank pools (``hpsearch.driver``) as soon as
     Ray runs, so their processes import torch and the workload while the search checks the
     workload, writes the study and sets Tune up. They end with the Ray session (and are closed
-    explicitly after the trials, for a cluster that outlives the search)."""
+    explicitly after the trials, for a cluster that outlives the search). ``local``: this
+    machine's pool, already started (``_local_ranks``)."""
     from hpsearch.driver import Reservations
 
     return Reservations(workload=space.workload.name, device=plan.device,
                         cpus_per_worker=space.resources.cpus_per_worker,
                         gpus_per_worker=space.resources.gpus_per_worker,
-                        largest_trial=1 if space.resources.emulate_ranks else space.max_world_size(),
-                        reuse=space.resources.reuse_workers)
+                        largest_trial=_largest_trial(space), reuse=space.resources.reuse_workers,
+                        local=local if plan.device == "cpu" else None)
 
 
 def _check_names(space: SearchSpace) -> None:

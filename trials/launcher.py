@@ -131,15 +131,12 @@ def run_trial(
 
 
 def workload_module(workload: str) -> str | None:
-    """The module that defines ``workload``'s factory (what rank processes import ahead), or
-    ``None`` when it cannot be resolved: whoever builds the workload meets the error and
-    reports it (the search's workload check; a trial's rank)."""
-    from hpsearch.trials.workloads.base import resolve_workload
+    """The module rank processes import ahead for ``workload``: the one its name points to
+    (found without importing it), or ``None`` when the name resolves to none; whoever builds
+    the workload meets that error and reports it (the search's workload check; a trial's rank)."""
+    from hpsearch.trials.workloads.base import workload_module_name
 
-    try:
-        return getattr(resolve_workload(workload), "__module__", None)
-    except Exception:  # a user's module that fails to import: reported where it is built
-        return None
+    return workload_module_name(workload)
 
 
 def _failure(reports: list[dict[str, Any]], exit_codes: list[int]) -> TrialFailed:

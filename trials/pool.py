@@ -115,12 +115,16 @@ class RankPool:
             process, through the same code (the reference a warm pool is compared with).
         sys_path: The import path the workers start with (default: this process's), so the
             modules in ``preload`` are found.
+        output: A file the workers' stdout and stderr are appended to (default: this
+            process's own).
     """
 
     def __init__(self, preload: Sequence[str] = (), *, prestart: dict[str | None, int] | None = None,
-                 reuse: bool = True, sys_path: Sequence[str] | None = None) -> None:
+                 reuse: bool = True, sys_path: Sequence[str] | None = None,
+                 output: str | os.PathLike[str] | None = None) -> None:
         self.preload = list(preload)
         self.reuse = reuse
+        self.output = None if output is None else Path(output)
         self._sys_path = list(sys.path if sys_path is None else sys_path)
         self._workers: list[_Worker] = []
         self._tickets: dict[int, _Ticket] = {}
@@ -351,9 +355,18 @@ class RankPool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in self._sys_path if p)
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        proc = subprocess.Popen([sys.executable, "-m", "hpsearch.trials.worker", *self.preload],
-                                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
-        child.close()
+        out = None
+        if self.output is not None:
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            out = self.output.open("ab")
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "hpsearch.trials.worker", *self.preload],
+                                    pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=out)
+        finally:
+            child.close()
+            if out is not None:
+                out.close()
         return _Worker(proc, Connection(parent.detach()), gpu)
 
     def _raise_if_closed(self) -> None:

@@ -12,6 +12,7 @@ Before every task the process is put back into the state it had when it became r
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -39,11 +40,16 @@ def main(argv: list[str]) -> None:
     # Ctrl-C in a terminal reaches every process of the foreground group; a rank stops only
     # when its pool stops it, so that the trial's end is recorded as the search decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for name in (*_ALWAYS, *argv):
+    for name in _ALWAYS:
         try:
             importlib.import_module(name)
-        except Exception:  # a workload module that cannot import: each trial will report it
+        except Exception:  # a broken install: each trial fails on it and says why
             traceback.print_exc(file=sys.stderr)
+    for name in argv:
+        # A workload module that cannot import: the search's workload check reports it before
+        # any trial runs (a warm process may start before that check), and so does each trial.
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
     fresh = _FreshState.capture()
     # What was imported stays for the process's life: keep the collector from walking it again
     # after every rank (a full collection over torch's objects took 0.2-0.5 s a trial).

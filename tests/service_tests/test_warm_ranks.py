@@ -109,3 +109,59 @@ def test_a_grid_gives_bit_identical_results_with_and_without_reusing_rank_proces
     assert warm == fresh
     reasons = sorted(str(attrs["status_reason"]) for _, attrs in warm.values())
     assert reasons.count("diverged") == 4 and reasons.count("None") == 4
+
+
+PARENT = '''
+import os
+from hpsearch.trials.workloads.digits import digits_mlp
+
+def make(options):
+    # Notes which process started each rank's process.
+    with open(options["log"], "a") as f:
+        f.write(f"{os.getpid()} {os.getppid()}\\n")
+    return digits_mlp({})
+'''
+
+LOCAL_SPACE = """\
+study: local-pool
+workload: {{name: "parent:make", epochs: 1, options: {{log: "{log}"}}}}
+parameters:
+  per_device_batch_size: 32
+  world_size: {{choices: [2, 1]}}
+  base_lr: 0.05
+search: {{sampler: grid, n_trials: 2, seed: 0}}
+resources: {{device: cpu}}
+"""
+
+
+def test_a_local_cpu_search_runs_its_ranks_in_processes_it_started_itself(tmp_path: Path) -> None:
+    # Started by the search's process before Ray (hpsearch.driver.LocalRanks), not by a Ray
+    # actor once Ray is up, and served to the trials over a local socket.
+    (tmp_path / "parent.py").write_text(PARENT)
+    log = tmp_path / "parent.log"
+    (tmp_path / "space.yaml").write_text(LOCAL_SPACE.format(log=log))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    search = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = search.communicate(timeout=600)
+    assert search.returncode == 0, out
+
+    trials = hpsearch.load("local-pool", f"sqlite:///{tmp_path / 'hpsearch.db'}").study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    # (The search's own workload check builds the workload in the search's process: left out.)
+    ranks = [line.split() for line in log.read_text().splitlines() if line.split()[0] != str(search.pid)]
+    assert len(ranks) == 3
+    assert {parent for _, parent in ranks} == {str(search.pid)}
+    assert len({pid for pid, _ in ranks}) == 2  # two warm processes served both trials
+
+
+def test_a_search_that_fails_its_workload_check_leaves_no_rank_log_or_folder(tmp_path: Path) -> None:
+    # Its warm processes started before the check (and failed to import the module quietly).
+    (tmp_path / "space.yaml").write_text(LOCAL_SPACE.format(log=tmp_path / "unused.log")
+                                         .replace('"parent:make"', '"no_such_module:make"'))
+    done = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot import workload module 'no_such_module'" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "hpsearch_runs").exists()

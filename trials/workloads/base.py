@@ -37,6 +37,7 @@ __all__ = [
     "resolve_workload",
     "takes_options",
     "takes_options_from",
+    "workload_module_name",
 ]
 
 
@@ -234,17 +235,27 @@ def _describe(value: object) -> str:
         else f"a {type(value).__name__}"
 
 
+# Name -> (module, factory) of the workloads shipped with hpsearch, imported on first use.
+_BUILTINS: dict[str, tuple[str, str]] = {
+    "digits_cnn": ("hpsearch.trials.workloads.digits", "digits_cnn"),
+    "digits_mlp": ("hpsearch.trials.workloads.digits", "digits_mlp"),
+    "teacher_mlp": ("hpsearch.trials.workloads.teacher", "teacher_mlp"),
+    "cifar10": ("hpsearch.trials.workloads.cifar10", "cifar10"),
+    "lightning": ("hpsearch.trials.workloads.lightning", "lightning"),
+}
+
+
 def builtin_workloads() -> dict[str, WorkloadFactory]:
     """Name -> factory of the workloads shipped with hpsearch."""
-    from hpsearch.trials.workloads import cifar10, digits, lightning, teacher
+    return {name: getattr(importlib.import_module(module), factory) for name, (module, factory) in _BUILTINS.items()}
 
-    return {
-        "digits_cnn": digits.digits_cnn,
-        "digits_mlp": digits.digits_mlp,
-        "teacher_mlp": teacher.teacher_mlp,
-        "cifar10": cifar10.cifar10,
-        "lightning": lightning.lightning,
-    }
+
+def workload_module_name(name: str) -> str | None:
+    """The module a workload name points to, without importing anything (``None`` for a name
+    that is neither built in nor ``"pkg.module:function"``)."""
+    if name in _BUILTINS:
+        return _BUILTINS[name][0]
+    return name.partition(":")[0] if _PLUGIN.match(name) else None
 
 
 def resolve_workload(name: str) -> WorkloadFactory:
