@@ -340,13 +340,17 @@ def _checking_workload(space: SearchSpace) -> Iterator[Callable[[], int]]:
     Both take seconds at the start of every search (importing torch and the workload's module,
     building the data; ``ray.init`` mostly waits for its processes), and a search of short
     trials pays that start-up in full (``benchmarks/search_span.py``). Their errors still come
-    before anything is written.
+    before anything is written. Ray Tune and the searcher are imported meanwhile too (about 1 s
+    that would otherwise come after ``ray.init``).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     def check() -> int:
         _check_names(space)
-        return _check_workload(space)
+        size = _check_workload(space)
+        import hpsearch.searcher  # noqa: F401  (and ray.tune with it)
+
+        return size
 
     with ThreadPoolExecutor(1, thread_name_prefix="hpsearch-workload-check") as pool:
         yield pool.submit(check).result
