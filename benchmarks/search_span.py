@@ -125,15 +125,15 @@ Verdict: span {verdict(mixed['ratio'], SPAN_TARGET)}; overhead per trial {_met(m
 
 What it says: with warm rank processes the mixed grid costs what its one-shape halves cost,
 {mixed['ratio']:.2f}x its ideal against {fresh['ratio']:.2f}x with a fresh process per rank. What
-remains of the span: the first trials wait while the warm rank processes finish importing torch
-and the workload (the largest overhead above), the trials of one world size queue for their
-devices (the median wait; the grid runs its largest trials first, so a core sits idle only where
-W=2 gives way to W=1), and the last trials leave a core idle while the longest one finishes.
-Per trial, launching the ranks and the bookkeeping cost {mixed['overhead']:.2f} s. Fixed costs:
-{mixed['startup']:.1f} s before the first trial is asked (the CLI, the workload check, `ray.init`,
-the study, Tune; Ray's share is measured in section 1), {mixed['first_trial']:.1f} s more until its
-devices are reserved and its ranks start (the first Tune trial processes and the warm rank
-processes importing torch and the workload), and {mixed['teardown']:.1f} s after the last trial
+remains of the span: the trials of one world size queue for their devices (the median wait; the
+grid runs its largest trials first, so a core sits idle only where W=2 gives way to W=1), the
+last trials leave a core idle while the longest one finishes, and the first trial waits for Ray
+to start its process. Per trial, launching the ranks and the bookkeeping cost
+{mixed['overhead']:.2f} s. Fixed costs: {mixed['startup']:.1f} s before the first trial is asked
+(the CLI, the workload check, `ray.init`, the study, Tune, with the warm rank processes importing
+torch and the workload meanwhile: the search's process starts them before Ray; Ray's share is
+measured in section 1), {mixed['first_trial']:.1f} s more until its devices are reserved (the first
+Tune trial process and the reservation desk starting in Ray), and {mixed['teardown']:.1f} s after the last trial
 (Tune's and Ray's shut-down, then the summary, the frontier file and the recommendation).
 """
 
