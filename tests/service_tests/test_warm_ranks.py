@@ -19,11 +19,11 @@ import os
 from hpsearch.trials.workloads.digits import digits_mlp
 
 def make(options):
-    # Notes which GPU each rank's process was given.
+    # Notes each rank's process, the process that started it, and the GPU it was given.
     import torch.distributed as dist
     rank = dist.get_rank() if dist.is_initialized() else 0
     with open(options["log"], "a") as f:
-        f.write(f"{rank} {os.getpid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
+        f.write(f"{rank} {os.getpid()} {os.getppid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
     return digits_mlp({})
 '''
 
@@ -69,7 +69,7 @@ def test_cuda_trials_run_each_rank_in_the_warm_process_of_a_gpu_ray_assigned(tmp
     # Two warm processes served every rank of every trial, whatever its world size, each
     # always on its own device.
     device_of: dict[str, set[str]] = {}
-    for _, pid, gpu in seen:
+    for _, pid, _, gpu in seen:
         device_of.setdefault(pid, set()).add(gpu)
     assert len(device_of) == 2
     assert sorted(g for gpus in device_of.values() for g in gpus) == ["0", "1"]
@@ -111,20 +111,9 @@ def test_a_grid_gives_bit_identical_results_with_and_without_reusing_rank_proces
     assert reasons.count("diverged") == 4 and reasons.count("None") == 4
 
 
-PARENT = '''
-import os
-from hpsearch.trials.workloads.digits import digits_mlp
-
-def make(options):
-    # Notes which process started each rank's process.
-    with open(options["log"], "a") as f:
-        f.write(f"{os.getpid()} {os.getppid()}\\n")
-    return digits_mlp({})
-'''
-
 LOCAL_SPACE = """\
 study: local-pool
-workload: {{name: "parent:make", epochs: 1, options: {{log: "{log}"}}}}
+workload: {{name: "where:make", epochs: 1, options: {{log: "{log}"}}}}
 parameters:
   per_device_batch_size: 32
   world_size: {{choices: [2, 1]}}
@@ -137,8 +126,8 @@ resources: {{device: cpu}}
 def test_a_local_cpu_search_runs_its_ranks_in_processes_it_started_itself(tmp_path: Path) -> None:
     # Started by the search's process before Ray (hpsearch.driver.LocalRanks), not by a Ray
     # actor once Ray is up, and served to the trials over a local socket.
-    (tmp_path / "parent.py").write_text(PARENT)
-    log = tmp_path / "parent.log"
+    (tmp_path / "where.py").write_text(WHERE)
+    log = tmp_path / "where.log"
     (tmp_path / "space.yaml").write_text(LOCAL_SPACE.format(log=log))
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     search = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
@@ -149,16 +138,16 @@ def test_a_local_cpu_search_runs_its_ranks_in_processes_it_started_itself(tmp_pa
     trials = hpsearch.load("local-pool", f"sqlite:///{tmp_path / 'hpsearch.db'}").study.trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
     # (The search's own workload check builds the workload in the search's process: left out.)
-    ranks = [line.split() for line in log.read_text().splitlines() if line.split()[0] != str(search.pid)]
+    ranks = [line.split() for line in log.read_text().splitlines() if line.split()[1] != str(search.pid)]
     assert len(ranks) == 3
-    assert {parent for _, parent in ranks} == {str(search.pid)}
-    assert len({pid for pid, _ in ranks}) == 2  # two warm processes served both trials
+    assert {parent for _, _, parent, _ in ranks} == {str(search.pid)}
+    assert len({pid for _, pid, _, _ in ranks}) == 2  # two warm processes served both trials
 
 
 def test_a_search_that_fails_its_workload_check_leaves_no_rank_log_or_folder(tmp_path: Path) -> None:
     # Its warm processes started before the check (and failed to import the module quietly).
     (tmp_path / "space.yaml").write_text(LOCAL_SPACE.format(log=tmp_path / "unused.log")
-                                         .replace('"parent:make"', '"no_such_module:make"'))
+                                         .replace('"where:make"', '"no_such_module:make"'))
     done = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr

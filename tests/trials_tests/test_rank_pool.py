@@ -190,6 +190,7 @@ def test_cuda_ranks_run_in_the_warm_process_of_their_assigned_gpu(
     run_trial(TrialSpec(**dict(spec, world_size=1)), tmp_path / "c", ranks=pool, gpu_ids=["1"])
 
     seen = [line.split() for line in log.read_text().splitlines()]
+    seen[:2] = sorted(seen[:2])  # the two ranks of the first trial write in either order
     assert [(rank, gpu) for rank, _, gpu in seen] == [("0", "1"), ("1", "0"), ("0", "0"), ("0", "1")]
     # One warm process per device, kept across trials: the same pid each time a GPU is used.
     pid_of = {gpu: pid for _, pid, gpu in seen[:2]}
