@@ -40,7 +40,8 @@ from hpsearch.trials.pool import RankPool, Status
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = [
-    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Grant", "LocalRanks", "Reservations", "cpu_prestart", "trainable", "trial_bundle",
+    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Grant", "LocalRanks", "Reservations",
+    "cpu_prestart", "trainable", "trial_bundle",
 ]
 
 #: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
@@ -222,9 +223,12 @@ class _ReservationsActor:
         gpu_ids = None
         if group.gpu_ids is not None:
             gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
-        local = self._local if self._local and self._local["node_id"] == node_id else None
-        return Grant(units, node_id, group.node_ip, gpu_ids,
-                     None if local is None else (local["address"], local["authkey"]))
+        return Grant(units, node_id, group.node_ip, gpu_ids, self._local_pool(node_id))
+
+    def _local_pool(self, node_id: str) -> tuple[str, bytes] | None:
+        """The socket and key of the search process's pool, if it serves ``node_id``."""
+        local = self._local
+        return (local["address"], local["authkey"]) if local and local["node_id"] == node_id else None
 
     def _return_idle(self, keep_for: int = 0) -> None:
         """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node
@@ -256,7 +260,7 @@ class _ReservationsActor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         o = self._options
-        if self._local is not None and self._local["node_id"] == node_id:
+        if self._local_pool(node_id) is not None:
             self._pools[node_id] = None  # served by the search's process
             return
         prestart: dict[str | None, int]

@@ -152,7 +152,7 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         w_min = space.min_world_size()
         small = _trial_resources(w_min, space, device)
         max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
-    runs = default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
+    runs = _runs_dir(settings, study_name)
     kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
         ("CPU", space.resources.cpus_per_worker)
     devices = max(1, max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes))
@@ -372,14 +372,18 @@ def _local_ranks(space: SearchSpace, settings: Settings, study_name: str) -> Ite
         return
     from hpsearch.driver import LocalRanks
 
-    runs = default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
     local = LocalRanks(workload=space.workload.name, cpus_per_worker=space.resources.cpus_per_worker,
                        largest_trial=_largest_trial(space), reuse=space.resources.reuse_workers,
-                       output=runs / RANKS_LOG)
+                       output=_runs_dir(settings, study_name) / RANKS_LOG)
     try:
         yield local
     finally:
         local.close()
+
+
+def _runs_dir(settings: Settings, study_name: str) -> Path:
+    """The study's runs folder: its trials' files, Tune's state, ``RANKS_LOG``."""
+    return default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
 
 
 def _cpu_only(space: SearchSpace) -> bool:
