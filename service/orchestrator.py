@@ -57,7 +57,7 @@ from hpsearch.store import (
     study_names,
 )
 
-__all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "space_of_study"]
+__all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "shutdown_ray_meanwhile", "space_of_study"]
 
 log = logging.getLogger("hpsearch")
 
@@ -604,6 +604,7 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     import ray
 
+    _wait_for_ray_shutdown()
     started = not ray.is_initialized()
     if started:
         if address:
@@ -628,7 +629,54 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
         yield {"nodes": nodes}
     finally:
         if started:
-            ray.shutdown()
+            _shutdown_ray()
+
+
+# The Ray shutdowns that ``shutdown_ray_meanwhile`` lets run in the background: ``None``
+# outside such a block.
+_background_shutdowns: list[threading.Thread] | None = None
+
+
+@contextmanager
+def shutdown_ray_meanwhile() -> Iterator[None]:
+    """In this block, the local Ray a search started shuts down in a thread of its own once the
+    search is over, while the block goes on (the CLI prints its report meanwhile); the block's
+    end waits for it, so Ray is down when the block is left.
+
+    Ray's shutdown mostly waits (its autoscaler monitor ignores SIGTERM, and Ray gives it a
+    second before it kills it), and the report after a search computes for about as long: one
+    after the other they were most of the time between a search's last trial and its command's
+    end (``benchmarks/orchestration.py``).
+    """
+    global _background_shutdowns
+    if _background_shutdowns is not None:  # nested: the outer block waits
+        yield
+        return
+    _background_shutdowns = []
+    try:
+        yield
+    finally:
+        pending, _background_shutdowns = _background_shutdowns, None
+        for thread in pending:
+            thread.join()
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    if _background_shutdowns is None:
+        ray.shutdown()
+        return
+    thread = threading.Thread(target=ray.shutdown, name="hpsearch-ray-shutdown", daemon=True)
+    _background_shutdowns.append(thread)
+    thread.start()
+
+
+def _wait_for_ray_shutdown() -> None:
+    """Before a search starts or joins Ray: an earlier search's Ray still shutting down (in
+    ``shutdown_ray_meanwhile``) must be down first."""
+    for thread in _background_shutdowns or ():
+        thread.join()
 
 
 def _check_reachable(address: str) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = [
+    "close_storages",
     "load_study",
     "open_storage",
     "patient_storage",
@@ -98,6 +99,15 @@ def open_storage(storage: str | optuna.storages.BaseStorage) -> optuna.storages.
     if storage not in _STORAGES:
         _STORAGES[storage] = _create_storage(storage)
     return _STORAGES[storage]
+
+
+def close_storages() -> None:
+    """Close the connections of every storage ``open_storage`` made in this process. The last
+    connection to an SQLite file to close folds its write-ahead log back into the file, so the
+    file alone holds the study (``hpsearch.cli`` calls this as the command's process exits)."""
+    while _STORAGES:
+        _, storage = _STORAGES.popitem()
+        storage.engine.dispose()
 
 
 #: How long an SQLite connection waits for another process's lock before "database is locked".

@@ -42,6 +42,9 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess
     (work / "space.yaml").write_text(TINY_SPACE)
     result = _hpsearch("start", "space.yaml", "--no-progress", cwd=work)
     assert result.returncode == 0, result.stdout + result.stderr
+    # The command closed the study's connections as it ended (checked before any test opens
+    # the file): the SQLite file alone holds the study, its write-ahead log folded back in.
+    assert (work / "hpsearch.db").is_file() and not list(work.glob("hpsearch.db-*"))
     return work, result
 
 
