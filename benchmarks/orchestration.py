@@ -9,7 +9,9 @@ core) two at a time, as whole commands started from a shell:
   ``hpsearch.trials.loop.train`` over ``multiprocessing.Pool(2)``: the training loop and nothing
   else, what someone running the trials by hand would write.
 
-The ratio of their wall times is the price of the service. The per-trial overhead is split into
+The ratio of their wall times is the price of the service. A third side runs the same
+``hpsearch start`` with ``--address``, joining a Ray started (untimed) just before it, as a search
+on a running cluster does: the price without Ray's own start and stop. The overhead is split into
 its parts from the study's own timestamps (when each trial was asked and told, and the training
 time its rank measured) and from two side measurements (``ray.init`` alone; one trial launched
 with ``run_trial`` vs the same loop called in process), which is where the time goes.
@@ -93,8 +95,8 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path.cwd()), os.environ.get("PYTHONPATH")]))}
 
 
-def _command(argv: list[str], cwd: Path) -> float:
-    env = _child_env()
+def _command(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    env = env or _child_env()
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -110,20 +112,43 @@ class Sides:
         self.folder = folder
         self.epochs = epochs
         self.hpsearch_runs: list[tuple[float, float, str]] = []  # (command start, command end, store URL)
+        self.joined_runs: list[tuple[float, float, str]] = []  # the same, joining a running Ray
         self.plain_results: list[list[dict[str, Any]]] = []
         hpsearch = Path(sys.executable).with_name("hpsearch")
         self.hpsearch_exe = str(hpsearch) if hpsearch.exists() else "hpsearch"
 
     def hpsearch(self) -> float:
-        run = self.folder / f"hpsearch-{len(self.hpsearch_runs)}"
+        return self._hpsearch(f"hpsearch-{len(self.hpsearch_runs)}", [], self.hpsearch_runs)
+
+    def hpsearch_joined(self) -> float:
+        """``hpsearch start --address``, joining a local Ray head started before the command
+        and stopped after it, neither timed."""
+        import secrets
+
+        ray_exe = str(Path(sys.executable).with_name("ray"))
+        port = _free_port()
+        # Ray's default token authentication, with a token of this run's own.
+        env = {**_child_env(), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+               "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        subprocess.run([ray_exe, "start", "--head", f"--port={port}", f"--num-cpus={CONCURRENCY}",
+                        "--include-dashboard=false", "--disable-usage-stats"], check=True, capture_output=True, env=env)
+        try:
+            return self._hpsearch(f"joined-{len(self.joined_runs)}", ["--address", f"127.0.0.1:{port}"],
+                                  self.joined_runs, env)
+        finally:
+            subprocess.run([ray_exe, "stop", "--force"], check=True, capture_output=True, env=env)
+
+    def _hpsearch(self, name: str, extra: list[str], runs: list[tuple[float, float, str]],
+                  env: dict[str, str] | None = None) -> float:
+        run = self.folder / name
         run.mkdir()
         space = run / "space.yaml"
         space.write_text(SPACE.format(workload=WORKLOAD, epochs=self.epochs, batch=BATCH, n=N_TRIALS,
                                       concurrency=CONCURRENCY, lrs=", ".join(map(str, LRS))))
         url = f"sqlite:///{run / 'study.db'}"
         started = time.time()
-        seconds = _command([self.hpsearch_exe, "start", str(space), "--storage", url], run)
-        self.hpsearch_runs.append((started, started + seconds, url))
+        seconds = _command([self.hpsearch_exe, "start", str(space), "--storage", url, *extra], run, env)
+        runs.append((started, started + seconds, url))
         return seconds
 
     def plain(self) -> float:
@@ -134,6 +159,14 @@ class Sides:
                             "--out", str(out)], run)
         self.plain_results.append(json.loads(out.read_text()))
         return seconds
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # -- where the time goes ------------------------------------------------------------------------------
@@ -219,49 +252,60 @@ def run(quick: bool = False) -> str:
     print(f"  {epochs} epochs per trial for about {trial_seconds:g} s of training", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         sides = Sides(Path(tmp), epochs)
-        times = interleaved({"hpsearch start": sides.hpsearch, "plain pool": sides.plain}, repeat)
+        times = interleaved({"hpsearch start": sides.hpsearch, "plain pool": sides.plain,
+                             "hpsearch start --address": sides.hpsearch_joined}, repeat)
         timelines = [study_timeline(*run) for run in sides.hpsearch_runs]
+        joined_timelines = [study_timeline(*run) for run in sides.joined_runs]
     parts = launch_overhead(epochs, repeat)
 
-    ours, plain = median(times["hpsearch start"]), median(times["plain pool"])
-    ratio = ours / plain
+    ours, plain, joined = (median(times[k]) for k in ("hpsearch start", "plain pool", "hpsearch start --address"))
+    ratio, joined_ratio = ours / plain, joined / plain
     rounds = N_TRIALS / CONCURRENCY
     startup = median([t["startup"] for t in timelines])
     teardown = median([t["teardown"] for t in timelines])
     trial_wall = median([t["trial_wall"] for t in timelines])
     training = median([t["training"] for t in timelines])
-    per_trial = (ours - plain) / rounds
-    same = all(t["complete"] == N_TRIALS for t in timelines)
+    plain_training = median([r["runtime_s"] for results in sides.plain_results for r in results])
+    joined_startup = median([t["startup"] for t in joined_timelines])
+    joined_teardown = median([t["teardown"] for t in joined_timelines])
+    ray_fixed = parts["ray.init + shutdown"]
+    same = all(t["complete"] == N_TRIALS for t in timelines + joined_timelines)
     plain_acc = sorted((round(r["base_lr"], 6), round(r["val_accuracy"], 6)) for r in sides.plain_results[0])
-    identical = json.loads(timelines[0]["accuracies"]) == [list(p) for p in plain_acc]
+    identical = all(json.loads(t["accuracies"]) == [list(p) for p in plain_acc] for t in timelines + joined_timelines)
 
     table = md_table(["command", "wall time", "ratio"], [
         ["plain pool of 2 processes", f"{plain:.1f} s", "1.00x"],
         ["`hpsearch start`", f"{ours:.1f} s", f"{ratio:.2f}x"],
+        ["`hpsearch start --address`, Ray already running", f"{joined:.1f} s", f"{joined_ratio:.2f}x"],
     ])
     profile = md_table(["part", "seconds", "how it was measured"], [
-        ["overhead per trial slot", f"{per_trial:.2f}",
-         f"(hpsearch - plain) / {rounds:g} rounds of {CONCURRENCY} trials"],
         ["start-up until the first trial is asked", f"{startup:.2f}",
          "command start to the first trial's `datetime_start` (CLI, workload check, study, `ray.init`, Tune)"],
-        ["of which `ray.init` + shutdown", f"{parts['ray.init + shutdown']:.2f}", "alone, in a fresh interpreter"],
+        ["the same, joining a running Ray", f"{joined_startup:.2f}", "the `--address` side"],
+        ["`ray.init` + shutdown of a local Ray", f"{ray_fixed:.2f}", "alone, in a fresh interpreter"],
         ["after the last trial is told", f"{teardown:.2f}",
-         "the last `datetime_complete` to the command's end (Tune and Ray shut down, the summary)"],
-        ["trial wall time in the study", f"{trial_wall:.2f}", "`datetime_complete - datetime_start`, median"],
+         "the last `datetime_complete` to the command's end (Ray shuts down while the report is written)"],
+        ["the same, joining a running Ray", f"{joined_teardown:.2f}", "the `--address` side"],
         ["training time in the rank", f"{training:.2f}", "the rank's `runtime_s`, median"],
-        ["per trial, launch and bookkeeping", f"{trial_wall - training:.2f}", "the difference of the two above"],
-        ["of which the rank process, a trial process's first trial", f"{parts['first']:.2f}",
+        ["training time in the plain pool", f"{plain_training:.2f}", "the same loop's `runtime_s` there, median"],
+        ["trial wall time in the study", f"{trial_wall:.2f}", "`datetime_complete - datetime_start`, median"],
+        ["per trial, launch and bookkeeping", f"{trial_wall - training:.2f}",
+         "trial wall time minus training time in the rank"],
+        ["the rank process, a trial process's first trial", f"{parts['first']:.2f}",
          "`run_trial` minus the same loop in process, first call in a fresh interpreter"],
-        ["of which the rank process, later trials", f"{parts['later']:.2f}",
+        ["the rank process, later trials", f"{parts['later']:.2f}",
          "the same, second call (Tune reuses the trial process)"],
     ])
+    allowance = (TARGET - 1.0) * plain
     return f"""## 1. Orchestration: `hpsearch start` vs a plain process pool
 
 `python -m benchmarks.orchestration`. {N_TRIALS} trials ({WORKLOAD}, per-device batch {BATCH}, one
 rank each, {epochs} epochs: about {trial_seconds:g} s of training on one core), {CONCURRENCY} at a
 time, as whole commands: `hpsearch start space.yaml` into a fresh SQLite study vs a script
-mapping the same training loop (`hpsearch.trials.loop.train`) over `multiprocessing.Pool(2)`.
-Median of {repeat} interleaved repetitions. Both sides trained the same models:
+mapping the same training loop (`hpsearch.trials.loop.train`) over `multiprocessing.Pool(2)`;
+and the same `hpsearch start` joining a Ray head that was started just before it and stopped
+after it (`--address`, neither timed), as a search on a running cluster does.
+Median of {repeat} interleaved repetitions. Every side trained the same models:
 {"identical validation accuracies per configuration" if identical else "**the accuracies differ** (see the raw numbers)"};
 {"every hpsearch trial COMPLETE" if same else "**not every hpsearch trial completed**"}.
 
@@ -273,17 +317,31 @@ Where the time goes (medians):
 
 {profile}
 
-What it says: `hpsearch start` took {ours - plain:.1f} s more than the plain pool for the whole
-search, and almost all of it is paid once per search, not per trial: {startup:.1f} s before the
-first trial is asked (the CLI, the workload check, which builds the workload once so that a bad
-one fails before anything is written, the study, a local Ray and Tune) and {teardown:.1f} s after
-the last one is told (Tune and Ray shutting down, the summary and the frontier file). A local
-`ray.init` with its shutdown alone takes {parts['ray.init + shutdown']:.1f} s here. A pool of two
-processes has none of that, so on trials this short the ratio is mostly fixed cost over
-{rounds:g} rounds of training; it falls as trials get longer or more numerous, and a search that
-joins a running cluster (`--address`) does not start Ray at all. Per trial, the study's wall
-time exceeds the rank's training time by {trial_wall - training:.2f} s (the searcher's asks and
-tells, the reports, the rank's start), and a later trial's rank process {_later_cost(parts['later'])}.
+What it says: `hpsearch start` took {ours - plain:.1f} s more than the plain pool. The target
+allows {allowance:.1f} s on this plain pool; a local `ray.init` with its shutdown alone takes
+{ray_fixed:.1f} s here, before a first trial process is started. Joining a Ray that already runs
+(`--address`, {joined_ratio:.2f}x) takes Ray's start and stop away: {joined_startup:.1f} s before the
+first trial is asked instead of {startup:.1f} s, {joined_teardown:.1f} s after the last one is told
+instead of {teardown:.1f} s. What is left either way:
+
+- Before the first trial trains: after it is asked, Tune starts its trial process (a Ray worker
+  with Tune's runtime environment, which Ray does not take from its prestarted workers: about a
+  second alone, two on a loaded machine) and the process reserves the trial's CPUs. Ray's and
+  Tune's. Ours before the first ask: the CLI's imports, the workload check (it builds the workload
+  once, so that a bad one fails before anything is written) and the study.
+- Training: the rank trains {training:.2f} s (median) against {plain_training:.2f} s in the plain
+  pool{f", {training / plain_training - 1:.0%} longer" if training > plain_training else ""}. The ranks share the two cores with the
+  search process, which takes every epoch's report from Tune and writes it to the study (about a
+  tenth of a core), and Ray's own processes; a plain pool reports nothing.
+- Per trial, the study's wall time exceeds the rank's training time by {trial_wall - training:.2f} s (the
+  searcher's asks and tells, the reservation, the rank's start); a later trial's rank process
+  {_later_cost(parts['later'])}.
+- After the last trial: Ray's shutdown (about 1.3 s, most of it waiting for Ray's autoscaler
+  monitor, which outlives the head processes it is asked to report to, until Ray kills it after
+  a second) overlaps the report (the trial table, the frontier file, the recommendation).
+
+On trials this short the ratio is mostly these fixed costs over {rounds:g} rounds of training: it
+falls as trials get longer or more numerous.
 
 What made the per-trial cost small, measured with this benchmark and with
 `benchmarks/search_span.py`: a trial's ranks run in warm rank processes of the node
@@ -291,24 +349,18 @@ What made the per-trial cost small, measured with this benchmark and with
 what an optimizer's first construction imports (`torch._dynamo`, about 1 s) when the search
 started, and serve the ranks of trials of every shape; every trial asks Tune for the same
 resources (and reserves its devices itself), so Tune reuses a finished trial's process for the
-next one; the workload check runs while Ray starts. Before, each trial started a Ray worker
-process, then a rank process that imported all of that again: 6-17 s of overhead per trial on a
-loaded 2-core machine; then ranks were forked from a fork server of the trial process, which a
-new trial shape had to start again (about 8 s: the quickstart's mixed grid ran at 5x its ideal).
-Then (1.47x here) three more things went: a local CPU search starts its warm processes itself,
-before `ray.init`, and serves them to its trials over a local socket, where a Ray actor started
-them only once Ray was up (4-8 s before the first trial's ranks could start) and every look of
-a trial at its ranks was a Ray call (the training of the quickstart took 95-110 device-seconds
-with those calls beside it, 74 without); a finished trial's devices pass to the next trial
-without going back to Ray, where a new placement group waited about a second for Ray to see
-the freed CPUs; Ray Tune is imported while Ray starts.
-
-What remains, and whose it is: the start-up before the first trial is asked, of which
-`ray.init` is Ray's (it starts its head processes, among them a dashboard process that it waits
-for even with `include_dashboard=False`, and with two cores shared with the warm rank
-processes importing torch, it takes longer than alone), and the CLI's imports, the workload
-check and the study are ours; after the last trial, Ray's shut-down is Ray's, and the summary,
-the frontier file and the recommendation are ours (about 1 s).
+next one. Before, each trial started a Ray worker process, then a rank process that imported all
+of that again: 6-17 s of overhead per trial on a loaded 2-core machine; then ranks were forked
+from a fork server of the trial process, which a new trial shape had to start again (about 8 s:
+the quickstart's mixed grid ran at 5x its ideal). Then (1.47x) a local CPU search started its
+warm processes itself, before `ray.init`, serving them to its trials over a local socket; a
+finished trial's devices passed to the next trial without going back to Ray; Ray Tune was
+imported while Ray starts (1.22x). Then the fixed cost at both ends shrank (before the first
+ask from 10.0 s to 6.8 s, after the last tell from 3.5 s to 1.7 s): the digits data is read from
+scikit-learn's bundled file without importing scikit-learn (2.5 s of imports, with SciPy's
+statistics and pandas, in every rank process and in the search's workload check, all while Ray
+starts), Ray shuts down while the report is written, and the command's process ends without the
+interpreter's last garbage collection over torch, Ray and Optuna (1.3 s).
 """
 
 
