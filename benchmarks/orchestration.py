@@ -320,9 +320,12 @@ Where the time goes (medians):
 What it says: `hpsearch start` took {ours - plain:.1f} s more than the plain pool. The target
 allows {allowance:.1f} s on this plain pool; a local `ray.init` with its shutdown alone takes
 {ray_fixed:.1f} s here, before a first trial process is started. Joining a Ray that already runs
-(`--address`, {joined_ratio:.2f}x) takes Ray's start and stop away: {joined_startup:.1f} s before the
-first trial is asked instead of {startup:.1f} s, {joined_teardown:.1f} s after the last one is told
-instead of {teardown:.1f} s. What is left either way:
+(`--address`: {joined_ratio:.2f}x, its repetitions {min(times["hpsearch start --address"]):.1f}-{max(times["hpsearch start --address"]):.1f} s) takes Ray's start and stop
+away, {joined_startup:.1f} s before the first trial is asked instead of {startup:.1f} s and
+{joined_teardown:.1f} s after the last one is told instead of {teardown:.1f} s, but not the cost: on a
+cluster each node's warm rank processes are started by a Ray actor once the search has joined,
+so the first trials wait for them, and a trial looks at its ranks through Ray calls, where a
+local search's trials use a socket to the search process. What is left either way:
 
 - Before the first trial trains: after it is asked, Tune starts its trial process (a Ray worker
   with Tune's runtime environment, which Ray does not take from its prestarted workers: about a
