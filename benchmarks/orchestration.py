@@ -335,7 +335,7 @@ local search's trials use a socket to the search process. What is left either wa
 - Training: the rank trains {training:.2f} s (median) against {plain_training:.2f} s in the plain
   pool{f", {training / plain_training - 1:.0%} longer" if training > plain_training else ""}. The ranks share the two cores with the
   search process, which takes every epoch's report from Tune and writes it to the study (about a
-  tenth of a core), and Ray's own processes; a plain pool reports nothing.
+  twentieth of a core, measured), and Ray's own processes; a plain pool reports nothing.
 - Per trial, the study's wall time exceeds the rank's training time by {trial_wall - training:.2f} s (the
   searcher's asks and tells, the reservation, the rank's start); a later trial's rank process
   {_later_cost(parts['later'])}.

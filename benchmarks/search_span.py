@@ -134,7 +134,7 @@ to start its process. Per trial, launching the ranks and the bookkeeping cost
 torch and the workload meanwhile: the search's process starts them before Ray; Ray's share is
 measured in section 1), {mixed['first_trial']:.1f} s more until its devices are reserved (the first
 Tune trial process and the reservation desk starting in Ray), and {mixed['teardown']:.1f} s after the last trial
-(Tune's and Ray's shut-down, then the summary, the frontier file and the recommendation).
+(Ray's shut-down, with the summary, the frontier file and the recommendation written meanwhile).
 """
 
 
