@@ -639,14 +639,14 @@ _background_shutdowns: list[threading.Thread] | None = None
 
 @contextmanager
 def shutdown_ray_meanwhile() -> Iterator[None]:
-    """In this block, the local Ray a search started shuts down in a thread of its own once the
-    search is over, while the block goes on (the CLI prints its report meanwhile); the block's
-    end waits for it, so Ray is down when the block is left.
+    """In this block, a search's Ray session (the local Ray it started, or its connection to a
+    cluster) ends in a thread of its own once the search is over, while the block goes on (the
+    CLI prints its report meanwhile); the block's end waits for it, so Ray is down when the
+    block is left.
 
-    Ray's shutdown mostly waits (its autoscaler monitor ignores SIGTERM, and Ray gives it a
-    second before it kills it), and the report after a search computes for about as long: one
-    after the other they were most of the time between a search's last trial and its command's
-    end (``benchmarks/orchestration.py``).
+    Shutting a local Ray down takes about 1.3 s, mostly waiting: Ray stops its autoscaler
+    monitor after the head processes that monitor reports to, it does not exit at once, and Ray
+    kills it after a second (``benchmarks/orchestration.py``).
     """
     global _background_shutdowns
     if _background_shutdowns is not None:  # nested: the outer block waits
