@@ -359,7 +359,8 @@ the quickstart's mixed grid ran at 5x its ideal). Then (1.47x) a local CPU searc
 warm processes itself, before `ray.init`, serving them to its trials over a local socket; a
 finished trial's devices passed to the next trial without going back to Ray; Ray Tune was
 imported while Ray starts (1.22x). Then the fixed cost at both ends shrank (before the first
-ask from 10.0 s to 6.8 s, after the last tell from 3.5 s to 1.7 s): the digits data is read from
+ask from 10.0 s to 6.8-7.8 s, after the last tell from 3.5 s to 1.7 s, in three runs of this
+benchmark): the digits data is read from
 scikit-learn's bundled file without importing scikit-learn (2.5 s of imports, with SciPy's
 statistics and pandas, in every rank process and in the search's workload check, all while Ray
 starts), Ray shuts down while the report is written, and the command's process ends without the
