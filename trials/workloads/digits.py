@@ -50,9 +50,9 @@ def _bundled_digits() -> tuple[np.ndarray, np.ndarray]:
     statistics and pandas (2.5 s of every rank process's start and of the search's workload
     check, on a loaded 2-core machine)."""
     spec = importlib.util.find_spec("sklearn")  # finds the package without running it
-    folders = spec.submodule_search_locations if spec is not None else None
-    path = Path(next(iter(folders or ()), "")) / "datasets" / "data" / "digits.csv.gz"
-    if not folders or not path.is_file():  # another layout: let scikit-learn find it
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = Path(folders[0], "datasets", "data", "digits.csv.gz") if folders else None
+    if path is None or not path.is_file():  # another layout: let scikit-learn find it
         from sklearn.datasets import load_digits
 
         digits = load_digits()
