@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["interleaved", "md_table", "median", "ratio_row", "timed", "verdict"]
+__all__ = ["ProcessTreeCPU", "interleaved", "md_table", "median", "ratio_row", "timed", "verdict"]
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -77,3 +77,79 @@ def run_alone(run: Callable[[bool], str], doc: str, quick_help: str) -> None:
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=quick_help)
     print(run(parser.parse_args().quick))
+
+
+class ProcessTreeCPU:
+    """The CPU time a command's whole process tree spends, split by owner.
+
+    Wall time says how long a command took; on a machine whose cores are all busy it does not
+    say why. This runs the command and samples every process under it (``psutil``) every
+    ``interval`` seconds, keeping each one's last CPU time (user + system) and title: a Ray
+    worker retitles itself (``ray::IDLE``, then ``ray::ImplicitFunc``), and the last title
+    other than ``ray::IDLE`` names it. ``owner`` maps a title (the root's is ``None``) to the
+    name of its group. The total is the kernel's own account of the tree (``wait4``: the
+    command and every descendant reaped under it) where that is more than the samples add up
+    to, so CPU the samples missed (a process that lived less than ``interval``, or the time
+    between a process's last sample and its end) shows up as the group ``not sampled``.
+    """
+
+    def __init__(self, owner: Callable[[str | None], str], interval: float = 0.25) -> None:
+        self.owner = owner
+        self.interval = interval
+
+    def run(self, argv: Sequence[str], cwd: Any, env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
+        """Run ``argv`` to its end; returns its wall seconds and CPU seconds by owner (the
+        command's output is discarded; a failure raises ``SystemExit`` with its tail)."""
+        import os
+        import subprocess
+        import tempfile
+        import threading
+
+        import psutil
+
+        seen: dict[int, tuple[float, str]] = {}
+        done = threading.Event()
+
+        def sample(root: psutil.Process) -> None:
+            while True:
+                try:
+                    tree = [root, *root.children(recursive=True)]
+                except psutil.NoSuchProcess:
+                    tree = []
+                for p in tree:
+                    try:
+                        with p.oneshot():
+                            times = p.cpu_times()
+                            title = " ".join(p.cmdline()) or p.name()
+                    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                        continue
+                    before = seen.get(p.pid, (0.0, title))
+                    keep = before[1] if title.startswith("ray::IDLE") else title
+                    seen[p.pid] = (max(before[0], times.user + times.system), keep)
+                if done.wait(self.interval):
+                    return
+
+        with tempfile.TemporaryFile() as out:
+            start = time.perf_counter()
+            proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+            sampler = threading.Thread(target=sample, args=(psutil.Process(proc.pid),), daemon=True)
+            sampler.start()
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            done.set()
+            sampler.join()
+            if proc.returncode != 0:
+                out.seek(0)
+                tail = out.read().decode(errors="replace")[-4000:]
+                raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{tail}")
+        groups: dict[str, float] = {}
+        for pid, (seconds, title) in seen.items():
+            name = self.owner(None if pid == proc.pid else title)
+            groups[name] = groups.get(name, 0.0) + seconds
+        sampled = sum(groups.values())
+        # The kernel's account misses descendants reparented away from the tree before they
+        # ended (Ray's workers, when their raylet goes first); the samples miss short lives.
+        groups["not sampled"] = max(0.0, usage.ru_utime + usage.ru_stime - sampled)
+        groups["total"] = sampled + groups["not sampled"]
+        return wall, groups

@@ -28,7 +28,9 @@ __all__ = ["Ranks", "run_trial", "workload_module"]
 
 Report = Callable[[dict[str, Any]], None]
 
-_POLL_S = 0.1
+# How long a trial's process waits for its ranks before it looks again: ``wait`` returns as soon
+# as rank 0 reports or the ranks end, so this only bounds how late ``timeout_s`` is noticed.
+_WAIT_S = 1.0
 _SIGNAL_SET = {int(s) for s in signal.Signals}
 
 
@@ -95,7 +97,7 @@ def run_trial(
     codes = None
     try:
         while True:
-            status = ranks.wait(ticket, _POLL_S)
+            status = ranks.wait(ticket, _WAIT_S)
             take(status)
             if (codes := status.codes) is not None:
                 break

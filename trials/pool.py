@@ -89,6 +89,8 @@ class _Ticket:
     watch_pid: int | None
     codes: list[int | None] = field(default_factory=list)
     offset: int = 0  # of metrics.jsonl read so far
+    reported: int = 0  # reports rank 0 said it wrote
+    taken: int = 0  # of those, how many a ``wait`` has returned
 
     def new_reports(self) -> list[dict[str, Any]]:
         """The complete JSON lines rank 0 appended since the last call."""
@@ -200,10 +202,17 @@ class RankPool:
             return ticket
 
     def wait(self, ticket: int, timeout: float) -> Status:
-        """Wait up to ``timeout`` seconds for the ticket's ranks to end; return what they
-        reported meanwhile, and, once every rank has ended, their exit codes and failure
-        reports (the ticket is then closed). A failed rank's peers are stopped (SIGTERM) so
-        the trial ends promptly."""
+        """Wait up to ``timeout`` seconds for rank 0 to report or for the ticket's ranks to
+        end, whichever comes first; return what rank 0 reported since the last call, and, once
+        every rank has ended, their exit codes and failure reports (the ticket is then
+        closed). A failed rank's peers are stopped (SIGTERM) so the trial ends promptly.
+
+        A trial's process looks at its ranks with this: it returns the moment there is
+        something to pass on, so the caller neither polls an idle trial nor sits on a fresh
+        report (rank 0 says when it appended one)."""
+        return self._wait(ticket, timeout, until_ended=False)
+
+    def _wait(self, ticket: int, timeout: float, *, until_ended: bool) -> Status:
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -215,6 +224,9 @@ class RankPool:
                     return Status(t.new_reports(), [int(c) for c in t.codes if c is not None], failures)
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    return Status(t.new_reports())
+                if t.reported > t.taken and not until_ended:
+                    t.taken = t.reported
                     return Status(t.new_reports())
                 self._cond.wait(left)
 
@@ -228,7 +240,7 @@ class RankPool:
             for worker, code in zip(t.workers, t.codes):
                 if code is None:
                     _signal(worker, signal.SIGKILL)
-        self.wait(ticket, 60.0)
+        self._wait(ticket, 60.0, until_ended=True)
         with self._cond:
             self._tickets.pop(ticket, None)
 
@@ -283,7 +295,8 @@ class RankPool:
                 for conn in ready:
                     self._receive(by_conn[conn])  # type: ignore[index]
                 self._stop_orphaned_tickets()
-                self._cond.notify_all()
+                if ready:  # a message changed some worker's or ticket's state
+                    self._cond.notify_all()
 
     def _receive(self, worker: _Worker) -> None:
         try:
@@ -291,7 +304,11 @@ class RankPool:
         except (EOFError, OSError):
             self._gone(worker)
             return
-        if message[0] == "ready":
+        if message[0] == "report":
+            t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+            if t is not None:
+                t.reported += 1
+        elif message[0] == "ready":
             worker.state = "idle"
             self._start_failures = 0
         elif message[0] == "done":

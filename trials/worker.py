@@ -13,6 +13,7 @@ Before every task the process is put back into the state it had when it became r
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import importlib
 import json
@@ -21,6 +22,7 @@ import random
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -63,7 +65,8 @@ def main(argv: list[str]) -> None:
         fresh.restore()
         added = _extend_path(task["sys_path"])
         run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", "world_size", "rendezvous",
-                                          "collective_timeout_s")})
+                                          "collective_timeout_s")},
+                 on_report=functools.partial(conn.send, ("report", task["rank"])))
         # Done first, clean up after: the trial ends now, and the next task waits in the socket
         # until this process is clean.
         conn.send(("done", task["rank"]))
@@ -84,9 +87,10 @@ def rank_device(spec_device: str) -> tuple[str, str]:
 
 
 def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: str,
-             collective_timeout_s: float) -> None:
+             collective_timeout_s: float, on_report: Callable[[], None] | None = None) -> None:
     """Run one rank of a trial in this process, in a process group of its own. Returns only
-    if the rank finished cleanly; on any failure, writes the reason and exits the process."""
+    if the rank finished cleanly; on any failure, writes the reason and exits the process.
+    ``on_report`` is called after rank 0 appended a report to ``metrics.jsonl``."""
     import torch
     import torch.distributed as dist
 
@@ -102,8 +106,8 @@ def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: st
     if device.startswith("cuda"):
         torch.cuda.set_device(0)
     run = Path(run_dir)
-    ctx = RankContext(rank=rank, world_size=world_size, device=device,
-                      sink=JsonlSink(run / "metrics.jsonl") if rank == 0 else None, run_dir=run)
+    sink = _announced(JsonlSink(run / "metrics.jsonl"), on_report) if rank == 0 else None
+    ctx = RankContext(rank=rank, world_size=world_size, device=device, sink=sink, run_dir=run)
     try:
         if world_size > 1:
             timeout = timedelta(seconds=collective_timeout_s)
@@ -125,6 +129,19 @@ def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: st
     # can be torn down and the process serve the next trial.
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def _announced(sink: Callable[[dict[str, Any]], None],
+               on_report: Callable[[], None] | None) -> Callable[[dict[str, Any]], None]:
+    """``sink``, then ``on_report``: the pool learns of a report as soon as it is on disk."""
+    if on_report is None:
+        return sink
+
+    def write(metrics: dict[str, Any]) -> None:
+        sink(metrics)
+        on_report()
+
+    return write
 
 
 @dataclass

@@ -197,3 +197,27 @@ def test_cuda_ranks_run_in_the_warm_process_of_their_assigned_gpu(
     assert [pid_of[gpu] for _, _, gpu in seen[2:]] == [pid for _, pid, _ in seen[2:]]
     assert final["gpu_ids"] == ["1", "0"]
     assert sorted(w["gpu"] for w in pool.workers()) == ["0", "1"]
+
+
+def test_a_trial_sees_each_report_as_rank_0_writes_it_without_polling(tmp_path: Path, pools: list[RankPool]) -> None:
+    # A trial's process waits on its ranks with a long timeout: every epoch's report still
+    # reaches it while the ranks train, and it is woken once per report, not at a polling rate.
+    pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 2})
+    pools.append(pool)
+    epochs = 4
+    ticket = pool.start(TrialSpec(**dict(OK, world_size=2, epochs=epochs)), str(tmp_path / "run"))
+    looks, reports, first_seen = 0, [], None
+    while True:
+        status = pool.wait(ticket, 30.0)
+        looks += 1
+        reports += status.reports
+        if first_seen is None and reports:
+            first_seen = time.time()
+        if status.codes is not None:
+            break
+    last_written = (tmp_path / "run" / "metrics.jsonl").stat().st_mtime
+    assert status.codes == [0, 0]
+    assert [r["epoch"] for r in reports] == list(range(1, epochs + 1)) and reports[-1]["final"]
+    assert first_seen is not None and first_seen < last_written  # epoch 1 arrived before the last epoch ended
+    # One look per report (two lines may land in one), and the last look collects the exit codes.
+    assert looks <= len(reports) + 1
