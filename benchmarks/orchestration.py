@@ -30,10 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import interleaved, md_table, median, verdict
+from benchmarks.common import ProcessTreeCPU, interleaved, md_table, median, verdict
 
 TARGET = 1.10
 N_TRIALS = 8
@@ -138,26 +139,35 @@ class Sides:
         finally:
             subprocess.run([ray_exe, "stop", "--force"], check=True, capture_output=True, env=env)
 
-    def _hpsearch(self, name: str, extra: list[str], runs: list[tuple[float, float, str]],
-                  env: dict[str, str] | None = None) -> float:
+    def hpsearch_argv(self, name: str, extra: Sequence[str] = ()) -> tuple[list[str], Path]:
+        """The ``hpsearch start`` command of a run in a new folder ``name``, and that folder."""
         run = self.folder / name
         run.mkdir()
         space = run / "space.yaml"
         space.write_text(SPACE.format(workload=WORKLOAD, epochs=self.epochs, batch=BATCH, n=N_TRIALS,
                                       concurrency=CONCURRENCY, lrs=", ".join(map(str, LRS))))
-        url = f"sqlite:///{run / 'study.db'}"
+        return [self.hpsearch_exe, "start", str(space), "--storage", f"sqlite:///{run / 'study.db'}", *extra], run
+
+    def plain_argv(self, name: str) -> tuple[list[str], Path]:
+        """The plain pool's command of a run in a new folder ``name`` (its results go to
+        ``results.json`` there), and that folder."""
+        run = self.folder / name
+        run.mkdir()
+        return [sys.executable, "-m", "benchmarks.orchestration", "--plain", str(self.epochs),
+                "--out", str(run / "results.json")], run
+
+    def _hpsearch(self, name: str, extra: list[str], runs: list[tuple[float, float, str]],
+                  env: dict[str, str] | None = None) -> float:
+        argv, run = self.hpsearch_argv(name, extra)
         started = time.time()
-        seconds = _command([self.hpsearch_exe, "start", str(space), "--storage", url, *extra], run, env)
-        runs.append((started, started + seconds, url))
+        seconds = _command(argv, run, env)
+        runs.append((started, started + seconds, f"sqlite:///{run / 'study.db'}"))
         return seconds
 
     def plain(self) -> float:
-        run = self.folder / f"plain-{len(self.plain_results)}"
-        run.mkdir()
-        out = run / "results.json"
-        seconds = _command([sys.executable, "-m", "benchmarks.orchestration", "--plain", str(self.epochs),
-                            "--out", str(out)], run)
-        self.plain_results.append(json.loads(out.read_text()))
+        argv, run = self.plain_argv(f"plain-{len(self.plain_results)}")
+        seconds = _command(argv, run)
+        self.plain_results.append(json.loads((run / "results.json").read_text()))
         return seconds
 
 
@@ -167,6 +177,38 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# -- where the CPU goes ------------------------------------------------------------------------------
+
+#: The owners a side's CPU time is split into, in the table's order.
+OWNERS = ("rank processes (the training)", "the command's own process", "Tune's trial processes",
+          "the reservation desk (a Ray actor of ours)", "Ray's own processes", "not sampled")
+
+
+def owner(title: str | None) -> str:
+    """Which of ``OWNERS`` a process of either side is, by its title (``None``: the command)."""
+    if title is None:
+        return OWNERS[1]
+    if "hpsearch.trials.worker" in title or "multiprocessing.spawn" in title:
+        return OWNERS[0]
+    if title.startswith("ray::ImplicitFunc"):  # Tune's process for a function trainable
+        return OWNERS[2]
+    if title.startswith("ray::_ReservationsActor"):
+        return OWNERS[3]
+    return OWNERS[4]  # GCS, raylet, the dashboard and runtime-environment agents, monitors, idle workers
+
+
+def cpu_accounts(sides: Sides) -> dict[str, dict[str, float]]:
+    """One more run of ``hpsearch start`` and of the plain pool, each with its process tree's
+    CPU time sampled by owner (apart from the timed repetitions, which run unobserved); returns
+    ``{side: {owner: CPU seconds, "total": ..., "wall": ...}}``."""
+    accounts = {}
+    for side, argv, cwd in (("hpsearch start", *sides.hpsearch_argv("accounted-hpsearch")),
+                            ("plain pool", *sides.plain_argv("accounted-plain"))):
+        wall, groups = ProcessTreeCPU(owner).run(argv, cwd, _child_env())
+        accounts[side] = {**groups, "wall": wall}
+    return accounts
 
 
 # -- where the time goes ------------------------------------------------------------------------------
@@ -227,6 +269,45 @@ def launch_overhead(epochs: int, repeat: int) -> dict[str, float]:
     }
 
 
+def cpu_report(accounts: dict[str, dict[str, float]], plain_wall: float) -> tuple[str, str]:
+    """The CPU table and what it says about the target: the CPU time either side needs, against
+    what the machine's cores give in the target's time."""
+    ours, plain = accounts["hpsearch start"], accounts["plain pool"]
+    rows = [[name, f"{ours.get(name, 0.0):.1f}", f"{plain.get(name, 0.0):.1f}"] for name in OWNERS]
+    rows.append(["**all**", f"**{ours['total']:.1f}**", f"**{plain['total']:.1f}**"])
+    rows.append(["wall time of this run", f"{ours['wall']:.1f} s", f"{plain['wall']:.1f} s"])
+    table = md_table(["process", "`hpsearch start`, CPU-seconds", "plain pool, CPU-seconds"], rows)
+    cores = os.cpu_count() or 1
+    ranks = OWNERS[0]
+    service = ours["total"] - ours.get(ranks, 0.0)  # everything but the training
+    ray_tune = ours.get(OWNERS[2], 0.0) + ours.get(OWNERS[4], 0.0)
+    capacity = cores * TARGET * plain_wall  # the CPU-seconds the cores give in the target's time
+    room = capacity - plain[ranks] - service  # left over, were the ranks to cost what they cost in the pool
+    floor = ours["total"] / cores / plain_wall
+    inflation = ours.get(ranks, 0.0) / plain[ranks] - 1 if plain[ranks] else float("nan")
+    says = (
+        f"Both sides keep the machine's {cores} cores busy (the plain pool {plain['total'] / cores / plain['wall']:.0%} "
+        f"of its wall time, `hpsearch start` {ours['total'] / cores / ours['wall']:.0%}), so the wall time follows the "
+        f"CPU time. `hpsearch start` spends {service:.1f} CPU-seconds beside its ranks' training, the plain pool "
+        f"{plain['total'] - plain[ranks]:.1f}; and its ranks spend {inflation:+.0%} of the CPU time the same training "
+        f"takes in the plain pool (sharing the cores, their caches, with the service's processes). Were every core "
+        f"busy from the command's first instruction to its last, `hpsearch start` would still take "
+        f"{ours['total'] / cores:.1f} s: {floor:.2f}x the plain pool's {plain_wall:.1f} s. At "
+        f"{TARGET:.2f}x the cores give {capacity:.1f} CPU-seconds; the training takes {plain[ranks]:.1f} of them at "
+        f"the plain pool's cost")
+    if room < 0 and ray_tune > capacity - plain[ranks]:
+        says += (f", which leaves {capacity - plain[ranks]:.1f} for everything else, and Ray's and Tune's processes alone "
+                 f"spend {ray_tune:.1f} (Tune's controller, in the command's process, not counted): on {cores} cores the "
+                 "target cannot be met by a search that runs its trials in Ray Tune, whatever hpsearch's own code "
+                 "costs.")
+    elif room < 0:
+        says += (f", which leaves {capacity - plain[ranks]:.1f} for everything else; the service spends "
+                 f"{service:.1f}, of which Ray's and Tune's own processes {ray_tune:.1f}.")
+    else:
+        says += f", which leaves {capacity - plain[ranks]:.1f} for everything else: the service's {service:.1f} fit."
+    return table, says
+
+
 def calibrate_epochs(seconds: float) -> int:
     """Epochs for about ``seconds`` of training per trial on one core of this machine."""
     probe = 3
@@ -256,6 +337,8 @@ def run(quick: bool = False) -> str:
                              "hpsearch start --address": sides.hpsearch_joined}, repeat)
         timelines = [study_timeline(*run) for run in sides.hpsearch_runs]
         joined_timelines = [study_timeline(*run) for run in sides.joined_runs]
+        print("  CPU by owner: one more run of each side", flush=True)
+        accounts = cpu_accounts(sides)
     parts = launch_overhead(epochs, repeat)
 
     ours, plain, joined = (median(times[k]) for k in ("hpsearch start", "plain pool", "hpsearch start --address"))
@@ -297,6 +380,7 @@ def run(quick: bool = False) -> str:
          "the same, second call (Tune reuses the trial process)"],
     ])
     allowance = (TARGET - 1.0) * plain
+    cpu_table, cpu_says = cpu_report(accounts, plain)
     return f"""## 1. Orchestration: `hpsearch start` vs a plain process pool
 
 `python -m benchmarks.orchestration`. {N_TRIALS} trials ({WORKLOAD}, per-device batch {BATCH}, one
@@ -316,6 +400,15 @@ Verdict: {verdict(ratio, TARGET)}.
 Where the time goes (medians):
 
 {profile}
+
+Where the CPU goes: one more run of each side, apart from the timed ones, with every process
+under the command sampled for its CPU time (user + system) and named by its title
+(`benchmarks.common.ProcessTreeCPU`; "not sampled" is what the kernel counted for the tree
+beyond the samples):
+
+{cpu_table}
+
+{cpu_says}
 
 What it says: `hpsearch start` took {ours - plain:.1f} s more than the plain pool. The target
 allows {allowance:.1f} s on this plain pool; a local `ray.init` with its shutdown alone takes
