@@ -56,3 +56,13 @@ class SpaceError(HPSearchError, ValueError):
         where = source if line is None else f"{source}:{line}"
         what = f" at '{key_path}'" if key_path else ""
         super().__init__(f"{where}{what}: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt from its fields: the default (the message as the only argument) would put a
+        # second location in front of it. A search checks its workload in another process and
+        # raises the error that process sent back.
+        return _rebuilt, (type(self), self.reason, self.key_path, self.line, self.source)
+
+
+def _rebuilt(cls: type[SpaceError], reason: str, key_path: str, line: int | None, source: str) -> SpaceError:
+    return cls(reason, key_path=key_path, line=line, source=source)

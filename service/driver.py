@@ -344,6 +344,23 @@ class LocalRanks:
         self.pool = RankPool([module] if module else [], prestart=prestart, reuse=reuse, output=output)
         self.server = PoolServer(self.pool)
 
+    def check(self, space: Any) -> Any:
+        """``hpsearch.workloads.check_for_search`` of ``space``, run in one of the pool's warm
+        processes (they import torch and the workload anyway; this process then never does).
+
+        Raises:
+            WorkloadError: as the check does; also when the process checking it dies.
+            SpaceError: as the check does.
+        """
+        from hpsearch.errors import WorkloadError
+        from hpsearch.trials.errors import TrialFailed
+
+        try:
+            return self.pool.call("hpsearch.workloads:check_for_search", space)
+        except TrialFailed as exc:  # the process itself went (a crash in the workload's code)
+            raise WorkloadError(f"workload {space.workload.name!r} could not be checked: {exc.detail}; "
+                                f"what it printed is in {self.output}") from None
+
     def close(self) -> None:
         self.server.close()
         self.pool.close()

@@ -209,7 +209,7 @@ def run_search(
                 f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
             )
         # A typo, an unimportable plugin or an unknown option fails before anything is written.
-        with _local_ranks(space, settings, study_name) as local, _checking_workload(space) as checked_workload, \
+        with _local_ranks(space, settings, study_name) as local, _checking_workload(space, local) as checked_workload, \
                 _ray_session(settings.ray_address) as cluster:
             plan = replace(plan_search(space, study_name, settings, cluster),
                            budget=space.search.budget.merged(budget), run_started=started)
@@ -274,7 +274,7 @@ def resume_search(
         target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
         settle_orphans(study, space)  # the device time of trials a dead search left RUNNING
         requeued = _requeue_interrupted(study, set(space.parameters))
-        with _local_ranks(space, settings, study_name) as local, _checking_workload(space) as checked_workload, \
+        with _local_ranks(space, settings, study_name) as local, _checking_workload(space, local) as checked_workload, \
                 _ray_session(settings.ray_address) as cluster:
             plan = plan_search(space, study_name, settings, cluster)
             reservations = _warm_ranks(space, plan, local)
@@ -333,24 +333,30 @@ def _key(params: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @contextmanager
-def _checking_workload(space: SearchSpace) -> Iterator[Callable[[], int]]:
-    """Run ``_check_names`` and ``_check_workload`` in a thread while Ray starts; yields a
-    function that waits for them and returns the training set's size or raises their error.
+def _checking_workload(space: SearchSpace, local: Any) -> Iterator[Callable[[], int]]:
+    """Check the space's workload (``hpsearch.workloads.check_for_search``) in a thread while Ray
+    starts; yields a function that waits for the check and returns the training set's size or
+    raises its error.
 
-    Both take seconds at the start of every search (importing torch and the workload's module,
-    building the data; ``ray.init`` mostly waits for its processes), and a search of short
-    trials pays that start-up in full (``benchmarks/search_span.py``). Their errors still come
-    before anything is written. Ray Tune and the searcher are imported meanwhile too (about 1 s
-    that would otherwise come after ``ray.init``).
+    The check imports torch and the workload's module and builds the data: seconds at the start
+    of every search, which a search of short trials pays in full (``benchmarks/search_span.py``).
+    With a local rank pool (``local``, ``hpsearch.driver.LocalRanks``) it runs in one of the
+    pool's warm processes, which import all that anyway, so the search's own process never
+    imports torch (about 1.2 CPU-seconds, on cores Ray's start needs too). Its errors still
+    come before anything is written. Ray Tune and the searcher are imported meanwhile (about
+    1 s that would otherwise come after ``ray.init``).
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from hpsearch.workloads import check_for_search
+
     def check() -> int:
-        _check_names(space)
-        size = _check_workload(space)
+        found = check_for_search(space) if local is None else local.check(space)
+        for warning in found.warnings:
+            log.warning("warning: %s", warning)
         import hpsearch.searcher  # noqa: F401  (and ray.tune with it)
 
-        return size
+        return found.train_size
 
     with ThreadPoolExecutor(1, thread_name_prefix="hpsearch-workload-check") as pool:
         yield pool.submit(check).result
@@ -412,51 +418,6 @@ def _warm_ranks(space: SearchSpace, plan: SearchPlan, local: Any) -> Any:
                         gpus_per_worker=space.resources.gpus_per_worker,
                         largest_trial=_largest_trial(space), reuse=space.resources.reuse_workers,
                         local=local if plan.device == "cpu" else None)
-
-
-def _check_names(space: SearchSpace) -> None:
-    """Import the workload and check the names the space hands it (``hpsearch.workloads``);
-    what cannot be checked is logged as a warning."""
-    from hpsearch.workloads import check_space_workload
-
-    for warning in check_space_workload(space).warnings:
-        log.warning("warning: %s", warning)
-
-
-def _check_workload(space: SearchSpace) -> int:
-    """Build the workload once before anything is written: a workload that cannot be found or
-    built, or a batch larger than its training set, is an error now rather than a study full
-    of failed trials. Returns the training set's size (ASHA's budget unit).
-
-    Raises:
-        WorkloadError: the workload cannot be found or built.
-        SpaceError: some configuration's effective batch is larger than the training set.
-    """
-    from hpsearch.workloads import build_first
-
-    # Built with the first configuration's workload parameters; checks what the factory returns.
-    workload = build_first(space)
-    size = len(workload.train_set)  # type: ignore[arg-type]
-    largest = _largest(space, "per_device_batch_size") * space.max_world_size() * _largest(space, "grad_accum_steps")
-    cap = space.constraints.max_effective_batch_size
-    if min(largest, cap if cap is not None else largest) > size:
-        raise SpaceError(
-            f"the largest effective batch of this space, {largest} (b x W x A), is larger than the "
-            f"{size} training samples of workload {space.workload.name!r}; lower the batch choices or "
-            "set constraints.max_effective_batch_size",
-            key_path="parameters.per_device_batch_size", source=space.source_path or "<space>")
-    return size
-
-
-def _largest(space: SearchSpace, name: str) -> int:
-    from hpsearch.search_spaces import Choice, Fixed
-
-    p = space.parameters[name]
-    if isinstance(p, Fixed):
-        return int(p.value)
-    if isinstance(p, Choice):
-        return max(int(c) for c in p.choices)
-    return int(p.high)
 
 
 def _search_storage(settings: Settings, on_event: Callable[[SearchEvent], None] | None) -> optuna.storages.BaseStorage:

@@ -32,11 +32,12 @@ from hpsearch.search_spaces import (
     FloatRange,
     IntRange,
     SearchSpace,
+    SpaceError,
     space_error,
 )
 from hpsearch.trials.workloads.base import Workload, accepted_options, check_workload, resolve_workload
 
-__all__ = ["WorkloadCheck", "build_first", "check_space_workload", "first_options"]
+__all__ = ["SearchCheck", "WorkloadCheck", "build_first", "check_for_search", "check_space_workload", "first_options"]
 
 
 @dataclass(frozen=True)
@@ -176,3 +177,53 @@ def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) ->
                     f"it in validation_step (self.log({objective.metric!r}, ...)), name what the module logs with "
                     f"workload.lightning.{objective.metric}, or choose another objective")
     return workload
+
+
+@dataclass(frozen=True)
+class SearchCheck:
+    """What ``check_for_search`` found.
+
+    Attributes:
+        warnings: What could not be checked (``WorkloadCheck.warnings``).
+        train_size: The training set's size (ASHA's budget unit).
+    """
+
+    warnings: tuple[str, ...]
+    train_size: int
+
+
+def check_for_search(space: SearchSpace) -> SearchCheck:
+    """Everything ``start`` and ``resume`` check of the workload before anything is written:
+    ``check_space_workload``, then the workload built once (``build_first``), so that a workload
+    that cannot be found or built, or a batch larger than its training set, is an error now
+    rather than a study full of failed trials.
+
+    Runs wherever torch may be imported: the search runs it in a warm rank process of its own
+    machine when it has one (``hpsearch.driver.LocalRanks.check``), otherwise in its own.
+
+    Raises:
+        WorkloadError: the workload cannot be found or built.
+        SpaceError: a name the space hands the workload is not one it takes, or some
+            configuration's effective batch is larger than the training set.
+    """
+    found = check_space_workload(space)
+    workload = build_first(space)
+    size = len(workload.train_set)  # type: ignore[arg-type]
+    largest = _largest(space, "per_device_batch_size") * space.max_world_size() * _largest(space, "grad_accum_steps")
+    cap = space.constraints.max_effective_batch_size
+    if min(largest, cap if cap is not None else largest) > size:
+        raise SpaceError(
+            f"the largest effective batch of this space, {largest} (b x W x A), is larger than the "
+            f"{size} training samples of workload {space.workload.name!r}; lower the batch choices or "
+            "set constraints.max_effective_batch_size",
+            key_path="parameters.per_device_batch_size", source=space.source_path or "<space>")
+    return SearchCheck(found.warnings, size)
+
+
+def _largest(space: SearchSpace, name: str) -> int:
+    p = space.parameters[name]
+    if isinstance(p, Fixed):
+        return int(p.value)
+    if isinstance(p, Choice):
+        return max(int(c) for c in p.choices)
+    return int(p.high)

@@ -64,6 +64,15 @@ class _Worker:
     ticket: int | None = None
     rank: int = -1
     tasks: int = 0
+    call: _Call | None = None  # the function it runs for ``RankPool.call``, if any
+
+
+@dataclass
+class _Call:
+    """A function a worker runs for ``RankPool.call``: ``outcome`` is ``("returned", value)``
+    or ``("raised", exception)`` once it ended."""
+
+    outcome: tuple[str, Any] | None = None
 
 
 @dataclass
@@ -244,6 +253,40 @@ class RankPool:
         with self._cond:
             self._tickets.pop(ticket, None)
 
+    def call(self, target: str, *args: Any, wait_s: float = 600.0) -> Any:
+        """Run ``target`` (``"module:function"``) with ``args`` in an idle worker, where torch and
+        the preloaded modules are imported already, and return what it returns; raise what it
+        raises. The search's process checks a workload this way without importing torch itself.
+        The worker is reset before and after, as around a rank.
+
+        Raises:
+            TrialFailed: ``rank_exited`` when no worker could be started, or the worker died.
+        """
+        deadline = time.monotonic() + wait_s
+        with self._cond:
+            self._raise_if_closed()
+            if not any(w.state in ("starting", "idle") for w in self._workers):
+                slot = next(iter(self._wanted), None)
+                self._wanted[slot] = max(self._wanted.get(slot, 0), 1 + sum(w.gpu == slot for w in self._workers))
+                self._cond.notify_all()
+            while (worker := next((w for w in self._workers if w.state == "idle"), None)) is None:
+                if self._broken is not None:
+                    raise TrialFailed("rank_exited", self._broken)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TrialFailed("rank_exited", f"no rank process became available within {wait_s:g} s")
+                self._cond.wait(min(left, 1.0))
+            pending = _Call()
+            worker.state, worker.call = "busy", pending
+            with contextlib.suppress(OSError):  # a worker that died meanwhile: the monitor sees it go
+                worker.conn.send({"call": target, "args": args, "sys_path": list(sys.path)})
+            while pending.outcome is None:
+                self._cond.wait()
+        kind, value = pending.outcome
+        if kind == "raised":
+            raise value
+        return value
+
     def workers(self) -> list[dict[str, Any]]:
         """Every live worker: ``pid``, ``gpu`` (its ``CUDA_VISIBLE_DEVICES``, ``None`` on CPU),
         ``state`` (starting, idle, busy) and ``tasks`` (ranks it finished)."""
@@ -304,7 +347,10 @@ class RankPool:
         except (EOFError, OSError):
             self._gone(worker)
             return
-        if message[0] == "report":
+        if message[0] in ("returned", "raised") and worker.call is not None:
+            worker.call.outcome = (message[0], message[1])
+            worker.state, worker.call = "idle", None
+        elif message[0] == "report":
             t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
             if t is not None:
                 t.reported += 1
@@ -327,7 +373,9 @@ class RankPool:
             if self._start_failures >= _MAX_START_FAILURES:
                 self._broken = (f"rank processes exit while starting (exit code {code}, {self._start_failures} "
                                 "times in a row): see the trial's log for the import error")
-        if worker.state == "busy":
+        if worker.call is not None:
+            worker.call.outcome = ("raised", TrialFailed("rank_exited", f"the rank process exited with code {code}"))
+        elif worker.state == "busy":
             self._rank_ended(worker, code)
         worker.state = "gone"
         self._workers.remove(worker)

@@ -64,6 +64,10 @@ def main(argv: list[str]) -> None:
             _exit(0)
         fresh.restore()
         added = _extend_path(task["sys_path"])
+        if "call" in task:
+            conn.send(_called(task["call"], task["args"]))
+            _forget(added, fresh)
+            continue
         run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", "world_size", "rendezvous",
                                           "collective_timeout_s")},
                  on_report=functools.partial(conn.send, ("report", task["rank"])))
@@ -71,6 +75,23 @@ def main(argv: list[str]) -> None:
         # until this process is clean.
         conn.send(("done", task["rank"]))
         _forget(added, fresh)
+
+
+def _called(target: str, args: tuple[Any, ...]) -> tuple[str, Any]:
+    """Run ``target`` (``"module:function"``) for ``RankPool.call``: what it returned, or what it
+    raised (an exception that cannot cross the socket as itself crosses as a ``RuntimeError``
+    naming it)."""
+    import pickle
+
+    module, _, name = target.partition(":")
+    try:
+        return "returned", getattr(importlib.import_module(module), name)(*args)
+    except Exception as exc:  # the caller's to handle: errors cross as values
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:
+            exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+        return "raised", exc
 
 
 def rank_device(spec_device: str) -> tuple[str, str]:

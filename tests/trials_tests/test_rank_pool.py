@@ -221,3 +221,31 @@ def test_a_trial_sees_each_report_as_rank_0_writes_it_without_polling(tmp_path: 
     assert first_seen is not None and first_seen < last_written  # epoch 1 arrived before the last epoch ended
     # One look per report (two lines may land in one), and the last look collects the exit codes.
     assert looks <= len(reports) + 1
+
+
+def test_a_function_called_in_a_warm_process_returns_or_raises_as_it_would_here(
+    plugins: Path, tmp_path: Path, pools: list[RankPool]
+) -> None:
+    # How the search checks its workload without importing torch itself.
+    from hpsearch.search_spaces import SpaceError, parse_space
+    from hpsearch.workloads import check_for_search
+
+    pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 1})
+    pools.append(pool)
+    good = parse_space("workload: {name: digits_mlp}\nparameters: {per_device_batch_size: 8, base_lr: 0.1}")
+    assert pool.call("hpsearch.workloads:check_for_search", good) == check_for_search(good)
+    bad = parse_space("workload: {name: digits_mlp}\nparameters: {per_device_batch_size: 8, base_lr: 0.1, hiden: 4}",
+                      source="space.yaml")
+    with pytest.raises(SpaceError) as here:
+        check_for_search(bad)
+    with pytest.raises(SpaceError) as there:
+        pool.call("hpsearch.workloads:check_for_search", bad)
+    assert str(there.value) == str(here.value) and there.value.key_path == "parameters.hiden"
+    # A process that dies in the call fails it, and is replaced.
+    before = {w["pid"] for w in pool.workers()}
+    with pytest.raises(TrialFailed, match="rank_exited"):
+        pool.call("os:_exit", 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not [w for w in pool.workers() if w["state"] == "idle"]:
+        time.sleep(0.1)
+    assert pool.call("os:getpid") not in before
