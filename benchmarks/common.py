@@ -120,11 +120,12 @@ class ProcessTreeCPU:
                     try:
                         with p.oneshot():
                             times = p.cpu_times()
-                            title = " ".join(p.cmdline()) or p.name()
+                            title = " ".join(p.cmdline())
+                            before = seen.get(p.pid, (0.0, title or p.name()))
                     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                         continue
-                    before = seen.get(p.pid, (0.0, title))
-                    keep = before[1] if title.startswith("ray::IDLE") else title
+                    # A process on its way out has no command line left: it keeps the title it had.
+                    keep = before[1] if not title or title.startswith("ray::IDLE") else title
                     seen[p.pid] = (max(before[0], times.user + times.system), keep)
                 if done.wait(self.interval):
                     return
