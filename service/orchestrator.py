@@ -9,6 +9,7 @@ workers apart from the trial, and leaks placement groups when Tune stops a trial
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -590,7 +591,7 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
         yield {"nodes": nodes}
     finally:
         if started:
-            _shutdown_ray()
+            _shutdown_ray(local_head=not address)
 
 
 # The Ray shutdowns that ``shutdown_ray_meanwhile`` lets run in the background: ``None``
@@ -605,9 +606,10 @@ def shutdown_ray_meanwhile() -> Iterator[None]:
     CLI prints its report meanwhile); the block's end waits for it, so Ray is down when the
     block is left.
 
-    Shutting a local Ray down takes about 1.3 s, mostly waiting: Ray stops its autoscaler
+    Shutting a local Ray down took about 1.3 s, mostly waiting: Ray stops its autoscaler
     monitor after the head processes that monitor reports to, it does not exit at once, and Ray
-    kills it after a second (``benchmarks/orchestration.py``).
+    kills it after a second (``benchmarks/orchestration.py``). ``_shutdown_ray`` now stops the
+    monitor first: 0.35 s.
     """
     global _background_shutdowns
     if _background_shutdowns is not None:  # nested: the outer block waits
@@ -622,15 +624,39 @@ def shutdown_ray_meanwhile() -> Iterator[None]:
             thread.join()
 
 
-def _shutdown_ray() -> None:
+def _shutdown_ray(*, local_head: bool) -> None:
+    """End the search's Ray session (in the background inside ``shutdown_ray_meanwhile``).
+    ``local_head``: the search started this Ray itself, and stops all of it."""
     import ray
 
-    if _background_shutdowns is None:
+    def shutdown() -> None:
+        if local_head:
+            _stop_autoscaler_monitor()
         ray.shutdown()
+
+    if _background_shutdowns is None:
+        shutdown()
         return
-    thread = threading.Thread(target=ray.shutdown, name="hpsearch-ray-shutdown", daemon=True)
+    thread = threading.Thread(target=shutdown, name="hpsearch-ray-shutdown", daemon=True)
     _background_shutdowns.append(thread)
     thread.start()
+
+
+def _stop_autoscaler_monitor() -> None:
+    """Stop a local Ray's autoscaler monitor before the rest of it. ``ray.shutdown`` stops it
+    after the GCS it reports to; asked to stop then, it tries to report once more, and Ray waits
+    a second before killing it: 1.1-1.35 s of every local search's end, against 0.35 s with the
+    monitor stopped first (measured on Ray 2.60, 2 cores). The monitor scales a cluster; a
+    local Ray about to stop has nothing for it to do. Through Ray's private node handle (Ray
+    has no public call for this): where that handle is missing, nothing is done."""
+    import ray
+
+    node = getattr(getattr(ray, "_private", None), "worker", None)
+    kill = getattr(getattr(node, "_global_node", None), "kill_monitor", None)
+    if kill is None:
+        return
+    with contextlib.suppress(OSError, RuntimeError, TypeError):  # already gone, or other internals
+        kill(check_alive=False)
 
 
 def _wait_for_ray_shutdown() -> None:
