@@ -91,11 +91,21 @@ class ProcessTreeCPU:
     command and every descendant reaped under it) where that is more than the samples add up
     to, so CPU the samples missed (a process that lived less than ``interval``, or the time
     between a process's last sample and its end) shows up as the group ``not sampled``.
+
+    Each sample also reads how busy the whole machine's cores were since the last one
+    (``/proc/stat``, Linux): ``busy`` lists ``(seconds since the command started, cores busy)``.
     """
 
     def __init__(self, owner: Callable[[str | None], str], interval: float = 0.25) -> None:
         self.owner = owner
         self.interval = interval
+        self.busy: list[tuple[float, float]] = []
+
+    def busy_cores(self, until: float) -> float:
+        """The machine's cores busy on average from the command's start to ``until`` seconds
+        after it (``nan`` without samples there)."""
+        seen = [cores for t, cores in self.busy if t <= until]
+        return sum(seen) / len(seen) if seen else float("nan")
 
     def run(self, argv: Sequence[str], cwd: Any, env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
         """Run ``argv`` to its end; returns its wall seconds and CPU seconds by owner (the
@@ -109,9 +119,16 @@ class ProcessTreeCPU:
 
         seen: dict[int, tuple[float, str]] = {}
         done = threading.Event()
+        self.busy = []
 
         def sample(root: psutil.Process) -> None:
+            last = _cpu_ticks()
             while True:
+                now = _cpu_ticks()
+                if now is not None and last is not None and now[1] > last[1]:
+                    cores = (now[0] - last[0]) / (now[1] - last[1]) * (os.cpu_count() or 1)
+                    self.busy.append((time.perf_counter() - start, cores))
+                last = now
                 try:
                     tree = [root, *root.children(recursive=True)]
                 except psutil.NoSuchProcess:
@@ -154,3 +171,14 @@ class ProcessTreeCPU:
         groups["not sampled"] = max(0.0, usage.ru_utime + usage.ru_stime - sampled)
         groups["total"] = sampled + groups["not sampled"]
         return wall, groups
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """``(busy, total)`` clock ticks of all the machine's cores so far, or ``None`` off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
+    return sum(ticks) - idle, sum(ticks)

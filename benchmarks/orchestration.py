@@ -202,12 +202,22 @@ def owner(title: str | None) -> str:
 def cpu_accounts(sides: Sides) -> dict[str, dict[str, float]]:
     """One more run of ``hpsearch start`` and of the plain pool, each with its process tree's
     CPU time sampled by owner (apart from the timed repetitions, which run unobserved); returns
-    ``{side: {owner: CPU seconds, "total": ..., "wall": ...}}``."""
+    ``{side: {owner: CPU seconds, "total": ..., "wall": ...}}``, and for ``hpsearch start`` also
+    when its first trial's devices were reserved (``first_training``, seconds after the
+    command started) and how many cores the machine kept busy until then (``startup_busy``)."""
+    import hpsearch
+
     accounts = {}
     for side, argv, cwd in (("hpsearch start", *sides.hpsearch_argv("accounted-hpsearch")),
                             ("plain pool", *sides.plain_argv("accounted-plain"))):
-        wall, groups = ProcessTreeCPU(owner).run(argv, cwd, _child_env())
+        tree = ProcessTreeCPU(owner)
+        began = time.time()
+        wall, groups = tree.run(argv, cwd, _child_env())
         accounts[side] = {**groups, "wall": wall}
+        if side == "hpsearch start":
+            frame = hpsearch.load("bench-orchestration", storage=f"sqlite:///{cwd / 'study.db'}").trials_dataframe()
+            first = float(frame["training_started"].astype(float).min()) - began
+            accounts[side].update(first_training=first, startup_busy=tree.busy_cores(first))
     return accounts
 
 
@@ -285,6 +295,16 @@ def cpu_report(accounts: dict[str, dict[str, float]], plain_wall: float) -> tupl
     room = capacity - plain[ranks] - service  # left over, were the ranks to cost what they cost in the pool
     floor = ours["total"] / cores / plain_wall
     inflation = ours.get(ranks, 0.0) / plain[ranks] - 1 if plain[ranks] else float("nan")
+    startup = (
+        f" Until its first trial's devices were reserved, {ours['first_training']:.1f} s after it started, the "
+        f"machine's cores were {ours['startup_busy']:.2f} of {cores} busy on average (Ray starting its processes, "
+        "the rank processes importing torch and the workload, the CLI, Tune and its trial processes importing)")
+    if ours["startup_busy"] >= 0.85 * cores:
+        startup += (": the start-up waits for CPU, not for one slow step, so starting the first trials sooner "
+                    "(before Tune is up) would only share the same cores out differently.")
+    else:
+        startup += (f": {cores - ours['startup_busy']:.2f} cores sat idle, which trials started sooner (before "
+                    "Tune is up) could use.")
     says = (
         f"Both sides keep the machine's {cores} cores busy (the plain pool {plain['total'] / cores / plain['wall']:.0%} "
         f"of its wall time, `hpsearch start` {ours['total'] / cores / ours['wall']:.0%}), so the wall time follows the "
@@ -305,7 +325,7 @@ def cpu_report(accounts: dict[str, dict[str, float]], plain_wall: float) -> tupl
                  f"{service:.1f}, of which Ray's and Tune's own processes {ray_tune:.1f}.")
     else:
         says += f", which leaves {capacity - plain[ranks]:.1f} for everything else: the service's {service:.1f} fit."
-    return table, says
+    return table, says + startup
 
 
 def calibrate_epochs(seconds: float) -> int:
@@ -424,17 +444,21 @@ local search's trials use a socket to the search process. What is left either wa
   with Tune's runtime environment, which Ray does not take from its prestarted workers: about a
   second alone, two on a loaded machine) and the process reserves the trial's CPUs. Ray's and
   Tune's. Ours before the first ask: the CLI's imports, the workload check (it builds the workload
-  once, so that a bad one fails before anything is written) and the study.
+  once, so that a bad one fails before anything is written; in a warm rank process, so the
+  search's own process never imports torch) and the study.
 - Training: the rank trains {training:.2f} s (median) against {plain_training:.2f} s in the plain
   pool{f", {training / plain_training - 1:.0%} longer" if training > plain_training else ""}. The ranks share the two cores with the
-  search process, which takes every epoch's report from Tune and writes it to the study (about a
-  twentieth of a core, measured), and Ray's own processes; a plain pool reports nothing.
+  search process, which takes every epoch's report from Tune and writes it to the study, the
+  trial processes, which pass each report from the ranks to Tune, and Ray's own processes; a
+  plain pool reports nothing.
 - Per trial, the study's wall time exceeds the rank's training time by {trial_wall - training:.2f} s (the
   searcher's asks and tells, the reservation, the rank's start); a later trial's rank process
   {_later_cost(parts['later'])}.
-- After the last trial: Ray's shutdown (about 1.3 s, most of it waiting for Ray's autoscaler
-  monitor, which outlives the head processes it is asked to report to, until Ray kills it after
-  a second) overlaps the report (the trial table, the frontier file, the recommendation).
+- After the last trial: the rank processes are stopped and the report written (the trial
+  table, the frontier file, the recommendation, with their imports: plotly, SciPy), while Ray
+  shuts down beside it (0.35 s, since the search stops Ray's autoscaler monitor first: stopped
+  after the head processes it reports to, the monitor outlived them until Ray killed it a second
+  later, 1.1-1.35 s).
 
 On trials this short the ratio is mostly these fixed costs over {rounds:g} rounds of training: it
 falls as trials get longer or more numerous.
@@ -457,7 +481,12 @@ benchmark): the digits data is read from
 scikit-learn's bundled file without importing scikit-learn (2.5 s of imports, with SciPy's
 statistics and pandas, in every rank process and in the search's workload check, all while Ray
 starts), Ray shuts down while the report is written, and the command's process ends without the
-interpreter's last garbage collection over torch, Ray and Optuna (1.3 s).
+interpreter's last garbage collection over torch, Ray and Optuna (1.3 s). Then, with the CPU
+accounting above showing the start-up bound by CPU: a trial's process is woken by its rank 0's
+reports instead of polling its ranks ten times a second, a local search checks its workload in
+a warm rank process so that its own process never imports torch (about 1.2 CPU-seconds while
+Ray starts), and Ray's autoscaler monitor is stopped first at the end (the end from 1.65 s to
+about 0.9 s).
 """
 
 
