@@ -279,53 +279,52 @@ def launch_overhead(epochs: int, repeat: int) -> dict[str, float]:
     }
 
 
-def cpu_report(accounts: dict[str, dict[str, float]], plain_wall: float) -> tuple[str, str]:
-    """The CPU table and what it says about the target: the CPU time either side needs, against
-    what the machine's cores give in the target's time."""
+def cpu_report(accounts: dict[str, dict[str, float]]) -> tuple[str, str]:
+    """The CPU table and what it says about the target: the CPU time either side spent, against
+    what the machine's cores give in the target's time (both from the same pair of runs)."""
     ours, plain = accounts["hpsearch start"], accounts["plain pool"]
     rows = [[name, f"{ours.get(name, 0.0):.1f}", f"{plain.get(name, 0.0):.1f}"] for name in OWNERS]
     rows.append(["**all**", f"**{ours['total']:.1f}**", f"**{plain['total']:.1f}**"])
     rows.append(["wall time of this run", f"{ours['wall']:.1f} s", f"{plain['wall']:.1f} s"])
     table = md_table(["process", "`hpsearch start`, CPU-seconds", "plain pool, CPU-seconds"], rows)
     cores = os.cpu_count() or 1
-    ranks = OWNERS[0]
-    service = ours["total"] - ours.get(ranks, 0.0)  # everything but the training
-    ray_tune = ours.get(OWNERS[2], 0.0) + ours.get(OWNERS[4], 0.0)
-    capacity = cores * TARGET * plain_wall  # the CPU-seconds the cores give in the target's time
-    room = capacity - plain[ranks] - service  # left over, were the ranks to cost what they cost in the pool
-    floor = ours["total"] / cores / plain_wall
-    inflation = ours.get(ranks, 0.0) / plain[ranks] - 1 if plain[ranks] else float("nan")
-    startup = (
-        f" Until its first trial's devices were reserved, {ours['first_training']:.1f} s after it started, the "
-        f"machine's cores were {ours['startup_busy']:.2f} of {cores} busy on average (Ray starting its processes, "
-        "the rank processes importing torch and the workload, the CLI, Tune and its trial processes importing)")
-    if ours["startup_busy"] >= 0.85 * cores:
-        startup += (": the start-up waits for CPU, not for one slow step, so starting the first trials sooner "
-                    "(before Tune is up) would only share the same cores out differently.")
-    else:
-        startup += (f": {cores - ours['startup_busy']:.2f} cores sat idle, which trials started sooner (before "
-                    "Tune is up) could use.")
+    training, command, tune, desk, ray = (ours.get(name, 0.0) for name in OWNERS[:5])
+    ray_tune = tune + ray
+    service = ours["total"] - training  # everything but the training
+    capacity = cores * TARGET * plain["wall"]  # the CPU-seconds the cores give in the target's time
+    room = capacity - plain[OWNERS[0]]  # what that leaves beside the training, at the plain pool's cost
+    extra = training - plain[OWNERS[0]]  # what the ranks lose to sharing the cores
     says = (
         f"Both sides keep the machine's {cores} cores busy (the plain pool {plain['total'] / cores / plain['wall']:.0%} "
         f"of its wall time, `hpsearch start` {ours['total'] / cores / ours['wall']:.0%}), so the wall time follows the "
-        f"CPU time. `hpsearch start` spends {service:.1f} CPU-seconds beside its ranks' training, the plain pool "
-        f"{plain['total'] - plain[ranks]:.1f}; and its ranks spend {inflation:+.0%} of the CPU time the same training "
-        f"takes in the plain pool (sharing the cores, their caches, with the service's processes). Were every core "
-        f"busy from the command's first instruction to its last, `hpsearch start` would still take "
-        f"{ours['total'] / cores:.1f} s: {floor:.2f}x the plain pool's {plain_wall:.1f} s. At "
-        f"{TARGET:.2f}x the cores give {capacity:.1f} CPU-seconds; the training takes {plain[ranks]:.1f} of them at "
-        f"the plain pool's cost")
-    if room < 0 and ray_tune > capacity - plain[ranks]:
-        says += (f", which leaves {capacity - plain[ranks]:.1f} for everything else, and Ray's and Tune's processes alone "
-                 f"spend {ray_tune:.1f} (Tune's controller, in the command's process, not counted): on {cores} cores the "
+        f"CPU time. In this pair of runs the plain pool took {plain['wall']:.1f} s; in {TARGET:.2f}x that the cores "
+        f"give {capacity:.1f} CPU-seconds, of which its training took {plain[OWNERS[0]]:.1f}: {room:.1f} are left for "
+        f"everything else. `hpsearch start` spent {service:.1f} beside its training: Ray's and Tune's own processes "
+        f"{ray_tune:.1f}, the command's process {command:.1f} (the CLI, the searcher and the study's writes, Tune's "
+        f"controller, the report), the reservation desk {desk:.1f}; and its ranks spent {extra:.1f} more than the same "
+        f"training in the plain pool ({extra / plain[OWNERS[0]]:+.0%}: they share the cores, and their caches, with "
+        f"those processes). Were every core busy from its first instruction to its last, it would take "
+        f"{ours['total'] / cores:.1f} s, {ours['total'] / cores / plain['wall']:.2f}x the plain pool")
+    if ray_tune > room:
+        says += (f". Ray's and Tune's processes alone spend more than the {room:.1f} left: on {cores} cores the "
                  "target cannot be met by a search that runs its trials in Ray Tune, whatever hpsearch's own code "
                  "costs.")
-    elif room < 0:
-        says += (f", which leaves {capacity - plain[ranks]:.1f} for everything else; the service spends "
-                 f"{service:.1f}, of which Ray's and Tune's own processes {ray_tune:.1f}.")
+    elif service + extra > room:
+        left = room - ray_tune
+        mine = command + desk + extra
+        says += (f". Ray's and Tune's processes alone leave {left:.1f} of the {room:.1f} for the command's process "
+                 f"(Tune's controller among it), the desk and what the ranks lose to sharing the cores, which together "
+                 f"spend {mine:.1f}, {mine / left:.1f} times that." if left > 0 else ".")
     else:
-        says += f", which leaves {capacity - plain[ranks]:.1f} for everything else: the service's {service:.1f} fit."
-    return table, says + startup
+        says += ": within the target."
+    idle = (cores - ours["startup_busy"]) * ours["first_training"]
+    says += (f" Until its first trial's devices were reserved, {ours['first_training']:.1f} s after it started, the "
+             f"machine's cores were {ours['startup_busy']:.2f} of {cores} busy on average (Ray starting its processes, "
+             "the rank processes importing torch and the workload, the CLI, Tune and its trial processes importing): "
+             f"{idle:.1f} core-seconds idle in all, which is the most that starting the first trials sooner (before "
+             f"Tune is up) could put to use, {idle / cores:.1f} s of wall time; the start-up waits for CPU more than "
+             "for any one step.")
+    return table, says
 
 
 def calibrate_epochs(seconds: float) -> int:
@@ -400,7 +399,7 @@ def run(quick: bool = False) -> str:
          "the same, second call (Tune reuses the trial process)"],
     ])
     allowance = (TARGET - 1.0) * plain
-    cpu_table, cpu_says = cpu_report(accounts, plain)
+    cpu_table, cpu_says = cpu_report(accounts)
     return f"""## 1. Orchestration: `hpsearch start` vs a plain process pool
 
 `python -m benchmarks.orchestration`. {N_TRIALS} trials ({WORKLOAD}, per-device batch {BATCH}, one
