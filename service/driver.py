@@ -28,7 +28,8 @@ import contextlib
 import itertools
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,8 @@ from hpsearch.trials.pool import RankPool, Status
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = [
-    "DRIVER_RESOURCES", "FAILED_KEY", "FINAL_KEY", "STARTED_KEY", "Grant", "LocalRanks", "Reservations",
-    "cpu_prestart", "trainable", "trial_bundle",
+    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "REPORT_EVERY_S", "STARTED_KEY", "Grant",
+    "LocalRanks", "Reservations", "cpu_prestart", "trainable", "trial_bundle",
 ]
 
 #: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
@@ -49,6 +50,17 @@ __all__ = [
 STARTED_KEY = "hpsearch_started"
 FAILED_KEY = "hpsearch_failed"
 FINAL_KEY = "hpsearch_final"
+#: Rank 0's reports a trial held back and passes on with its next result, oldest first.
+EARLIER_KEY = "hpsearch_earlier"
+
+#: A search without a scheduler passes a trial's reports to Tune at most this often (seconds):
+#: the rest ride along with the next result (``EARLIER_KEY``). Each Tune result costs the trial's
+#: process and Tune's controller some milliseconds of CPU (a Ray call, Tune's bookkeeping, the
+#: study's write); a trial whose evaluations come ten times a second spent more on its reports
+#: than on anything else of the search's (``benchmarks/orchestration.py``). A scheduler (ASHA)
+#: judges trials on each report, so there every report goes to Tune at once, as Tune's own
+#: result buffering does only for schedulers that allow it.
+REPORT_EVERY_S = 1.0
 
 #: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
 #: are in its reservation). The same for all trials, so Tune reuses trial processes.
@@ -428,22 +440,49 @@ def trainable(config: dict[str, Any]) -> None:
         # or a test cluster on one machine); the id tells them apart.
         where = {"node": grant.node_ip, "node_id": grant.node_id}
         tune.report({STARTED_KEY: True, **where})
-
-        def forward(metrics: dict[str, Any]) -> None:
-            # The last evaluation goes out once, merged into the final report below: a
-            # scheduler that stops a trial on that report would otherwise cut off its final
-            # measurements.
-            if not metrics.get("final"):
-                tune.report({**metrics, **where})
-
+        reports = _Reports(where, config.get("report_every_s"))
         try:
             with _ranks(grant) as ranks:
-                final = run_trial(spec, config["run_dir"], report=forward, timeout_s=config.get("timeout_s"),
-                                  ranks=ranks, gpu_ids=grant.gpu_ids)
+                final = run_trial(spec, config["run_dir"], report=reports.forward,
+                                  timeout_s=config.get("timeout_s"), ranks=ranks, gpu_ids=grant.gpu_ids)
         except TrialFailed as exc:
-            tune.report({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail, **where})
+            tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail}))
             return
-    tune.report({**final, **where, FINAL_KEY: True})
+    tune.report(reports.last({**final, FINAL_KEY: True}))
+
+
+class _Reports:
+    """A trial's reports on their way to Tune: each at once, or, with ``every_s``, at most one
+    result that often, the reports between riding along with it (``EARLIER_KEY``)."""
+
+    def __init__(self, where: dict[str, Any], every_s: float | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.where = where
+        self.every_s = every_s
+        self.held: list[dict[str, Any]] = []
+        self.sent = self._clock()
+
+    def forward(self, metrics: dict[str, Any]) -> None:
+        """One of rank 0's reports. The last evaluation goes out once, merged into the final
+        report (``last``): a scheduler that stops a trial on that report would otherwise cut
+        off its final measurements."""
+        if metrics.get("final"):
+            return
+        self.held.append(metrics)
+        if self.every_s is None or self._clock() - self.sent >= self.every_s:
+            from ray import tune
+
+            latest = self.held.pop()
+            tune.report(self.last(latest))
+            self.sent = self._clock()
+
+    def last(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` as Tune gets it: with the trial's node, and the reports held back."""
+        out = {**result, **self.where}
+        if self.held:
+            out[EARLIER_KEY], self.held = self.held, []
+        return out
 
 
 @contextlib.contextmanager

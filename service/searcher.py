@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from ray.tune.search import Searcher
 
 from hpsearch.budget import BudgetLedger, predict_trial, trial_devices
 from hpsearch.constraints import equivalence_key, violation
-from hpsearch.driver import FAILED_KEY, FINAL_KEY, STARTED_KEY
+from hpsearch.driver import EARLIER_KEY, FAILED_KEY, FINAL_KEY, REPORT_EVERY_S, STARTED_KEY
 from hpsearch.errors import StoreLostError
 from hpsearch.models import ModelKeeper
 from hpsearch.progress import SearchEvent
@@ -187,7 +187,9 @@ class StudySearcher(Searcher):
             self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
             self._emit("started", trial.number, params=params)
             return {"spec": spec.to_dict(), "number": trial.number, "timeout_s": self.space.search.trial_timeout_s,
-                    "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}")}
+                    "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}"),
+                    # A scheduler judges trials on every report (hpsearch.driver.REPORT_EVERY_S).
+                    "report_every_s": None if self.space.search.scheduler == "asha" else REPORT_EVERY_S}
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")
         return Searcher.FINISHED
@@ -271,13 +273,31 @@ class StudySearcher(Searcher):
     @_store_guard
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         trial = self._trials.get(trial_id)
-        if trial is None or result.get(FAILED_KEY) or "evaluation" not in result:
+        if trial is None or result.get(FAILED_KEY):
             return
-        self._note_runtime(trial_id, result)
         if result.get(FINAL_KEY):
             self._finals[trial_id] = result
-        _write(trial, *self._epoch_record(trial_id, result))
-        self._emit("result", trial.number, result=result)
+        attrs, intermediates, reports = self._epoch_records(trial_id, result)
+        _write(trial, attrs, intermediates)
+        for report in reports:
+            self._emit("result", trial.number, result=report)
+
+    def _epoch_records(self, trial_id: str, result: dict[str, Any]
+                       ) -> tuple[dict[str, Any], list[tuple[int, float]], list[dict[str, Any]]]:
+        """What a Tune result adds to the trial, for each evaluation it carries (those a trial
+        held back, ``EARLIER_KEY``, then its own): the attrs (the latest of each), the
+        intermediate values, and the evaluations' reports."""
+        attrs: dict[str, Any] = {}
+        intermediates, reports = [], []
+        own = [result] if "evaluation" in result and not result.get(FAILED_KEY) else []
+        for report in [*result.get(EARLIER_KEY, ()), *own]:
+            self._note_runtime(trial_id, report)
+            new, intermediate = self._epoch_record(trial_id, report)
+            attrs.update(new)
+            if intermediate is not None:
+                intermediates.append(intermediate)
+            reports.append(report)
+        return attrs, intermediates, reports
 
     def _epoch_record(self, trial_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, float] | None]:
         """What one evaluation's report adds to the trial: the curves, the progress attrs and
@@ -302,16 +322,13 @@ class StudySearcher(Searcher):
         if trial is None:
             return
         result = result or {}
-        attrs: dict[str, Any] = {}
-        intermediate = None
-        if "evaluation" in result and not result.get(FAILED_KEY):
-            # Tune hands the report a scheduler stopped the trial on to this method only.
-            self._note_runtime(trial_id, result)
-            attrs, intermediate = self._epoch_record(trial_id, result)
+        # Tune hands the report a scheduler stopped the trial on to this method only, and a
+        # failure report's held-back evaluations come here too.
+        attrs, intermediates, _ = self._epoch_records(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
         attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
         self._end_device_time(trial_id, trial, attrs, final=bool(result.get(FINAL_KEY)))
-        _write(trial, attrs, intermediate)
+        _write(trial, attrs, intermediates)
         if result.get(FINAL_KEY):
             self._complete(trial, result)
         elif self.interrupted:
@@ -438,15 +455,15 @@ class InterruptStopper(Stopper):
         return self.searcher.interrupted or self.searcher.store_lost is not None or budget_ran_out
 
 
-def _write(trial: optuna.Trial, attrs: dict[str, Any], intermediate: tuple[int, float] | None = None) -> None:
-    """The trial's new attrs (and intermediate value) in one transaction of the store."""
-    if not attrs and intermediate is None:
+def _write(trial: optuna.Trial, attrs: dict[str, Any], intermediates: Sequence[tuple[int, float]] = ()) -> None:
+    """The trial's new attrs (and intermediate values) in one transaction of the store."""
+    if not attrs and not intermediates:
         return
     writer = getattr(trial.storage, "write_trial_record", None)  # the search's patient storage
     if writer is not None:
-        writer(trial._trial_id, attrs, intermediate)
+        writer(trial._trial_id, attrs, intermediates)
     else:
-        write_trial_record(trial.storage, trial._trial_id, attrs, intermediate)
+        write_trial_record(trial.storage, trial._trial_id, attrs, intermediates)
 
 
 def _is_finite(v: Any) -> bool:

@@ -53,14 +53,14 @@ def test_a_trial_record_reads_back_through_optuna_as_if_optuna_wrote_it(storage_
     trial = study.ask()
     write_trial_record(study._storage, trial._trial_id, {"curves": {"val_accuracy": [0.5, None]}, "samples_seen": 100})
     # A second record updates an attr in place and adds another intermediate value.
-    write_trial_record(study._storage, trial._trial_id, {"samples_seen": 200, "device": "cpu"}, (200, 0.75))
-    write_trial_record(study._storage, trial._trial_id, {}, (300, float("nan")))
+    write_trial_record(study._storage, trial._trial_id, {"samples_seen": 200, "device": "cpu"}, [(200, 0.75)])
+    write_trial_record(study._storage, trial._trial_id, {}, [(300, float("nan")), (400, 0.8)])  # two epochs at once
     study.tell(trial, [0.8, 1.5])
 
     frozen = load_study(unique_name, storage_url).trials[0]
     assert frozen.user_attrs == {"curves": {"val_accuracy": [0.5, None]}, "samples_seen": 200, "device": "cpu"}
     assert frozen.intermediate_values[200] == 0.75
-    assert math.isnan(frozen.intermediate_values[300])
+    assert math.isnan(frozen.intermediate_values[300]) and frozen.intermediate_values[400] == 0.8
     assert frozen.values == [0.8, 1.5]
 
 
@@ -70,7 +70,7 @@ def test_a_finished_trial_refuses_a_record_and_keeps_its_attrs(storage_url: str,
     trial.set_user_attr("samples_seen", 100)
     study.tell(trial, 0.5)
     with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
-        write_trial_record(study._storage, trial._trial_id, {"samples_seen": 999, "extra": 1}, (999, 0.9))
+        write_trial_record(study._storage, trial._trial_id, {"samples_seen": 999, "extra": 1}, [(999, 0.9)])
     frozen = load_study(unique_name, storage_url).trials[0]
     assert frozen.user_attrs == {"samples_seen": 100}
     assert frozen.intermediate_values == {}
