@@ -37,12 +37,12 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_any
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.spec import TrialSpec
@@ -53,6 +53,8 @@ __all__ = ["RankPool", "Status", "local_pool"]
 # in a row, instead of being restarted forever.
 _MAX_START_FAILURES = 3
 _TICK_S = 0.05
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -190,13 +192,7 @@ class RankPool:
                 busy = sum(w.gpu == slot and w.state == "busy" for w in self._workers)
                 self._wanted[slot] = max(self._wanted.get(slot, 0), busy + slots.count(slot))
             self._cond.notify_all()
-            while (chosen := self._pick(slots)) is None:
-                if self._broken is not None:
-                    raise TrialFailed("rank_exited", self._broken)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TrialFailed("rank_exited", f"no rank process became available within {wait_s:g} s")
-                self._cond.wait(min(left, 1.0))
+            chosen = self._wait_for(lambda: self._pick(slots), deadline, wait_s)
             ticket = next(self._ids)
             rendezvous = os.path.join(tempfile.gettempdir(), f"hpsearch-rendezvous-{uuid.uuid4().hex}")
             self._tickets[ticket] = _Ticket(chosen, run, rendezvous, watch_pid, [None] * n)
@@ -269,19 +265,15 @@ class RankPool:
                 slot = next(iter(self._wanted), None)
                 self._wanted[slot] = max(self._wanted.get(slot, 0), 1 + sum(w.gpu == slot for w in self._workers))
                 self._cond.notify_all()
-            while (worker := next((w for w in self._workers if w.state == "idle"), None)) is None:
-                if self._broken is not None:
-                    raise TrialFailed("rank_exited", self._broken)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TrialFailed("rank_exited", f"no rank process became available within {wait_s:g} s")
-                self._cond.wait(min(left, 1.0))
+            worker = self._wait_for(lambda: next((w for w in self._workers if w.state == "idle"), None),
+                                    deadline, wait_s)
             pending = _Call()
             worker.state, worker.call = "busy", pending
             with contextlib.suppress(OSError):  # a worker that died meanwhile: the monitor sees it go
                 worker.conn.send({"call": target, "args": args, "sys_path": list(sys.path)})
             while pending.outcome is None:
-                self._cond.wait()
+                self._raise_if_closed()
+                self._cond.wait(1.0)
         kind, value = pending.outcome
         if kind == "raised":
             raise value
@@ -309,6 +301,23 @@ class RankPool:
         self._monitor.join(timeout=10)
 
     # -- the monitor ------------------------------------------------------------------------
+
+    def _wait_for(self, pick: Callable[[], _T | None], deadline: float, wait_s: float) -> _T:
+        """With the pool's lock held: wait until ``pick`` finds the idle workers it wants.
+
+        Raises:
+            TrialFailed: ``rank_exited`` when workers cannot be started at all, the pool was
+                closed, or none became idle by ``deadline``.
+        """
+        while (found := pick()) is None:
+            self._raise_if_closed()
+            if self._broken is not None:
+                raise TrialFailed("rank_exited", self._broken)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TrialFailed("rank_exited", f"no rank process became available within {wait_s:g} s")
+            self._cond.wait(min(left, 1.0))
+        return found
 
     def _pick(self, slots: list[str | None]) -> list[_Worker] | None:
         chosen: list[_Worker] = []
