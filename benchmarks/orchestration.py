@@ -386,7 +386,7 @@ def run(quick: bool = False) -> str:
         ["the same, joining a running Ray", f"{joined_startup:.2f}", "the `--address` side"],
         ["`ray.init` + shutdown of a local Ray", f"{ray_fixed:.2f}", "alone, in a fresh interpreter"],
         ["after the last trial is told", f"{teardown:.2f}",
-         "the last `datetime_complete` to the command's end (Ray shuts down while the report is written)"],
+         "the last `datetime_complete` to the command's end (Ray's shutdown, then the report)"],
         ["the same, joining a running Ray", f"{joined_teardown:.2f}", "the `--address` side"],
         ["training time in the rank", f"{training:.2f}", "the rank's `runtime_s`, median"],
         ["training time in the plain pool", f"{plain_training:.2f}", "the same loop's `runtime_s` there, median"],
@@ -453,11 +453,11 @@ local search's trials use a socket to the search process. What is left either wa
 - Per trial, the study's wall time exceeds the rank's training time by {trial_wall - training:.2f} s (the
   searcher's asks and tells, the reservation, the rank's start); a later trial's rank process
   {_later_cost(parts['later'])}.
-- After the last trial: the rank processes are stopped and the report written (the trial
-  table, the frontier file, the recommendation, with their imports: plotly, SciPy), while Ray
-  shuts down beside it (0.35 s, since the search stops Ray's autoscaler monitor first: stopped
-  after the head processes it reports to, the monitor outlived them until Ray killed it a second
-  later, 1.1-1.35 s).
+- After the last trial: Ray shuts down (0.35 s, since the search stops Ray's autoscaler monitor
+  first: stopped after the head processes it reports to, the monitor outlived them until Ray
+  killed it a second later, 1.1-1.35 s), the rank processes are stopped, and the report is
+  written (the trial table, the frontier file, the recommendation, with their imports: plotly,
+  SciPy).
 
 On trials this short the ratio is mostly these fixed costs over {rounds:g} rounds of training: it
 falls as trials get longer or more numerous.
@@ -479,7 +479,7 @@ ask from 10.0 s to 6.8-7.8 s, after the last tell from 3.5 s to 1.7 s, in three 
 benchmark): the digits data is read from
 scikit-learn's bundled file without importing scikit-learn (2.5 s of imports, with SciPy's
 statistics and pandas, in every rank process and in the search's workload check, all while Ray
-starts), Ray shuts down while the report is written, and the command's process ends without the
+starts), Ray shut down while the report was written, and the command's process ends without the
 interpreter's last garbage collection over torch, Ray and Optuna (1.3 s). Then, with the CPU
 accounting above showing where the CPU goes: a trial's process is woken by its rank 0's
 reports instead of polling its ranks ten times a second; a trial of a search without a
@@ -488,7 +488,8 @@ along (these trials evaluate about seven times a second; taking every intermedia
 away saved about 2 CPU-seconds over the 8 trials); a local search checks its workload in a
 warm rank process, so that its own process never imports torch (about 1.2 CPU-seconds while Ray
 starts); the progress line redraws twice a second, not ten times; and Ray's autoscaler monitor
-is stopped first at the end (after the last tell from 1.65 s to 0.84 s).
+is stopped first at the end, which makes Ray's shutdown short enough to run before the report
+again rather than beside it (beside it, a resumed search sometimes died in Ray's teardown).
 """
 
 

@@ -109,16 +109,13 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
     import hpsearch
 
     space = hpsearch.load_space(space_file)
-    from hpsearch.orchestrator import shutdown_ray_meanwhile
-
     display, on_plan = _progress(space.search.n_trials, space.objectives[0].metric,
                                  space.objectives[0].direction == "maximize", enabled=not no_progress and not as_json,
                                  quiet=as_json)
-    with shutdown_ray_meanwhile():  # the report is written while Ray shuts down
-        with display:
-            search = hpsearch.start(space, storage=storage, study=study_name, address=address,
-                                    on_event=display.on_event, on_plan=on_plan, budget=budget)
-        _report(search, as_json, devices=on_plan.devices)
+    with display:
+        search = hpsearch.start(space, storage=storage, study=study_name, address=address,
+                                on_event=display.on_event, on_plan=on_plan, budget=budget)
+    _report(search, as_json, devices=on_plan.devices)
     _require_completed(search)
 
 
@@ -143,16 +140,15 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
     completed trial.
     """
     import hpsearch
-    from hpsearch.orchestrator import shutdown_ray_meanwhile, space_of_study
+    from hpsearch.orchestrator import space_of_study
 
     space = space_of_study(hpsearch.load(study, storage=storage).study)
     display, on_plan = _progress(0, space.objectives[0].metric, space.objectives[0].direction == "maximize",
                                  enabled=not no_progress and not as_json, quiet=as_json)
-    with shutdown_ray_meanwhile():  # the report is written while Ray shuts down
-        with display:
-            search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
-                                     on_event=display.on_event, on_plan=on_plan, budget=budget)
-        _report(search, as_json, devices=on_plan.devices)
+    with display:
+        search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
+                                 on_event=display.on_event, on_plan=on_plan, budget=budget)
+    _report(search, as_json, devices=on_plan.devices)
     _require_completed(search)
 
 

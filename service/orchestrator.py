@@ -58,7 +58,7 @@ from hpsearch.store import (
     study_names,
 )
 
-__all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "shutdown_ray_meanwhile", "space_of_study"]
+__all__ = ["SearchPlan", "plan_search", "resume_search", "run_search", "space_of_study"]
 
 log = logging.getLogger("hpsearch")
 
@@ -566,7 +566,6 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
     import ray
 
-    _wait_for_ray_shutdown()
     started = not ray.is_initialized()
     if started:
         if address:
@@ -594,52 +593,23 @@ def _ray_session(address: str | None) -> Iterator[dict[str, Any]]:
             _shutdown_ray(local_head=not address)
 
 
-# The Ray shutdowns that ``shutdown_ray_meanwhile`` lets run in the background: ``None``
-# outside such a block.
-_background_shutdowns: list[threading.Thread] | None = None
-
-
-@contextmanager
-def shutdown_ray_meanwhile() -> Iterator[None]:
-    """In this block, a search's Ray session (the local Ray it started, or its connection to a
-    cluster) ends in a thread of its own once the search is over, while the block goes on (the
-    CLI prints its report meanwhile); the block's end waits for it, so Ray is down when the
-    block is left.
-
-    Shutting a local Ray down took about 1.3 s, mostly waiting: Ray stops its autoscaler
-    monitor after the head processes that monitor reports to, it does not exit at once, and Ray
-    kills it after a second (``benchmarks/orchestration.py``). ``_shutdown_ray`` now stops the
-    monitor first: 0.35 s.
-    """
-    global _background_shutdowns
-    if _background_shutdowns is not None:  # nested: the outer block waits
-        yield
-        return
-    _background_shutdowns = []
-    try:
-        yield
-    finally:
-        pending, _background_shutdowns = _background_shutdowns, None
-        for thread in pending:
-            thread.join()
-
-
 def _shutdown_ray(*, local_head: bool) -> None:
-    """End the search's Ray session (in the background inside ``shutdown_ray_meanwhile``).
-    ``local_head``: the search started this Ray itself, and stops all of it."""
+    """End the search's Ray session: the local Ray it started (``local_head``), all of it, or its
+    connection to a cluster.
+
+    In the search's own thread, before anything else runs. It used to run in a thread of its
+    own while the CLI printed its report, to hide the 1.1-1.35 s it took: then about one
+    ``hpsearch resume`` in four on a short study ended with Ray's "the core worker has already
+    been shutdown" and exit code 1 once the shutdown had become quicker (the main thread touched
+    Ray while that thread tore it down; none in 12 runs either with the shutdown in this thread
+    or with a garbage collection before it). With the autoscaler monitor stopped first it takes
+    0.35 s, so it is no longer worth the race.
+    """
     import ray
 
-    def shutdown() -> None:
-        if local_head:
-            _stop_autoscaler_monitor()
-        ray.shutdown()
-
-    if _background_shutdowns is None:
-        shutdown()
-        return
-    thread = threading.Thread(target=shutdown, name="hpsearch-ray-shutdown", daemon=True)
-    _background_shutdowns.append(thread)
-    thread.start()
+    if local_head:
+        _stop_autoscaler_monitor()
+    ray.shutdown()
 
 
 def _stop_autoscaler_monitor() -> None:
@@ -657,13 +627,6 @@ def _stop_autoscaler_monitor() -> None:
         return
     with contextlib.suppress(OSError, RuntimeError, TypeError):  # already gone, or other internals
         kill(check_alive=False)
-
-
-def _wait_for_ray_shutdown() -> None:
-    """Before a search starts or joins Ray: an earlier search's Ray still shutting down (in
-    ``shutdown_ray_meanwhile``) must be down first."""
-    for thread in _background_shutdowns or ():
-        thread.join()
 
 
 def _check_reachable(address: str) -> None:
