@@ -601,8 +601,8 @@ def _shutdown_ray(*, local_head: bool) -> None:
     own while the CLI printed its report, to hide the 1.1-1.35 s it took: then about one
     ``hpsearch resume`` in four on a short study ended with Ray's "the core worker has already
     been shutdown" and exit code 1 once the shutdown had become quicker (the main thread touched
-    Ray while that thread tore it down; none in 12 runs either with the shutdown in this thread
-    or with a garbage collection before it). With the autoscaler monitor stopped first it takes
+    Ray while that thread tore it down; none in 18 runs with the shutdown in this thread, nor in
+    12 with a garbage collection before it). With the autoscaler monitor stopped first it takes
     0.35 s, so it is no longer worth the race.
     """
     import ray
