@@ -81,7 +81,6 @@ _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
 
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _STUDY_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-_SAMPLER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*Sampler")
 _DEFAULT_OBJECTIVES = (Objective("val_accuracy", "maximize"),)
 
 
@@ -392,21 +391,31 @@ def parse_constraints(doc: Document, root: Mapping[str, Any]) -> Constraints:
 
 
 def _sampler(doc: Document, raw: Any, path: KeyPath) -> str:
+    """The sampler's short name. Only samplers the search can build from the space alone (the
+    space's parameters and a seed) are accepted, by short name or Optuna class name; another
+    Optuna class (``BaseSampler``, ``PartialFixedSampler``) used to pass here and then fail as
+    a ``TypeError`` once ``start`` had started Ray."""
     name = check_string(doc, raw, path, label="sampler")
     by_class = {cls.lower(): short for short, cls in SAMPLER_CLASS_NAMES.items()}
     if name.lower() in SAMPLERS:
         return name.lower()
     if name.lower() in by_class:
         return by_class[name.lower()]
-    if _SAMPLER_CLASS.fullmatch(name):
-        return name  # another Optuna sampler class: the searcher resolves it by name
+    accepted = f"sampler must be one of {', '.join(SAMPLERS)} or the Optuna class name of one (TPESampler...)"
+    why = _UNBUILDABLE.get(name.lower())
+    if why is not None:
+        fail(doc, path, f"{accepted}; got {show(name)}: {why}")
     options = list(SAMPLERS) + list(SAMPLER_CLASS_NAMES.values())
-    fail(
-        doc,
-        path,
-        f"sampler must be one of {', '.join(SAMPLERS)} or an Optuna sampler class name "
-        f"such as 'TPESampler', got {show(name)}{suggest(name, options)}",
-    )
+    fail(doc, path, f"{accepted}; got {show(name)}{suggest(name, options)}")
+
+
+#: Optuna sampler classes a space file might name that cannot be built from a space, and why.
+_UNBUILDABLE: Mapping[str, str] = {
+    "basesampler": "BaseSampler is the abstract base of Optuna's samplers, not one that proposes trials",
+    "basegasampler": "BaseGASampler is the abstract base of Optuna's genetic samplers; nsga2 and nsga3 are two",
+    "partialfixedsampler": ("PartialFixedSampler needs the fixed values and a sampler for the rest; give a "
+                            "parameter a single value under parameters to fix it"),
+}
 
 
 def parse_resources(doc: Document, root: Mapping[str, Any]) -> ResourceSpec:

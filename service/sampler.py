@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hpsearch.errors import SpaceError
 from hpsearch.reasons import occupies_its_configuration
@@ -152,19 +152,22 @@ def _grid_sampler_class() -> type:
 
 
 def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
-    """The seeded Optuna sampler ``search.sampler`` names.
+    """The seeded Optuna sampler ``search.sampler`` names (a short name of ``SAMPLERS``; the
+    space file's parser reads an Optuna class name as its short name).
 
     Raises:
-        SpaceError: unknown sampler name, or grid over a continuous parameter.
+        SpaceError: a sampler that cannot be built from the space (the parser refuses it first;
+            a ``SearchSpace`` built in Python can still name one), or grid over a continuous
+            parameter.
     """
     import optuna
 
     name = space.search.sampler
-    cls_name = SAMPLER_CLASS_NAMES.get(name.lower(), name)
-    cls = getattr(optuna.samplers, cls_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, optuna.samplers.BaseSampler)):
-        raise SpaceError(f"sampler must be one of {', '.join(SAMPLER_CLASS_NAMES)} or an optuna.samplers class name, got {name!r}",
+    cls_name = SAMPLER_CLASS_NAMES.get(name.lower())
+    if cls_name is None:
+        raise SpaceError(f"sampler must be one of {', '.join(SAMPLER_CLASS_NAMES)}, got {name!r}",
                          key_path="search.sampler", source=space.source_path or "<space>")
+    cls = getattr(optuna.samplers, cls_name)
     seed = space.search.seed
     if cls in (optuna.samplers.GridSampler, optuna.samplers.BruteForceSampler):
         # Both would call study.stop() at the end of the grid; the study grid sampler does not.
@@ -173,7 +176,4 @@ def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
             grid_points(space), seed=seed,
             processes=lambda point: 1 if emulated else int(point.get("world_size", 1)))
         return sampler
-    try:
-        return cls(seed=seed)  # type: ignore[call-arg]  # the samplers of SAMPLER_CLASS_NAMES take a seed
-    except TypeError:  # a sampler without a seed argument
-        return cls()
+    return cast("optuna.samplers.BaseSampler", cls(seed=seed))

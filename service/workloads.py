@@ -35,7 +35,13 @@ from hpsearch.search_spaces import (
     SpaceError,
     space_error,
 )
-from hpsearch.trials.workloads.base import Workload, accepted_options, check_workload, resolve_workload
+from hpsearch.trials.workloads.base import (
+    Workload,
+    accepted_options,
+    check_workload,
+    describe_failure,
+    resolve_workload,
+)
 
 __all__ = ["SearchCheck", "WorkloadCheck", "build_first", "check_for_search", "check_space_workload", "first_options"]
 
@@ -164,8 +170,10 @@ def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) ->
         built = factory(dict(first_options(space) if options is None else options))
     except WorkloadError:
         raise
-    except Exception as exc:  # a user's factory: report what it raised, not a traceback
-        raise WorkloadError(f"workload {name!r} failed to build: {type(exc).__name__}: {exc}") from exc
+    # A user's factory: what it raised and where, in one line, not a traceback; sys.exit()
+    # inside it would otherwise end the search's process with the factory's status.
+    except (Exception, SystemExit) as exc:
+        raise WorkloadError(f"workload {name!r} failed to build: {describe_failure(exc)}") from exc
     workload = check_workload(built, name)
     if workload.hooks is not None:
         # A workload that validates itself (a LightningModule) says which metrics it records.
@@ -199,7 +207,7 @@ def check_for_search(space: SearchSpace) -> SearchCheck:
     rather than a study full of failed trials.
 
     Runs wherever torch may be imported: the search runs it in a warm rank process of its own
-    machine when it has one (``hpsearch.driver.LocalRanks.check``), otherwise in its own.
+    machine when it has one (``hpsearch.tune.pools.LocalRanks.check``), otherwise in its own.
 
     Raises:
         WorkloadError: the workload cannot be found or built.
@@ -208,7 +216,11 @@ def check_for_search(space: SearchSpace) -> SearchCheck:
     """
     found = check_space_workload(space)
     workload = build_first(space)
-    size = len(workload.train_set)  # type: ignore[arg-type]
+    try:
+        size = len(workload.train_set)  # type: ignore[arg-type]
+    except Exception as exc:  # the user's dataset: one line, as for its factory
+        raise WorkloadError(f"workload {space.workload.name!r}: len(train_set) failed: {describe_failure(exc)}") \
+            from exc
     largest = _largest(space, "per_device_batch_size") * space.max_world_size() * _largest(space, "grad_accum_steps")
     cap = space.constraints.max_effective_batch_size
     if min(largest, cap if cap is not None else largest) > size:

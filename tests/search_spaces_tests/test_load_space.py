@@ -160,11 +160,13 @@ def test_sampler_class_names_read_as_their_short_name(written: str, read: str) -
     assert parse_space(MINIMAL + f"search: {{sampler: {written}}}\n").search.sampler == read
 
 
-def test_other_sampler_class_names_are_kept_for_the_searcher_to_resolve() -> None:
-    assert (
-        parse_space(MINIMAL + "search: {sampler: BoTorchSampler}\n").search.sampler
-        == "BoTorchSampler"
-    )
+@pytest.mark.parametrize("written", ["BaseSampler", "PartialFixedSampler", "BoTorchSampler"])
+def test_a_sampler_class_the_search_cannot_build_from_the_space_is_refused(written: str) -> None:
+    with pytest.raises(SpaceError) as caught:
+        parse_space(MINIMAL + f"search: {{sampler: {written}}}\n", source="space.yaml")
+
+    assert caught.value.key_path == "search.sampler"
+    assert "sampler must be one of grid, random, tpe, nsga2, nsga3, cmaes, qmc, gp, bruteforce" in str(caught.value)
 
 
 def test_exponent_without_dot_reads_as_a_float() -> None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hpsearch.search_spaces import example_path
 
 
@@ -50,4 +52,42 @@ def test_start_on_a_broken_file_creates_no_study(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "parameters.per_device_batch_size" in result.stderr
     assert "Traceback" not in result.stderr
+    assert not (tmp_path / "h.db").exists()
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def _space_with_sampler(tmp_path: Path, sampler: str) -> Path:
+    space = tmp_path / "sampler.yaml"
+    space.write_text(
+        "study: sampler\n"
+        "parameters:\n"
+        "  per_device_batch_size: 8\n"
+        "  base_lr: {low: 0.01, high: 0.1}\n"
+        "search:\n"
+        "  n_trials: 2\n"
+        f"  sampler: {sampler}\n"
+    )
+    return space
+
+
+@pytest.mark.parametrize("sampler", ["BaseSampler", "PartialFixedSampler"])
+def test_validate_refuses_a_sampler_the_search_cannot_build(tmp_path: Path, sampler: str) -> None:
+    line = _one_error_line(_hpsearch("validate", str(_space_with_sampler(tmp_path, sampler))))
+    assert "sampler.yaml:7 at 'search.sampler'" in line
+    assert "one of grid, random, tpe, nsga2, nsga3, cmaes, qmc, gp, bruteforce" in line
+    assert f"got '{sampler}'" in line
+
+
+def test_start_refuses_a_sampler_the_search_cannot_build_before_writing_anything(tmp_path: Path) -> None:
+    space = _space_with_sampler(tmp_path, "PartialFixedSampler")
+    line = _one_error_line(_hpsearch("start", str(space), "--storage", f"sqlite:///{tmp_path / 'h.db'}",
+                                     "--no-progress", cwd=tmp_path))
+    assert line == _one_error_line(_hpsearch("validate", str(space)))
     assert not (tmp_path / "h.db").exists()

@@ -7,12 +7,12 @@ import pytest
 from optuna.trial import TrialState
 
 from hpsearch.constraints import equivalence_key, violation
-from hpsearch.orchestrator import runnable_grid_points, trial_settings
 from hpsearch.sampler import create_sampler, distributions
 from hpsearch.search import Search
-from hpsearch.search_spaces import SAMPLERS, Constraints, parse_space
+from hpsearch.search_spaces import SAMPLER_CLASS_NAMES, SAMPLERS, Constraints, parse_space
 from hpsearch.store import open_storage
 from hpsearch.trials.spec import TrialSpec
+from hpsearch.tune.plan import runnable_grid_points
 
 RANGE_SPACE = """\
 parameters:
@@ -60,6 +60,17 @@ def test_every_named_sampler_is_seeded(sampler: str) -> None:
 
     assert first == again
     assert first != other
+
+
+@pytest.mark.parametrize(("short", "cls"), list(SAMPLER_CLASS_NAMES.items()))
+def test_every_sampler_the_space_accepts_is_one_the_search_builds(short: str, cls: str) -> None:
+    # BaseSampler and PartialFixedSampler once passed the schema and failed here, after Ray
+    # had started; now the schema accepts exactly the samplers this builds.
+    for written in (short, cls):
+        space = parse_space(GRID_SPACE.replace("sampler: grid", f"sampler: {written}"))
+        sampler = create_sampler(space)
+        assert isinstance(sampler, optuna.samplers.BaseSampler)
+        assert type(sampler).__name__ == ("StudyGridSampler" if short in ("grid", "bruteforce") else cls)
 
 
 def test_the_grid_runs_every_configuration_once_and_frees_interrupted_ones() -> None:
@@ -121,7 +132,7 @@ def test_equivalent_configurations_share_a_key_and_different_ones_do_not() -> No
 def test_the_grid_plan_counts_only_configurations_the_constraints_let_run() -> None:
     space = parse_space(GRID_SPACE + "constraints: {max_effective_batch_size: 32, skip_equivalent: true}\n")
 
-    runnable = runnable_grid_points(space, trial_settings(space, "cpu"))
+    runnable = runnable_grid_points(space, "cpu")
 
     batches = sorted({p["per_device_batch_size"] * p["world_size"] for p in runnable})
     assert batches == [8, 16, 32]

@@ -12,9 +12,11 @@ import optuna
 import pytest
 
 from hpsearch.constraints import equivalence_key
+from hpsearch.errors import WorkloadError
 from hpsearch.search_spaces import parse_space
-from hpsearch.searcher import trial_spec
-from hpsearch.workloads import check_space_workload
+from hpsearch.trials.pool import RankPool
+from hpsearch.trials.spec import trial_spec
+from hpsearch.workloads import check_for_search, check_space_workload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_workload"
 
@@ -114,7 +116,71 @@ def test_a_factory_returning_the_wrong_type_is_one_error_line_and_exit_2(tmp_pat
 @pytest.mark.parametrize(("a", "b", "same"), [(0, 16, False), (16, 16, True)])
 def test_a_workload_parameter_counts_in_the_equivalence_of_trials(a: int, b: int, same: bool) -> None:
     space = parse_space(SPACE.format(name="digits_mlp", extra="hidden: {choices: [0, 16]}"))
-    settings = {"workload": "digits_mlp", "epochs": 1}
-    key = {h: equivalence_key(trial_spec({**space.fixed, "hidden": h}, space, settings)) for h in (a, b)}
+    key = {h: equivalence_key(trial_spec(space, {**space.fixed, "hidden": h})) for h in (a, b)}
     assert (key[a] == key[b]) is same
     assert check_space_workload(space).passed == ("hidden",)
+
+
+BROKEN_MODULES = {
+    # module text, what the one error line says after "cannot import workload module 'broken': "
+    "raises": ("import os\nraise RuntimeError('no data under ' + 'DATA_DIR')\n",
+               "RuntimeError: no data under DATA_DIR (at {dir}/broken.py:2)"),
+    "syntax": ("def make_workload(options):\n    return (options\n",
+               "SyntaxError: '(' was never closed (at {dir}/broken.py:2)"),
+    "exits": ("import sys\nsys.exit('set DATA_DIR first')\n",
+              "SystemExit: set DATA_DIR first (at {dir}/broken.py:2)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_MODULES))
+def test_a_module_that_raises_at_import_is_one_error_line_with_its_place_and_exit_2(tmp_path: Path,
+                                                                                      case: str) -> None:
+    text, expected = BROKEN_MODULES[case]
+    (tmp_path / "broken.py").write_text(text)
+    space = _space(tmp_path, name="broken:make_workload")
+    line = _one_error_line(_hpsearch("validate", str(space), cwd=tmp_path, path=tmp_path))
+    assert line == "error: cannot import workload module 'broken': " + expected.format(dir=tmp_path)
+
+
+def test_start_refuses_a_module_that_raises_at_import_in_one_line_and_creates_no_study(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN_MODULES["raises"][0])
+    space = _space(tmp_path, name="broken:make_workload")
+    started = _hpsearch("start", str(space), "--storage", f"sqlite:///{tmp_path / 'h.db'}", "--no-progress",
+                        cwd=tmp_path, path=tmp_path)
+    assert _one_error_line(started) == _one_error_line(_hpsearch("validate", str(space), cwd=tmp_path,
+                                                                 path=tmp_path))
+    assert not (tmp_path / "h.db").exists() or not optuna.get_all_study_names(f"sqlite:///{tmp_path / 'h.db'}")
+
+
+def test_start_refuses_a_factory_that_raises_in_one_line_naming_its_line(tmp_path: Path) -> None:
+    (tmp_path / "raising.py").write_text(
+        "def make_workload(options):\n"
+        "    samples = options.get('samples', 0)\n"
+        "    raise ValueError(f'need more than {samples} samples')\n")
+    space = _space(tmp_path, name="raising:make_workload")
+    # validate builds nothing, so only start meets the factory
+    assert _hpsearch("validate", str(space), cwd=tmp_path, path=tmp_path).returncode == 0
+    line = _one_error_line(_hpsearch("start", str(space), "--storage", f"sqlite:///{tmp_path / 'h.db'}",
+                                     "--no-progress", cwd=tmp_path, path=tmp_path))
+    assert line == (f"error: workload 'raising:make_workload' failed to build: ValueError: need more than 0 samples "
+                    f"(at {tmp_path}/raising.py:3)")
+    assert not (tmp_path / "h.db").exists() or not optuna.get_all_study_names(f"sqlite:///{tmp_path / 'h.db'}")
+
+
+def test_the_check_in_a_warm_rank_process_raises_the_same_workload_error(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # start checks the workload in a process of the local rank pool: its failure crosses back
+    # as the WorkloadError it is, not as whatever the module raised.
+    (tmp_path / "broken.py").write_text(BROKEN_MODULES["raises"][0])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    space = parse_space(SPACE.format(name="broken:make_workload", extra=""))
+    with pytest.raises(WorkloadError) as here:
+        check_for_search(space)
+    pool = RankPool(["broken"], prestart={None: 1})
+    try:
+        with pytest.raises(WorkloadError) as there:
+            pool.call("hpsearch.workloads:check_for_search", space)
+    finally:
+        pool.close()
+    assert str(there.value) == str(here.value) == (
+        f"cannot import workload module 'broken': RuntimeError: no data under DATA_DIR (at {tmp_path}/broken.py:2)")

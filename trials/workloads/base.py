@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from hpsearch.trials.errors import WorkloadError
@@ -34,6 +37,8 @@ __all__ = [
     "builtin_workloads",
     "check_options",
     "check_workload",
+    "describe_failure",
+    "import_user_module",
     "resolve_workload",
     "takes_options",
     "takes_options_from",
@@ -218,8 +223,11 @@ def check_workload(value: object, name: str) -> Workload:
 def build_workload(name: str, options: Mapping[str, Any]) -> Workload:
     """Resolve the factory ``name``, call it with ``options`` and check what it returned.
 
+    What the factory raises goes through as it is, so that a trial's log shows its traceback
+    (``hpsearch.workloads.build_first``, the check before a search, makes it one line).
+
     Raises:
-        WorkloadError: the factory cannot be found, raised it, or returned something other
+        WorkloadError: the factory cannot be found or imported, or returned something other
             than a ``Workload``.
     """
     return check_workload(resolve_workload(name)(dict(options)), name)
@@ -262,7 +270,9 @@ def resolve_workload(name: str) -> WorkloadFactory:
     """The factory for a built-in name or a ``"pkg.module:function"`` plugin reference.
 
     Raises:
-        WorkloadError: unknown built-in, module not importable, or attribute missing.
+        WorkloadError: unknown built-in, module not importable (whatever its import raised:
+            a missing dependency, a ``SyntaxError``, an exception of its own), or attribute
+            missing.
 
     Example:
         >>> resolve_workload("digits_cnn").__name__
@@ -276,11 +286,73 @@ def resolve_workload(name: str) -> WorkloadFactory:
             f"workload must be one of {', '.join(sorted(builtins))} or 'pkg.module:function', got {name!r}"
         )
     module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise WorkloadError(f"cannot import workload module {module_name!r}: {exc}") from exc
+    module = import_user_module(module_name)
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise WorkloadError(f"module {module_name!r} has no callable {attr!r}")
     return cast("Callable[[Mapping[str, Any]], Workload]", factory)
+
+
+def import_user_module(module_name: str, what: str = "workload module") -> ModuleType:
+    """Import a module of the user's (a workload's, a LightningModule's), turning whatever its
+    import raises into one ``WorkloadError`` line: the exception, and where in the user's code
+    it came from.
+
+    A module that raised at import used to reach the CLI as a 45-line traceback and exit 1,
+    the status of a search that lost its store, rather than exit 2 for input to fix.
+
+    Args:
+        module_name: The dotted module name.
+        what: What the module is, for the message (``"workload module"``).
+
+    Raises:
+        WorkloadError: ``cannot import <what> '<module_name>': <exception> (<file>:<line>)``.
+
+    Example:
+        >>> import_user_module("not_installed_anywhere")
+        Traceback (most recent call last):
+        ...
+        hpsearch.trials.errors.WorkloadError: cannot import workload module 'not_installed_anywhere': No module named 'not_installed_anywhere'
+    """
+    try:
+        return importlib.import_module(module_name)
+    # The user's code: any exception (a SyntaxError too) and sys.exit() are its import failing.
+    except (Exception, SystemExit) as exc:
+        # An ImportError's own message says what is missing ("No module named 'x'").
+        reason = describe_failure(exc, with_type=not isinstance(exc, ImportError))
+        raise WorkloadError(f"cannot import {what} {module_name!r}: {reason}") from exc
+
+
+#: Frames of the import machinery, skipped when saying where a user's code failed.
+_IMPORTLIB = os.path.dirname(importlib.__file__)
+
+
+def describe_failure(exc: BaseException, *, with_type: bool = True) -> str:
+    """One line for an exception raised by a user's code, caught by hpsearch: its type and
+    message, then where it came from: the line of the user's code (the first frame after the
+    catching one, past the import machinery and this module's wrappers) and, when elsewhere,
+    the line that raised it. A ``SyntaxError`` is placed at its own file and line.
+
+    Example:
+        >>> try:
+        ...     int("twelve")
+        ... except ValueError as exc:
+        ...     describe_failure(exc)
+        "ValueError: invalid literal for int() with base 10: 'twelve'"
+    """
+    message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    if isinstance(exc, SyntaxError):
+        message = exc.msg or "invalid syntax"
+    text = f"{type(exc).__name__}: {message}" if with_type else message
+    # The first frame is the one that caught it (hpsearch's); a decorated factory passes
+    # through this module's wrapper.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)[1:]
+              if not (f.filename.startswith("<frozen") or os.path.dirname(f.filename) == _IMPORTLIB
+                      or f.filename == __file__)]
+    places = [f"{f.filename}:{f.lineno}" for f in frames[:1] + frames[-1:]]
+    if isinstance(exc, SyntaxError) and exc.filename:
+        places.append(f"{exc.filename}:{exc.lineno}")
+    places = list(dict.fromkeys(places))  # once each, in order
+    if not places:
+        return text
+    return f"{text} (at {places[0]}" + "".join(f", raised in {p}" for p in places[1:]) + ")"
