@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from hpsearch.search_spaces import parse_space
 from hpsearch.search_spaces.loader import load_space
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.loop import train
-from hpsearch.trials.spec import TrialSpec
+from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.trials.workloads.base import resolve_workload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_workload"
@@ -48,14 +49,26 @@ def test_example_space_validates() -> None:
     assert space.workload.name == "my_workload:make_workload"
 
 
+SEARCHED_HIDDEN = parse_space("""\
+workload:
+  name: "my_workload:make_workload"
+  epochs: 1
+  options: {samples: 128, hidden: 4}
+  save_model: all
+scaling: {base_batch_size: 16}
+parameters:
+  per_device_batch_size: 16
+  base_lr: 0.001
+  hidden: {choices: [0, 16]}
+""")
+
+
 def test_a_searched_workload_parameter_reaches_the_factory_over_its_option(on_path: None, tmp_path: Path) -> None:
     torch.set_num_threads(1)
     finals, shapes = {}, {}
     for hidden in (0, 16):
         # `hidden` is a searched parameter; workload.options also names it, and the parameter wins.
-        spec = TrialSpec.from_params({"per_device_batch_size": 16, "base_lr": 0.001, "hidden": hidden},
-                                     base_batch_size=16, epochs=1, workload="my_workload:make_workload",
-                                     workload_options={"samples": 128, "hidden": 4}, save_model=True)
+        spec = trial_spec(SEARCHED_HIDDEN, {"per_device_batch_size": 16, "base_lr": 0.001, "hidden": hidden})
         assert spec.factory_options == {"samples": 128, "hidden": hidden}
         run = tmp_path / str(hidden)
         run.mkdir()
