@@ -2,21 +2,33 @@
 ``optuna.visualization`` is of Optuna's core (the service never imports this package).
 
 - ``plot_frontier(search)``, ``plot_device_seconds_frontier``, ``plot_accuracy_vs_batch``,
-  ``plot_learning_curves``, ``plot_throughput``, ``plot_noise_scale``: a study's figures
-  (:mod:`hpsearch.dashboards.visualization`), loaded on first use so that this package's top
-  level imports no plotly;
+  ``plot_learning_curves``, ``plot_throughput``, ``plot_noise_scale``: a study's figures, on its
+  own quality objective unless asked for another metric (``val_loss`` for a study of
+  ``val_loss``); ``write_figure_html`` writes one as a page that opens offline;
 - ``hpsearch.dashboards.app``: the web dashboard (``create_app(storage)``);
 - ``hpsearch.dashboards.cli``: the ``hpsearch dashboard`` and ``hpsearch frontier`` commands.
 
-Each figure is computed, then rendered:
+One module per figure holds all of it, as ``optuna.visualization``'s ``_*.py`` modules do: the
+figure's data as plain values (compute: a ``*_info`` function returning a frozen dataclass,
+tested for values, no plotly), its plotly rendering (render: ``*_figure``), ``plot_*(search)``
+and the function that answers the dashboard's endpoint for it (``*_from_query``):
 
-- compute: :func:`pareto_front` and :func:`frontier_info` (the runtime- or
-  device-seconds-vs-accuracy frontier), :func:`accuracy_vs_batch_info`,
-  :func:`learning_curves_info`, :func:`throughput_info` and :func:`noise_scale_info` turn a
-  trials DataFrame into plain values; :func:`log_axis` is the one rule for log axes;
-- render: ``hpsearch.dashboards.figures`` draws them with plotly (``frontier_figure``,
-  ``accuracy_vs_batch_figure``, ``learning_curves_figure``, ``throughput_figure``,
-  ``noise_scale_figure``, ``write_figure_html``), imported only where a figure is drawn.
+- :mod:`hpsearch.dashboards.frontier`: :func:`frontier_info` (and :func:`pareto_front`), the
+  runtime- or device-seconds-vs-quality frontier;
+- :mod:`hpsearch.dashboards.accuracy_vs_batch`: :func:`accuracy_vs_batch_info`, the best trial
+  per LR rule and effective batch;
+- :mod:`hpsearch.dashboards.learning_curves`: :func:`learning_curves_info` and
+  :func:`curve_metrics`, per-epoch curves against samples seen;
+- :mod:`hpsearch.dashboards.throughput`: :func:`throughput_info`, throughput per device and
+  communication share per world size;
+- :mod:`hpsearch.dashboards.noise_scale`: :func:`noise_scale_info`, the gradient noise scale
+  against the effective batch;
+- :mod:`hpsearch.dashboards.analysis`: the analysis section's two figures.
+
+What they share: :mod:`hpsearch.dashboards.points` (reading the trials table; :func:`log_axis`,
+the one rule for log axes), :mod:`hpsearch.dashboards.style` (colors, axis titles, hover text,
+notes), :mod:`hpsearch.dashboards.queries` (what a figure endpoint was asked) and
+:mod:`hpsearch.dashboards.standalone` (a figure as a page).
 
 Example:
     >>> from hpsearch.dashboards import pareto_front
@@ -27,27 +39,28 @@ Example:
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hpsearch.dashboards.frontier import FrontierInfo, frontier_info, pareto_front
-    from hpsearch.dashboards.plots import (
+    from hpsearch.dashboards.accuracy_vs_batch import (
         AccuracyVsBatchInfo,
-        LearningCurvesInfo,
-        NoiseScaleInfo,
-        ThroughputInfo,
         accuracy_vs_batch_info,
-        curve_metrics,
-        learning_curves_info,
-        log_axis,
-        noise_scale_info,
-        throughput_info,
-    )
-    from hpsearch.dashboards.visualization import (
         plot_accuracy_vs_batch,
+    )
+    from hpsearch.dashboards.frontier import (
+        FrontierInfo,
+        frontier_info,
+        pareto_front,
         plot_device_seconds_frontier,
         plot_frontier,
-        plot_learning_curves,
-        plot_noise_scale,
-        plot_throughput,
     )
+    from hpsearch.dashboards.learning_curves import (
+        LearningCurvesInfo,
+        curve_metrics,
+        learning_curves_info,
+        plot_learning_curves,
+    )
+    from hpsearch.dashboards.noise_scale import NoiseScaleInfo, noise_scale_info, plot_noise_scale
+    from hpsearch.dashboards.points import log_axis
+    from hpsearch.dashboards.standalone import write_figure_html
+    from hpsearch.dashboards.throughput import ThroughputInfo, plot_throughput, throughput_info
 
 __all__ = [
     "AccuracyVsBatchInfo",
@@ -69,23 +82,32 @@ __all__ = [
     "plot_noise_scale",
     "plot_throughput",
     "throughput_info",
+    "write_figure_html",
 ]
 
 #: Where each public name lives. The package itself imports nothing heavy: the CLI loads
 #: ``hpsearch.dashboards.cli`` (and so this package) for ``hpsearch --help``, which must stay
-#: light, so numpy, pandas and plotly load with the first name that needs them (PEP 562).
+#: light, so numpy and pandas load with the first name that needs them, and plotly with the
+#: first figure drawn (PEP 562).
 _HOMES = {
-    **dict.fromkeys(("FrontierInfo", "frontier_info", "pareto_front"), "frontier"),
-    **dict.fromkeys((n for n in __all__ if n.startswith("plot_")), "visualization"),
+    **dict.fromkeys(("FrontierInfo", "frontier_info", "pareto_front", "plot_frontier",
+                     "plot_device_seconds_frontier"), "frontier"),
+    **dict.fromkeys(("AccuracyVsBatchInfo", "accuracy_vs_batch_info", "plot_accuracy_vs_batch"), "accuracy_vs_batch"),
+    **dict.fromkeys(("LearningCurvesInfo", "curve_metrics", "learning_curves_info", "plot_learning_curves"),
+                    "learning_curves"),
+    **dict.fromkeys(("ThroughputInfo", "throughput_info", "plot_throughput"), "throughput"),
+    **dict.fromkeys(("NoiseScaleInfo", "noise_scale_info", "plot_noise_scale"), "noise_scale"),
+    "log_axis": "points",
+    "write_figure_html": "standalone",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    module = importlib.import_module(f"hpsearch.dashboards.{_HOMES.get(name, 'plots')}")
+    module = importlib.import_module(f"hpsearch.dashboards.{_HOMES[name]}")
     return getattr(module, name)
 
 

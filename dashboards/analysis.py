@@ -27,7 +27,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from hpsearch.analysis import StudyAnalysis
-from hpsearch.dashboards.style import FRONT_COLOR, new_figure, rule_color, with_note
+from hpsearch.dashboards.style import FRONT_COLOR, new_figure, rule_color, subtitle, with_note
 from hpsearch.trials.scaling import scale_factor
 
 __all__ = ["LRLawInfo", "TradeOffInfo", "lr_law_figure", "lr_law_info", "tradeoff_figure", "tradeoff_info"]
@@ -108,7 +108,7 @@ def tradeoff_figure(info: TradeOffInfo) -> go.Figure:
     """Steps against examples to the target, on log axes, with the fitted hyperbola."""
     title = f"steps vs samples to reach {info.target}"
     if info.b_crit_text:
-        title += f"<br><sup>{info.b_crit_text}: beyond it a larger batch saves few steps</sup>"
+        title += subtitle(f"{info.b_crit_text}: beyond it a larger batch saves few steps")
     fig = new_figure(title, "samples_seen", "steps", legend_title="")
     fig.update_layout(xaxis={"title": {"text": "samples to the target"}},
                       yaxis={"title": {"text": "optimizer steps to the target"}})
@@ -202,7 +202,7 @@ def lr_law_figure(info: LRLawInfo) -> go.Figure:
     """The best LR against the effective batch, the fitted law and the three rules."""
     title = "best learning rate vs effective batch size"
     if info.summary:
-        title += f"<br><sup>{info.summary}</sup>"
+        title += subtitle(info.summary)
     fig = new_figure(title, "effective_batch_size", "lr", legend_title="")
     if not info.points:
         return with_note(fig, info.note or "no best LR to draw")

@@ -17,6 +17,7 @@ learning-curves figure reads them for the trials it ranks or draws, the trial pa
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -24,19 +25,29 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from hpsearch import study as read_model
-from hpsearch.errors import ColumnError, HPSearchError
+from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, noise_scale, throughput
+from hpsearch.dashboards.queries import DEFAULT_MAX_POINTS, BadRequest, FigureQuery, NotFound, whole_number
+from hpsearch.errors import AnalysisError
+from hpsearch.search import load
 from hpsearch.search_spaces import record
+from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS, study_names
 
 if TYPE_CHECKING:
     import optuna
+    import plotly.graph_objects as go
 
     from hpsearch.search import Search
 
 __all__ = [
+    "ANALYSIS_FIGURES",
+    "DEFAULT_MAX_POINTS",
+    "FIGURES",
     "BadRequest",
+    "NotFound",
     "StudyCache",
     "analysis_json",
     "figure_json",
@@ -52,13 +63,6 @@ __all__ = [
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
-#: Scatter figures (the frontiers, the noise scale) draw at most this many trials unless the
-#: client asks otherwise (``max_points``; 0 draws every trial): every Pareto-front trial, the
-#: extremes of each axis, and one trial per occupied cell of a grid over the plot
-#: (``hpsearch.dashboards.frontier.thin_points``). Beyond a few thousand markers a scatter is
-#: solid ink, and a 10,000-trial study's figure would be megabytes of JSON.
-DEFAULT_MAX_POINTS = 2000
-
 #: User attrs the cached table leaves in the store (read per trial where they are drawn).
 LAZY_ATTRS = frozenset({"curves"})
 
@@ -66,19 +70,18 @@ LAZY_ATTRS = frozenset({"curves"})
 #: parameters, table orders per filter and sort).
 _MEMO_SIZE = 128
 
-
-class BadRequest(HPSearchError):
-    """A query parameter the API cannot use (not a number, an unknown column...)."""
-
-    exit_code = 2
-    http_status = 400
-
-
-class NotFound(HPSearchError):
-    """No such trial (or page)."""
-
-    exit_code = 2
-    http_status = 404
+#: The figures the study page draws, in its order, and the function of each figure's own module
+#: that answers ``GET .../figures/{kind}`` (its query parameters are read there).
+FIGURES: dict[str, Callable[[FigureQuery], go.Figure]] = {
+    "frontier": frontier.frontier_from_query,
+    "device_frontier": frontier.device_seconds_frontier_from_query,
+    "accuracy_vs_batch": accuracy_vs_batch.accuracy_vs_batch_from_query,
+    "learning_curves": learning_curves.learning_curves_from_query,
+    "throughput": throughput.throughput_from_query,
+    "noise_scale": noise_scale.noise_scale_from_query,
+}
+#: The analysis section's figures (``GET .../figures/{kind}?target=METRIC=VALUE``).
+ANALYSIS_FIGURES = ("tradeoff", "lr_law")
 
 
 @dataclass
@@ -103,8 +106,6 @@ class StudyCache:
 
     def search(self, name: str) -> Search:
         """The study ``name`` (raises ``StudyNotFoundError``)."""
-        from hpsearch.search import load
-
         with self._lock:
             entry = self._entries.get(name)
         if entry is None:
@@ -186,8 +187,6 @@ class StudyCache:
 
 
 def _token(version: tuple[Any, ...]) -> str:
-    import hashlib
-
     return hashlib.blake2b(repr(version).encode(), digest_size=8).hexdigest()
 
 
@@ -200,8 +199,6 @@ def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
     """``GET /api/studies``: every study with its state counts, best values and last activity.
 
     Each study is read through the cache, so a poll re-reads only the trials that changed."""
-    from hpsearch.store import study_names
-
     out = []
     for name in study_names(cache.storage):
         search = cache.search(name)
@@ -232,8 +229,6 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
     What comes from the trials is computed once per revision; the study's own attrs (its
     target, space text, versions) are read on every call, since they change without a trial.
     """
-    from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS
-
     search = cache.search(name)
     # One look at the store per poll: the summary and the revision of the same table.
     trials, version = cache._memo(name, "summary", lambda frame: _summary(cache, name, frame))
@@ -263,10 +258,8 @@ def trials_page(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[
     ``-column`` for descending; missing values last); ``state`` (``COMPLETE``, ``FAIL``...);
     ``q`` (rows where any cell contains this text, case-insensitive); ``columns`` (comma list).
     """
-    import numpy as np
-
-    offset = _int(query, "offset", 0, minimum=0)
-    limit = _int(query, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
+    offset = whole_number(query, "offset", 0, minimum=0)
+    limit = whole_number(query, "limit", DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT)
     states = sorted({s.strip().upper() for s in query["state"].split(",")}) if query.get("state") else None
     needle = query["q"].lower() if query.get("q") else None
     sort = query.get("sort", "number")
@@ -363,87 +356,48 @@ def _model_path(frame: pd.DataFrame, number: int) -> str | None:
     return value if isinstance(value, str) else None
 
 
-#: Figures the study page draws, in its order; each answers ``GET .../figures/{kind}``.
-FIGURES = ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves", "throughput", "noise_scale")
-#: The analysis section's figures (``GET .../figures/{kind}?target=METRIC=VALUE``).
-ANALYSIS_FIGURES = ("tradeoff", "lr_law")
-
-
 def figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str]) -> str:
     """``GET /api/studies/{name}/figures/{kind}``: a plotly figure as JSON, for ``Plotly.react``.
 
-    Query parameters: ``frontier`` and ``device_frontier`` take ``x`` and ``y`` (any numeric
-    column); ``accuracy_vs_batch`` and ``learning_curves`` take ``metric``; ``learning_curves``
-    also ``trials`` (comma-separated numbers; default: the best few) and ``limit``; the scatter
-    figures (``frontier``, ``device_frontier``, ``noise_scale``) take ``max_points`` (default
-    ``DEFAULT_MAX_POINTS``; 0 draws every trial).
+    The study figures (:data:`FIGURES`) default to the study's own quality objective and take
+    the parameters their modules read: ``frontier`` and ``device_frontier`` take ``x`` and ``y``
+    (any numeric column); ``accuracy_vs_batch`` and ``learning_curves`` take ``metric``;
+    ``learning_curves`` also ``trials`` (comma-separated numbers; default: the best few) and
+    ``limit``; the scatter figures (``frontier``, ``device_frontier``, ``noise_scale``) take
+    ``max_points`` (default ``DEFAULT_MAX_POINTS``; 0 draws every trial). The analysis figures
+    take ``target``.
     """
-    if kind not in FIGURES + ANALYSIS_FIGURES:
-        raise NotFound(f"no figure {kind!r}; figures: {', '.join(FIGURES + ANALYSIS_FIGURES)}")
+    if kind not in (*FIGURES, *ANALYSIS_FIGURES):
+        raise NotFound(f"no figure {kind!r}; figures: {', '.join((*FIGURES, *ANALYSIS_FIGURES))}")
     # One figure per revision and parameters: a poll, a reload or a second browser reuses it.
     key = ("figure", kind, tuple(sorted(query.items())))
     return str(cache.memo(name, key, lambda frame: _figure_json(cache, name, kind, query, frame)))
 
 
 def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str], frame: pd.DataFrame) -> str:
-    from hpsearch.dashboards import figures
-
-    direction = cache.search(name).direction  # the study's for its objectives, the record's otherwise
-    completed = len(frame) and bool((frame["state"] == "COMPLETE").any())
-
-    def column(key: str, default: str) -> str:
-        value = query.get(key) or default
-        if completed and value not in frame.columns:
-            raise ColumnError(f"no column {value!r} in this study's trials")
-        return value
-
-    max_points = _int(query, "max_points", DEFAULT_MAX_POINTS, minimum=0) or None
     if kind in ANALYSIS_FIGURES:
-        from hpsearch.dashboards import analysis as drawn
-        from hpsearch.errors import AnalysisError
+        return _analysis_figure_json(cache, name, kind, query)
+    search = cache.search(name)
 
-        try:
-            studied = _analysis(cache, name, query.get("target") or None)
-        except AnalysisError as exc:  # nothing to analyse yet: an empty figure that says why
-            empty = drawn.TradeOffInfo("the target", (), (), (), (), None, None, None, None, "", None, str(exc))
-            return str(drawn.tradeoff_figure(empty).to_json())
-        if kind == "tradeoff":
-            return str(drawn.tradeoff_figure(drawn.tradeoff_info(studied)).to_json())
-        return str(drawn.lr_law_figure(drawn.lr_law_info(studied)).to_json())
-    if kind in ("frontier", "device_frontier"):
-        x = column("x", "runtime_s" if kind == "frontier" else "device_seconds")
-        y = column("y", "val_accuracy")
-        fig = figures.frontier_figure(frame, x=x, y=y, x_direction=direction(x),
-                                      y_direction=direction(y), max_points=max_points)
-    elif kind == "accuracy_vs_batch":
-        metric = column("metric", "val_accuracy")
-        fig = figures.accuracy_vs_batch_figure(frame, metric=metric, direction=direction(metric))
-    elif kind == "learning_curves":
-        metric = query.get("metric") or "val_accuracy"
-        trials = None
-        if query.get("trials"):
-            try:
-                trials = [int(n) for n in query["trials"].split(",") if n]
-            except ValueError:
-                raise BadRequest(f"trials must be trial numbers separated by commas, got {query['trials']!r}") from None
-        limit = _int(query, "limit", 20, minimum=1, maximum=200)
-        # The curves of the trials drawn, or of those the default choice ranks (completed ones):
-        # only the two series the figure draws.
-        series = ("samples_seen", metric)
-        curves = (cache.curves(name, numbers=trials, fields=series) if trials is not None
-                  else cache.curves(name, states=["COMPLETE"], fields=series))
-        if curves or cache.curves(name, limit=1):  # as the whole table: no column when no trial has curves
-            frame = frame.assign(curves=[curves.get(n) for n in frame["number"].tolist()])
-        try:
-            fig = figures.learning_curves_figure(frame, trials=trials, metric=metric,
-                                                 direction=direction(metric), limit=limit)
-        except ValueError as exc:  # an unknown trial number
-            raise BadRequest(str(exc)) from None
-    elif kind == "throughput":
-        fig = figures.throughput_figure(frame)
-    else:
-        fig = figures.noise_scale_figure(frame, max_points=max_points)
-    return str(fig.to_json())
+    def curves(**chosen: Any) -> dict[int, Any]:
+        return cache.curves(name, **chosen)
+
+    figure_query = FigureQuery(frame, query, tuple(search.objectives), search.direction, curves)
+    return str(FIGURES[kind](figure_query).to_json())
+
+
+def _analysis_figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str]) -> str:
+    """One of the analysis section's figures for the study's analysis at ``target``."""
+    from hpsearch.dashboards import analysis as drawn  # plotly at its top: loaded with the first one drawn
+
+    try:
+        studied = _analysis(cache, name, query.get("target") or None)
+    except AnalysisError as exc:  # nothing to analyse yet: an empty figure that says why
+        empty = drawn.TradeOffInfo("the target", (), (), (), (), None, None, None, None, "", None, str(exc))
+        return str(drawn.tradeoff_figure(empty).to_json())
+    if kind == "tradeoff":
+        return str(drawn.tradeoff_figure(drawn.tradeoff_info(studied)).to_json())
+    return str(drawn.lr_law_figure(drawn.lr_law_info(studied)).to_json())
 
 
 def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
@@ -478,7 +432,6 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
     ``analysis`` is ``None`` and ``analysis_error`` says why. A bad parameter is a 400.
     """
     from hpsearch.analysis import parse_target, recommend
-    from hpsearch.errors import AnalysisError
 
     target = query.get("target") or None
     if target:
@@ -492,7 +445,7 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
         return {"devices": None, "analysis": None, "analysis_error": str(exc), "recommendation": None,
                 "recommendation_error": str(exc)}
     ran = [int(t["world_size"]) for t in studied.trials if t["world_size"]]
-    devices = _int(query, "devices", max(ran, default=1), minimum=1, maximum=100_000)
+    devices = whole_number(query, "devices", max(ran, default=1), minimum=1, maximum=100_000)
     minimize = query.get("minimize") or "time"
     if minimize not in ("time", "device-hours"):
         raise BadRequest(f"minimize must be 'time' or 'device-hours', got {minimize!r}")
@@ -516,36 +469,16 @@ def warm_up() -> None:
     import optuna  # noqa: F401 - imported for its side effect
     import sqlalchemy  # noqa: F401
 
-    from hpsearch.dashboards import figures
-
-    figures.frontier_figure(pd.DataFrame()).to_json()
-
-
-def _int(query: Mapping[str, str], key: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
-    raw = query.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"{key} must be a whole number, got {raw!r}") from None
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise BadRequest(f"{key} must be {bound}, got {value}")
-    return value
+    frontier.frontier_figure(pd.DataFrame()).to_json()
 
 
 def _numeric(column: Any) -> bool:
-    import pandas as pd
-
     return bool(pd.api.types.is_numeric_dtype(column)) and not pd.api.types.is_bool_dtype(column)
 
 
 def _plain(value: Any) -> Any:
     """JSON-ready data: NaN, NaT and infinities become None, numpy scalars Python ones,
     datetimes ISO text."""
-    import pandas as pd
-
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

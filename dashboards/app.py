@@ -54,18 +54,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hpsearch.dashboards import api
-from hpsearch.dashboards.answers import _JSON, _attachment, _error, _html, _json_bytes
-from hpsearch.dashboards.paths import _SegmentPaths, _shown_path
+from hpsearch.dashboards.answers import JSON_MEDIA_TYPE, attachment, error_response, html_response, json_bytes
+from hpsearch.dashboards.paths import SegmentPaths, shown_path
 from hpsearch.dashboards.security import (
     TOKEN_ENV,
     DashboardTokenError,
-    _check_token,
-    _Guard,
+    Guard,
+    check_token,
     is_loopback,
     require_token_off_loopback,
 )
 from hpsearch.dashboards.server import login_url, serve
-from hpsearch.dashboards.shared_reads import _SharedReads
+from hpsearch.dashboards.shared_reads import SharedReads
 from hpsearch.errors import HPSearchError
 
 __all__ = [
@@ -90,15 +90,15 @@ def _cache(request: Request) -> api.StudyCache:
 
 
 async def _read(request: Request, read: Callable[[api.StudyCache, dict[str, str]], bytes]) -> bytes:
-    """``read(cache, query)`` shared by the concurrent requests for the same URL (``_SharedReads``)."""
+    """``read(cache, query)`` shared by the concurrent requests for the same URL (``SharedReads``)."""
     cache, query = _cache(request), dict(request.query_params)
-    shared: _SharedReads = request.app.state.shared_reads
+    shared: SharedReads = request.app.state.shared_reads
     return await shared.read((request.scope["path"], tuple(sorted(query.items()))), lambda: read(cache, query))
 
 
 async def _answer_json(request: Request, read: Callable[[api.StudyCache, dict[str, str]], Any]) -> Response:
-    body = await _read(request, lambda cache, query: _json_bytes(read(cache, query)))
-    return Response(body, media_type=_JSON)
+    body = await _read(request, lambda cache, query: json_bytes(read(cache, query)))
+    return Response(body, media_type=JSON_MEDIA_TYPE)
 
 
 # ---- the JSON API ---------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ async def trials_csv(request: Request) -> Response:
     name = request.path_params["name"]
     body = await _read(request, lambda cache, _: api.trials_csv(cache, name).encode())
     return Response(body, media_type="text/csv",
-                    headers={"Content-Disposition": _attachment(f"{name}-trials.csv")})
+                    headers={"Content-Disposition": attachment(f"{name}-trials.csv")})
 
 
 async def trial_detail(request: Request) -> Response:
@@ -138,7 +138,7 @@ async def figure(request: Request) -> Response:
     """``GET /api/studies/{name}/figures/{kind}``: plotly JSON, already text."""
     name, kind = request.path_params["name"], request.path_params["kind"]
     body = await _read(request, lambda cache, query: api.figure_json(cache, name, kind, query).encode())
-    return Response(body, media_type=_JSON)
+    return Response(body, media_type=JSON_MEDIA_TYPE)
 
 
 async def analysis(request: Request) -> Response:
@@ -146,7 +146,7 @@ async def analysis(request: Request) -> Response:
     route answers 404 until the API has it."""
     analysis_json: Callable[[api.StudyCache, str, dict[str, str]], Any] | None = getattr(api, "analysis_json", None)
     if analysis_json is None:
-        return _error(_shown_path(request.scope), 404, "analysis is not available in this version of the dashboard")
+        return error_response(shown_path(request.scope), 404, "analysis is not available in this version of the dashboard")
     name = request.path_params["name"]
     return await _answer_json(request, lambda cache, query: analysis_json(cache, name, query))
 
@@ -161,7 +161,7 @@ def _page(request: Request, page: str, args: dict[str, str]) -> Response:
     # name that holds "{{TITLE}}" stays a name.
     values = {"PAGE": page, "PAGE_ARGS": html.escape(json.dumps(args), quote=True),
               "TITLE": html.escape(" / ".join(["hpsearch", *args.values()]))}
-    return _html(re.sub(r"\{\{(PAGE|PAGE_ARGS|TITLE)\}\}", lambda m: values[m[1]], template))
+    return html_response(re.sub(r"\{\{(PAGE|PAGE_ARGS|TITLE)\}\}", lambda m: values[m[1]], template))
 
 
 # Pages are synchronous handlers (Starlette runs them in its thread pool): the first look at a
@@ -223,21 +223,21 @@ async def _on_hpsearch_error(request: Request, exc: Exception) -> Response:
     """An ``HPSearchError`` is answered with its ``http_status`` and its message."""
     assert isinstance(exc, HPSearchError)
     status = exc.http_status if 400 <= exc.http_status < 600 else 500
-    return _error(_shown_path(request.scope), status, str(exc))
+    return error_response(shown_path(request.scope), status, str(exc))
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
     """The framework's own (no route, no such file) in the dashboard's words and formats."""
     assert isinstance(exc, HTTPException)
-    path = _shown_path(request.scope)
+    path = shown_path(request.scope)
     message = f"no page or endpoint at {path}" if exc.status_code == 404 else exc.detail
-    return _error(path, exc.status_code, message, headers=dict(exc.headers or {}))
+    return error_response(path, exc.status_code, message, headers=dict(exc.headers or {}))
 
 
 async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
     # The server's boundary: a broken request must not stop the dashboard. The framework
     # re-raises after this answer is sent, so the server logs the traceback.
-    return _error(_shown_path(request.scope), 500, "internal error; see the dashboard's log")
+    return error_response(shown_path(request.scope), 500, "internal error; see the dashboard's log")
 
 
 @contextlib.asynccontextmanager
@@ -272,17 +272,17 @@ def create_app(storage: str, *, token: str | None = None) -> Starlette:
         >>> TestClient(create_app("sqlite:///:memory:")).get("/api/studies").json()
         []
     """
-    _check_token(token)
+    check_token(token)
     app = Starlette(
         routes=ROUTES,
         # Outermost first: the canonical path, then the token and the method, then routing.
-        middleware=[Middleware(_SegmentPaths), Middleware(_Guard, token=token)],
+        middleware=[Middleware(SegmentPaths), Middleware(Guard, token=token)],
         exception_handlers={HPSearchError: _on_hpsearch_error, HTTPException: _on_http_error,
                             Exception: _on_unexpected_error},
         lifespan=_warm_up,
     )
     app.state.cache = api.StudyCache(storage)
-    app.state.shared_reads = _SharedReads()
+    app.state.shared_reads = SharedReads()
     app.state.page_template = (resources.files("hpsearch.dashboards") / "static" / "page.html").read_text("utf-8")
     return app
 

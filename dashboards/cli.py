@@ -64,25 +64,34 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
               help="HTML file to write (default: STUDY-frontier.html beside the SQLite store, or here).")
 @click.option("-x", "x", help="Column on the x axis (default: runtime_s).")
 @click.option("-y", "y", help="Column on the y axis (default: the study's first quality objective).")
-def frontier(study: str, storage: str | None, output: Path | None, x: str | None, y: str | None) -> None:
-    """Write the runtime-vs-accuracy frontier of STUDY as a standalone HTML page (works offline)."""
+@click.option("--self-contained", is_flag=True,
+              help="Put plotly.js inside the page (4.8 MB), for sending one file; by default the page refers to "
+                   "the copy beside it.")
+def frontier(study: str, storage: str | None, output: Path | None, x: str | None, y: str | None,
+             self_contained: bool) -> None:
+    """Write the runtime-vs-quality frontier of STUDY as a standalone HTML page (works offline).
+
+    The page is small and draws with plotly.js from a file beside it (plotly-VERSION.min.js,
+    written once per folder and shared by its pages); --self-contained puts it inside the page.
+    """
     import hpsearch
-    from hpsearch.dashboards.figures import write_figure_html
-    from hpsearch.dashboards.visualization import plot_frontier
+    from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy: only when a command runs
+    from hpsearch.dashboards.standalone import write_figure_html
     from hpsearch.search import frontier_axes, frontier_path
 
     search = hpsearch.load(study, storage=storage)
     default_x, default_y = frontier_axes(search.objectives)
     path = output or frontier_path(search)
-    write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path)
+    write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path, self_contained=self_contained)
     click.echo(f"wrote {path}", err=True)
 
 
 def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
-    beside the SQLite store (or in the working folder); returns where it went."""
-    from hpsearch.dashboards.figures import write_figure_html
-    from hpsearch.dashboards.visualization import plot_frontier
+    beside the SQLite store (or in the working folder), a few kilobytes that draw with the
+    plotly.js copy beside it; returns where it went."""
+    from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy: only when a search ends
+    from hpsearch.dashboards.standalone import write_figure_html
     from hpsearch.search import frontier_axes, frontier_path
 
     x, y = frontier_axes(search.objectives)

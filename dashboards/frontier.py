@@ -1,10 +1,27 @@
-"""The runtime-vs-accuracy frontier as plain data: the "compute" half of a frontier figure.
+"""The frontier: a study's completed trials on a cost (runtime, or devices x time) against its
+quality objective, the non-dominated ones joined.
 
-Nothing here imports plotly, so the CLI, the Python API and the tests can ask for the
-front of a study without paying for the plotting stack. :mod:`hpsearch.dashboards.figures`
-turns a :class:`FrontierInfo` into a figure. :func:`frontier_info` reads top to bottom in
-named steps: the completed trials with a finite x and y, their Pareto front, the ones shown
-(all, or a thinned set that keeps the front), their points, and the points by color group.
+One module, the figure's every step, as ``optuna.visualization``'s:
+
+- compute: :func:`frontier_info` turns the trials DataFrame into a :class:`FrontierInfo` of plain
+  values (tested for values; imports no plotly), in named steps: the completed trials with a
+  finite x and y, their Pareto front, the ones shown (all, or a thinned set that keeps the
+  front), their points, and the points by color group;
+- render: :func:`frontier_figure` draws it with plotly;
+- a study: :func:`plot_frontier` and :func:`plot_device_seconds_frontier` (``plot_*(search)``);
+- the dashboard: :func:`frontier_from_query` and :func:`device_seconds_frontier_from_query`
+  answer ``/api/studies/NAME/figures/frontier`` and ``.../device_frontier``.
+
+The y axis is the study's own quality objective unless asked for another
+(:func:`hpsearch.dashboards.points.quality_metric`), in the study's direction: a study of
+``val_loss`` draws ``val_loss`` against runtime, lower being better.
+
+Example:
+    >>> import optuna
+    >>> from hpsearch.testing import synthetic_study
+    >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+    >>> plot_frontier(search).layout.xaxis.title.text
+    'runtime (s)'
 """
 
 from __future__ import annotations
@@ -12,27 +29,65 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from hpsearch.dashboards.points import _config_columns, _group_names, _numbers, _plain, log_axis, thin_points
+from hpsearch.dashboards.points import (
+    check_direction,
+    config_columns,
+    floats,
+    group_names,
+    log_axis,
+    plain_value,
+    quality_metric,
+    require_columns,
+    thin_points,
+)
+from hpsearch.dashboards.queries import FigureQuery
+from hpsearch.dashboards.style import (
+    EMPTY_MESSAGE,
+    FRONT_COLOR,
+    MARKER_SIZE_PX,
+    axis_label,
+    hover,
+    new_figure,
+    subtitle,
+    thinned_note,
+    trial_markers,
+    with_log_axes,
+    with_note,
+)
 from hpsearch.search_spaces import record
+from hpsearch.search_spaces.record import Direction
 from hpsearch.study import pareto_front
-from hpsearch.study._pareto import _check_direction
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from hpsearch.search import Search
 
 __all__ = [
-    "Direction",
     "FrontierGroup",
     "FrontierInfo",
     "FrontierPoint",
+    "device_seconds_frontier_from_query",
+    "frontier_figure",
+    "frontier_from_query",
     "frontier_info",
     "pareto_front",
-    "thin_points",
+    "plot_device_seconds_frontier",
+    "plot_frontier",
 ]
 
-Direction = record.Direction
+# Marker diameter grows by this many pixels per doubling of the size column above the smallest
+# value drawn, capped so a 4096-sample batch does not hide its neighbours.
+_SIZE_STEP_PX = 3.0
+_SIZE_MAX_PX = 40.0
 
+
+# ---- compute ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class FrontierPoint:
@@ -113,12 +168,12 @@ class FrontierInfo:
 def frontier_info(
     df: pd.DataFrame,
     *,
-    x: str = "runtime_s",
-    y: str = "val_accuracy",
+    x: str = record.RUNTIME_S,
+    y: str = record.VAL_ACCURACY,
     x_direction: Direction = "minimize",
     y_direction: Direction = "maximize",
-    color: str | None = "lr_rule",
-    size: str | None = "effective_batch_size",
+    color: str | None = record.LR_RULE,
+    size: str | None = record.EFFECTIVE_BATCH_SIZE,
     max_points: int | None = None,
 ) -> FrontierInfo:
     """Compute the points, groups and Pareto front of a study's trials.
@@ -171,8 +226,8 @@ def frontier_info(
         >>> [g.name for g in info.groups]
         ['linear', 'sqrt']
     """
-    _check_direction("x_direction", x_direction)
-    _check_direction("y_direction", y_direction)
+    check_direction("x_direction", x_direction)
+    check_direction("y_direction", y_direction)
     completed = _completed_trials(df, x, y)
     color_column = color if color is not None and color in df.columns else None
     size_column = size if size is not None and size in df.columns else None
@@ -192,13 +247,13 @@ def frontier_info(
             n_complete=0,
         )
 
-    xs, ys = _numbers(completed, x), _numbers(completed, y)
-    sizes = _numbers(completed, size_column) if size_column is not None else np.full(len(completed), np.nan)
-    names = _group_names(completed, color_column)
+    xs, ys = floats(completed, x), floats(completed, y)
+    sizes = floats(completed, size_column) if size_column is not None else np.full(len(completed), np.nan)
+    names = group_names(completed, color_column)
     front = pareto_front(xs, ys, x_direction=x_direction, y_direction=y_direction)
     shown = _shown_positions(xs, ys, sizes, names, front, max_points)
-    config_columns = _config_columns([str(c) for c in completed.columns], x, y)
-    points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], config_columns)
+    hover_columns = config_columns([str(c) for c in completed.columns], x, y)
+    points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], hover_columns)
     point_at = dict(zip(shown.tolist(), points))  # position in ``completed`` -> its point
     front_points = tuple(point_at[i] for i in front)
     x_min, x_max = float(xs.min()), float(xs.max())
@@ -245,7 +300,7 @@ def _completed_trials(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     _require(df, "number", "trial number")
     _require(df, x, "x")
     _require(df, y, "y")
-    keep = np.isfinite(_numbers(completed, x)) & np.isfinite(_numbers(completed, y))
+    keep = np.isfinite(floats(completed, x)) & np.isfinite(floats(completed, y))
     # Sort by trial number so "lowest index" in pareto_front means lowest trial number.
     return completed[keep].sort_values("number", kind="stable")
 
@@ -265,7 +320,7 @@ def _shown_positions(
 
 
 def _points(
-    shown: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, config_columns: list[str]
+    shown: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, hover_columns: list[str]
 ) -> list[FrontierPoint]:
     """The rows of ``shown`` as points, with their ``xs``, ``ys`` and ``sizes`` (one each, in
     the same order) and their configuration for hover."""
@@ -273,8 +328,8 @@ def _points(
     for i, row in enumerate(shown.to_dict("records")):
         config = {
             column: value
-            for column in config_columns
-            if (value := _plain(row[column])) is not None
+            for column in hover_columns
+            if (value := plain_value(row[column])) is not None
         }
         points.append(
             FrontierPoint(
@@ -297,3 +352,173 @@ def _groups(points: list[FrontierPoint], names: list[str]) -> tuple[FrontierGrou
         )
         for name in sorted(set(names))
     )
+
+
+# ---- render -------------------------------------------------------------------------------------
+
+def frontier_figure(
+    df: pd.DataFrame,
+    *,
+    x: str = record.RUNTIME_S,
+    y: str = record.VAL_ACCURACY,
+    x_direction: Direction = "minimize",
+    y_direction: Direction = "maximize",
+    color: str | None = record.LR_RULE,
+    size: str | None = record.EFFECTIVE_BATCH_SIZE,
+    max_points: int | None = None,
+) -> go.Figure:
+    """A scatter of completed trials with their Pareto front, one trace per LR rule.
+
+    Each color group (LR rule by default) is one scatter trace in a fixed color (see
+    :func:`hpsearch.dashboards.style.rule_color`); marker size grows with log2 of ``size`` (the
+    effective batch by default); hovering a point shows its trial number, x, y and configuration.
+    The front is an extra trace named ``"Pareto front"``, drawn as a staircase that bounds the
+    region the front dominates. An axis is logarithmic when its values span two decades (see
+    :func:`hpsearch.dashboards.points.log_axis`). A study without completed trials gives an
+    empty figure that says so, not an error. ``x="device_seconds"`` draws the
+    device-seconds-vs-accuracy frontier: what the trials cost in devices times time.
+
+    With ``max_points``, a study of more completed trials draws every front trial and a
+    thinned rest (see :func:`frontier_info`), and the title says how many trials it shows.
+
+    Args:
+        df: The trials DataFrame (one row per trial; see :func:`frontier_info`).
+        x: The column for the x axis.
+        y: The column for the y axis.
+        x_direction: ``"minimize"`` or ``"maximize"``: which x is better.
+        y_direction: ``"minimize"`` or ``"maximize"``: which y is better.
+        color: The column that splits trials into traces, or ``None``.
+        size: The column that sets marker sizes, or ``None``.
+        max_points: Draw at most about this many trials (every front trial stays), or
+            ``None`` for all.
+
+    Returns:
+        A ``plotly.graph_objects.Figure``.
+
+    Raises:
+        ValueError: When ``x`` or ``y`` is missing from a DataFrame with completed trials,
+            or a direction is invalid.
+
+    Example:
+        >>> df = pd.DataFrame({
+        ...     "number": [0, 1, 2], "state": ["COMPLETE"] * 3, "lr_rule": ["linear", "sqrt", "linear"],
+        ...     "runtime_s": [10.0, 20.0, 30.0], "device_seconds": [80.0, 20.0, 30.0],
+        ...     "val_accuracy": [0.8, 0.9, 0.85],
+        ... })
+        >>> fig = frontier_figure(df, x="device_seconds")
+        >>> [trace.name for trace in fig.data], fig.layout.xaxis.title.text
+        (['linear', 'sqrt', 'Pareto front'], 'device-seconds')
+    """
+    info = frontier_info(df, x=x, y=y, x_direction=x_direction, y_direction=y_direction, color=color, size=size,
+                         max_points=max_points)
+    fig = new_figure(_title(info), info.x, info.y, axis_label(info.color) if info.color else "")
+    if info.is_empty:
+        return with_note(fig, EMPTY_MESSAGE)
+    positive = [p.size for g in info.groups for p in g.points if p.size is not None and p.size > 0]
+    smallest = min(positive) if positive else None
+    for group in info.groups:
+        fig.add_trace(
+            trial_markers(
+                group.name,
+                group.points,
+                _marker_sizes(group.points, smallest),
+                [hover(f"trial {p.number}", {info.x: p.x, info.y: p.y}, p.config) for p in group.points],
+            )
+        )
+    fig.add_trace(_front_line(info))
+    drawn = [p for g in info.groups for p in g.points]
+    return with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
+
+
+def _title(info: FrontierInfo) -> str:
+    """The title, "y vs x, by color", with a subtitle saying how many trials are drawn when not all are."""
+    title = f"{axis_label(info.y)} vs {axis_label(info.x)}"
+    if info.color is not None:
+        title += f", by {axis_label(info.color)}"
+    if info.n_hidden:
+        shown = info.n_complete - info.n_hidden
+        title += subtitle(thinned_note(shown, info.n_complete, len(info.front)))
+    return title
+
+
+def _front_line(info: FrontierInfo) -> go.Scatter:
+    """The Pareto front as a dotted staircase through its trials."""
+    import plotly.graph_objects as go  # heavy: only where a figure is drawn
+
+    return go.Scatter(
+        x=[p.x for p in info.front_points],
+        y=[p.y for p in info.front_points],
+        mode="lines",
+        name="Pareto front",
+        # From each front point the line first moves along x when x is minimized (the
+        # next point costs more x to buy a better y), along y when x is maximized: either
+        # way the steps trace the edge of the region the front dominates, whichever way y goes.
+        line={
+            "shape": "hv" if info.x_direction == "minimize" else "vh",
+            "color": FRONT_COLOR,
+            "width": 2,
+            "dash": "dot",
+        },
+        customdata=list(info.front),
+        hoverinfo="skip",
+    )
+
+
+def _marker_sizes(points: tuple[FrontierPoint, ...], smallest: float | None) -> list[float]:
+    sizes: list[float] = []
+    for point in points:
+        if point.size is None or smallest is None or point.size <= 0:
+            sizes.append(MARKER_SIZE_PX)
+            continue
+        doublings = math.log2(point.size / smallest)
+        sizes.append(min(_SIZE_MAX_PX, MARKER_SIZE_PX + _SIZE_STEP_PX * doublings))
+    return sizes
+
+
+# ---- a study, and the dashboard ------------------------------------------------------------------
+
+def plot_frontier(search: Search, x: str = record.RUNTIME_S, y: str | None = None, *,
+                  max_points: int | None = None) -> go.Figure:
+    """The frontier of ``y`` against ``x``: COMPLETE trials colored by LR rule, sized by
+    effective batch, the non-dominated ones joined. Directions follow ``search.direction``.
+
+    Args:
+        search: The study.
+        x: The cost on the x axis.
+        y: The column on the y axis; by default the study's own quality objective
+            (``val_accuracy``, ``val_loss``...: :func:`hpsearch.dashboards.points.quality_metric`).
+        max_points: Draw at most about this many trials (every front trial stays), or all.
+
+    Raises:
+        ColumnError: ``x`` or ``y`` is not a column of the study's completed trials.
+    """
+    y = y or quality_metric(search.objectives)
+    df = search.trials_dataframe()
+    require_columns(df, x, y)
+    return frontier_figure(df, x=x, y=y, x_direction=search.direction(x), y_direction=search.direction(y),
+                           max_points=max_points)
+
+
+def plot_device_seconds_frontier(search: Search, y: str | None = None) -> go.Figure:
+    """The device-seconds-vs-``y`` frontier: what each trial cost in devices x time, so a fast
+    8-device trial is weighed against a slower 1-device one. ``y`` defaults to the study's own
+    quality objective.
+
+    Raises:
+        ColumnError: ``y`` is not a column of the study's completed trials.
+    """
+    return plot_frontier(search, x=record.DEVICE_SECONDS, y=y)
+
+
+def frontier_from_query(query: FigureQuery, *, x: str = record.RUNTIME_S) -> go.Figure:
+    """``GET .../figures/frontier``: parameters ``x`` (default ``x``) and ``y`` (any numeric
+    column; default: the study's quality objective), and ``max_points``."""
+    x = query.column("x", x)
+    y = query.metric("y")
+    return frontier_figure(query.frame, x=x, y=y, x_direction=query.direction(x), y_direction=query.direction(y),
+                           max_points=query.max_points())
+
+
+def device_seconds_frontier_from_query(query: FigureQuery) -> go.Figure:
+    """``GET .../figures/device_frontier``: the frontier on ``device_seconds`` by default."""
+    return frontier_from_query(query, x=record.DEVICE_SECONDS)

@@ -1,7 +1,7 @@
 """Request paths: study names as percent-encoded path segments.
 
 A study name may hold ``/``, ``?``, ``#``, ``%`` or spaces, so the pages send it percent-encoded,
-one path segment. :class:`_SegmentPaths` (the app's outermost middleware) makes every request
+one path segment. :class:`SegmentPaths` (the app's outermost middleware) makes every request
 path canonical, and routes of :mod:`hpsearch.dashboards.app` written with ``{name:segment}``
 match one whole segment and hand the handler the decoded name.
 """
@@ -16,10 +16,12 @@ from starlette.convertors import Convertor, register_url_convertor
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+__all__ = ["SegmentPaths", "shown_path"]
+
 # A study name may hold "/", "?", "#", "%" or spaces; the pages send it percent-encoded
 # (encodeURIComponent), one path segment. ASGI servers hand the app a *decoded* ``path``, where
 # "a%2Fb" has become two segments "a" and "b", and Starlette routes on it. So the outermost
-# middleware (``_SegmentPaths``) rewrites ``scope["path"]`` from ``raw_path``, the path as sent:
+# middleware (``SegmentPaths``) rewrites ``scope["path"]`` from ``raw_path``, the path as sent:
 # each segment decoded once, then encoded again with nothing left unescaped but letters, digits
 # and "_.-~". Routes then match whole segments, and the ``segment`` convertor decodes a path
 # parameter back into the name. A middleware plus a convertor rather than a router of our own:
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class _SegmentConvertor(Convertor[str]):
-    """One percent-encoded path segment (of a path ``_SegmentPaths`` made canonical), decoded."""
+    """One percent-encoded path segment (of a path ``SegmentPaths`` made canonical), decoded."""
 
     regex = "[^/]+"
 
@@ -61,12 +63,12 @@ def _canonical_path(scope: Scope) -> str:
     return "/" + "/".join(quote(p, safe="") for p in parts)
 
 
-def _shown_path(scope: Scope) -> str:
+def shown_path(scope: Scope) -> str:
     """The canonical request path decoded, for messages and for telling the API from pages."""
     return "/" + "/".join(unquote(p) for p in str(scope["path"]).split("/")[1:])
 
 
-class _SegmentPaths:
+class SegmentPaths:
     """ASGI middleware: routes see the canonical path (see the comment above ``_SegmentConvertor``)."""
 
     def __init__(self, app: ASGIApp) -> None:

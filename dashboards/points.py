@@ -1,11 +1,21 @@
-"""Trials as points: what every figure's data shares.
+"""Trials as points: what every figure's data shares, and nothing that draws.
 
-Which rows of the trials DataFrame a figure counts (:func:`_completed`, :func:`_numbers`), the
-configuration a point shows on hover (:func:`_configs`), its LR rule (its color), the note of a
-figure with nothing to show, the one rule for logarithmic axes (:func:`log_axis`) and how a
-study of many trials is thinned to a drawable few (:func:`thin_points`). The figures' modules
-(:mod:`hpsearch.dashboards.frontier`, :mod:`hpsearch.dashboards.plots`) build on these. Nothing
-here imports plotly.
+How a figure reads the trials DataFrame (one row per trial, as
+``Search.trials_dataframe(all_attrs=True)`` returns it): which rows count
+(:func:`completed_trials`), a column as numbers (:func:`floats`), the configuration a point shows
+on hover (:func:`hover_configs`), its LR rule (its color, :func:`rule_names`), the note of a
+figure with nothing to show (:func:`no_completed_note`, :func:`missing_note`), the metric a
+figure shows unless asked for another (:func:`quality_metric`: the study's own), the one rule
+for logarithmic axes (:func:`log_axis`) and how a study of many trials is thinned to a drawable
+few (:func:`thin_points`). Each figure's module (:mod:`hpsearch.dashboards.frontier`,
+:mod:`hpsearch.dashboards.accuracy_vs_batch`...) builds its data on these. Nothing here imports
+plotly.
+
+Example:
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"number": [1, 0, 2], "state": ["COMPLETE", "COMPLETE", "FAIL"]})
+    >>> completed_trials(df)["number"].tolist(), no_completed_note(df.iloc[2:])
+    ([0, 1], 'no completed trials yet (1 failed)')
 """
 
 from __future__ import annotations
@@ -13,17 +23,34 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from hpsearch.errors import ColumnError
+from hpsearch.search import frontier_axes
 from hpsearch.search_spaces import record
+from hpsearch.search_spaces.record import Direction
 
 __all__ = [
     "LOG_AXIS_MIN_RATIO",
     "TrialGroup",
     "TrialPoint",
+    "check_direction",
+    "completed_trials",
+    "config_columns",
+    "floats",
+    "group_names",
+    "hover_configs",
     "log_axis",
+    "missing_note",
+    "no_completed_note",
+    "plain_value",
+    "point_groups",
+    "quality_metric",
+    "require_columns",
+    "rule_names",
     "thin_points",
 ]
 
@@ -126,7 +153,7 @@ class TrialGroup:
 
 # ---- reading the trials DataFrame -----------------------------------------------------------------
 
-def _plain(value: object) -> object | None:
+def plain_value(value: object) -> object | None:
     """A numpy/pandas scalar as a plain Python value; None for missing values."""
     if value is None:
         return None
@@ -150,7 +177,7 @@ def _plain(value: object) -> object | None:
     return str(value)
 
 
-def _config_columns(columns: Sequence[str], x: str, y: str) -> list[str]:
+def config_columns(columns: Sequence[str], x: str, y: str) -> list[str]:
     """The columns of a trial's hover configuration: the batch and LR columns first, then the
     other configuration columns by name, less ``x`` and ``y`` (already on an axis)."""
     known = [c for c in _CONFIG_COLUMNS if c in columns]
@@ -165,7 +192,7 @@ def _config_columns(columns: Sequence[str], x: str, y: str) -> list[str]:
     return known + others
 
 
-def _completed(df: pd.DataFrame) -> pd.DataFrame:
+def completed_trials(df: pd.DataFrame) -> pd.DataFrame:
     """The COMPLETE rows, by trial number; none when the frame has no ``state`` column."""
     if "state" not in df.columns or "number" not in df.columns:
         return df.iloc[0:0]
@@ -173,14 +200,14 @@ def _completed(df: pd.DataFrame) -> pd.DataFrame:
     return done.sort_values("number", kind="stable")
 
 
-def _numbers(df: pd.DataFrame, column: str) -> np.ndarray:
+def floats(df: pd.DataFrame, column: str) -> np.ndarray:
     """A column as floats, NaN where missing, None or not a number (a missing column: all NaN)."""
     if column not in df.columns:
         return np.full(len(df), np.nan)
     return pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=float)
 
 
-def _no_completed_note(df: pd.DataFrame) -> str:
+def no_completed_note(df: pd.DataFrame) -> str:
     """Why a study has no completed trial to show: no trials at all, or only unfinished ones
     (counted by state, so "3 failed, 2 pruned" tells a broken search from a young one)."""
     if not len(df) or "state" not in df.columns:
@@ -190,7 +217,7 @@ def _no_completed_note(df: pd.DataFrame) -> str:
     return f"no completed trials yet ({parts})"
 
 
-def _missing_note(df: pd.DataFrame, columns: Iterable[str]) -> str | None:
+def missing_note(df: pd.DataFrame, columns: Iterable[str]) -> str | None:
     """Which of ``columns`` no trial recorded, as a note; ``None`` when all are there."""
     missing = [c for c in columns if c not in df.columns]
     if not missing:
@@ -198,45 +225,98 @@ def _missing_note(df: pd.DataFrame, columns: Iterable[str]) -> str | None:
     return f"no trial recorded {' or '.join(missing)}"
 
 
-def _group_names(df: pd.DataFrame, column: str | None) -> list[str]:
+def group_names(df: pd.DataFrame, column: str | None) -> list[str]:
     """Each row's color group: its ``column`` value as text, ``"n/a"`` where missing, and
     ``"all trials"`` for every row without the column (or with ``column`` ``None``)."""
     if column is None or column not in df.columns:
         return ["all trials"] * len(df)
     names = []
     for value in df[column].tolist():
-        plain = _plain(value)
+        plain = plain_value(value)
         names.append("n/a" if plain is None else str(plain))
     return names
 
 
-def _rule_names(df: pd.DataFrame) -> list[str]:
+def rule_names(df: pd.DataFrame) -> list[str]:
     """Each row's LR rule as text: ``"n/a"`` where missing, ``"all trials"`` without the column."""
-    return _group_names(df, "lr_rule")
+    return group_names(df, "lr_rule")
 
 
-def _configs(df: pd.DataFrame, shown: Sequence[str]) -> list[dict[str, object]]:
+def hover_configs(df: pd.DataFrame, shown: Sequence[str]) -> list[dict[str, object]]:
     """Each row's hover configuration: the frontier's configuration columns, less ``shown``
     (already on an axis) and bookkeeping attrs."""
     # The frontier's own x and y exclusion is not used (""): ``shown`` may name any number.
     columns = [
         c
-        for c in _config_columns([str(c) for c in df.columns], "", "")
+        for c in config_columns([str(c) for c in df.columns], "", "")
         if c not in shown
     ]
     return [
-        {c: v for c in columns if (v := _plain(row[c])) is not None}
+        {c: v for c in columns if (v := plain_value(row[c])) is not None}
         for row in df[columns].to_dict("records")
     ]
 
 
-def _groups(df: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, shown: Sequence[str]) -> tuple[TrialGroup, ...]:
+def point_groups(df: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, shown: Sequence[str]) -> tuple[TrialGroup, ...]:
     """Points of the rows of ``df`` (already filtered to finite x and y), one group per rule."""
-    configs = _configs(df, shown)
+    configs = hover_configs(df, shown)
     by_rule: dict[str, list[TrialPoint]] = {}
-    for i, (number, rule) in enumerate(zip(df["number"].tolist(), _rule_names(df))):
+    for i, (number, rule) in enumerate(zip(df["number"].tolist(), rule_names(df))):
         by_rule.setdefault(rule, []).append(TrialPoint(int(number), float(xs[i]), float(ys[i]), configs[i]))
     return tuple(TrialGroup(name, tuple(points)) for name, points in sorted(by_rule.items()))
+
+
+def quality_metric(objectives: Sequence[str]) -> str:
+    """The metric a figure shows unless asked for another: the study's first objective that
+    measures quality (not ``runtime_s`` or ``device_seconds``), as ``hpsearch frontier`` and the
+    end-of-search frontier choose it; ``val_accuracy`` for a study without one.
+
+    A study of ``val_loss`` gets figures of ``val_loss`` (lower is better, by the study's own
+    direction), not an error about a ``val_accuracy`` column its trials never recorded.
+
+    Example:
+        >>> quality_metric(["val_loss"]), quality_metric(["runtime_s", "val_accuracy"]), quality_metric([])
+        ('val_loss', 'val_accuracy', 'val_accuracy')
+    """
+    return frontier_axes(list(objectives))[1]
+
+
+def check_direction(name: str, value: str) -> Direction:
+    """``value`` when it is ``"minimize"`` or ``"maximize"``.
+
+    Raises:
+        ValueError: Any other value, naming ``name`` (the argument it came from).
+
+    Example:
+        >>> check_direction("y_direction", "maximize")
+        'maximize'
+    """
+    if value not in ("minimize", "maximize"):
+        raise ValueError(f"{name} must be 'minimize' or 'maximize', got {value!r}")
+    return cast(Direction, value)
+
+
+def require_columns(df: pd.DataFrame, *columns: str) -> None:
+    """Refuse a column the study's completed trials lack.
+
+    Only completed trials carry metrics: a study with none yet (or no trials at all) gets an
+    empty figure that says so, not this error.
+
+    Raises:
+        ColumnError: Some trial completed and ``df`` has no such column; the message names the
+            column and lists those it has.
+
+    Example:
+        >>> df = pd.DataFrame({"number": [0], "state": ["COMPLETE"], "val_loss": [0.3]})
+        >>> require_columns(df, "val_accuracy")
+        Traceback (most recent call last):
+        ...
+        hpsearch.errors.ColumnError: no column 'val_accuracy' in this study's trials; columns: number, state, val_loss
+    """
+    completed = len(df) and "state" in df.columns and bool((df["state"] == "COMPLETE").any())
+    for column in columns:
+        if completed and column not in df.columns:
+            raise ColumnError(f"no column {column!r} in this study's trials; columns: {', '.join(map(str, df.columns))}")
 
 
 # ---- thinning a study of many trials --------------------------------------------------------------

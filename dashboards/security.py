@@ -1,7 +1,7 @@
 """Who may read the dashboard: its token, and no exposure without one.
 
 Off loopback the dashboard needs a token (:func:`require_token_off_loopback`, checked before
-``hpsearch dashboard`` binds). :class:`_Guard`, a middleware of every app
+``hpsearch dashboard`` binds). :class:`Guard`, a middleware of every app
 :func:`hpsearch.dashboards.app.create_app` builds, then holds every request to it: the token
 when there is one (a ``Authorization: Bearer`` header, or a ``?token=`` on the first page, which
 becomes a cookie), and without one a 403 for a request that reached the server on an address
@@ -23,8 +23,8 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import Response
 
-from hpsearch.dashboards.answers import _MACHINE_PREFIXES, _PAGE_HEADERS, _error, _html, _status_line
-from hpsearch.dashboards.paths import _shown_path
+from hpsearch.dashboards.answers import MACHINE_PREFIXES, PAGE_HEADERS, error_response, html_response, status_line
+from hpsearch.dashboards.paths import shown_path
 from hpsearch.errors import HPSearchError
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = [
     "TOKEN_ENV",
     "DashboardTokenError",
+    "Guard",
+    "check_token",
     "is_loopback",
     "require_token_off_loopback",
 ]
@@ -77,7 +79,7 @@ def require_token_off_loopback(host: str, token: str | None) -> None:
         DashboardTokenError: ``host`` is not a loopback address and ``token`` is empty, or the
             token holds characters other than visible ASCII.
     """
-    _check_token(token)
+    check_token(token)
     if not token and not is_loopback(host):
         raise DashboardTokenError(
             f"--host {host or repr(host)} is not a loopback address, so the dashboard would show every study to anyone who "
@@ -85,13 +87,18 @@ def require_token_off_loopback(host: str, token: str | None) -> None:
             "python -c 'import secrets; print(secrets.token_urlsafe(32))'), or bind 127.0.0.1")
 
 
-def _check_token(token: str | None) -> None:
+def check_token(token: str | None) -> None:
+    """Refuse a token that cannot travel in a header, a URL and a cookie.
+
+    Raises:
+        DashboardTokenError: The token holds characters other than visible ASCII.
+    """
     if token and not _TOKEN_CHARS.fullmatch(token):
         raise DashboardTokenError("a dashboard token may hold only visible ASCII characters (no spaces); "
                                   "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
 
 
-class _Guard:
+class Guard:
     """ASGI middleware run on every request before routing: the token (when there is one), then
     read-only; and the headers every answer carries (``nosniff``, the page policy on HTML, the
     login cookie).
@@ -118,7 +125,7 @@ class _Guard:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
-        path = _shown_path(scope)
+        path = shown_path(scope)
         query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
         cookie = None
         refused: Response | None = None
@@ -131,18 +138,18 @@ class _Guard:
             elif how == "query":
                 cookie = self._cookie(scope)
         elif (address := _exposed_address(scope)) is not None:
-            refused = _error(path, 403, f"this dashboard has no token and was reached on {address}, an address "
+            refused = error_response(path, 403, f"this dashboard has no token and was reached on {address}, an address "
                                         f"other machines can reach: give it a token (create_app(storage, token=...) "
                                         f"or {TOKEN_ENV}), or serve it on 127.0.0.1")
         if refused is None and scope["method"] not in ("GET", "HEAD"):
-            refused = _error(path, 405, "the dashboard is read-only: GET only", headers={"Allow": "GET, HEAD"}, json_=True)
+            refused = error_response(path, 405, "the dashboard is read-only: GET only", headers={"Allow": "GET, HEAD"}, json_=True)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(raw=list(message["headers"]))
                 headers.setdefault("X-Content-Type-Options", "nosniff")
                 if headers.get("content-type", "").startswith("text/html"):
-                    for key, value in _PAGE_HEADERS.items():
+                    for key, value in PAGE_HEADERS.items():
                         headers.setdefault(key, value)
                 if cookie is not None:
                     headers.append("Set-Cookie", cookie)
@@ -182,14 +189,14 @@ def _unauthorized(path: str) -> Response:
     message = ("this dashboard needs its token: open the URL it printed when it started (ending in ?token=...), "
                "or send the header 'Authorization: Bearer TOKEN'")
     headers = {"WWW-Authenticate": 'Bearer realm="hpsearch dashboard"', "Cache-Control": "no-store"}
-    if path.startswith(_MACHINE_PREFIXES):
-        return _error(path, 401, message, headers=headers)
+    if path.startswith(MACHINE_PREFIXES):
+        return error_response(path, 401, message, headers=headers)
     # Self-contained: the stylesheet would need the token too. "try again" is a same-site
     # navigation, which carries the cookie a link from another site does not.
     body = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>hpsearch: 401</title></head>"
-            f"<body><h1>{_status_line(401)}</h1><p>{html.escape(message)}.</p><p><a href=''>try again</a></p>"
+            f"<body><h1>{status_line(401)}</h1><p>{html.escape(message)}.</p><p><a href=''>try again</a></p>"
             "</body></html>")
-    return _html(body, 401, headers)
+    return html_response(body, 401, headers)
 
 
 def _exposed_address(scope: Scope) -> str | None:

@@ -1,6 +1,6 @@
 """Shared reads: concurrent identical requests of the dashboard share one call of its API.
 
-:class:`_SharedReads` is what :mod:`hpsearch.dashboards.app` answers every JSON request and
+:class:`SharedReads` is what :mod:`hpsearch.dashboards.app` answers every JSON request and
 download through, keyed by path and query.
 """
 
@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import anyio
 from starlette.concurrency import run_in_threadpool
 
+__all__ = ["SharedReads"]
 
-class _SharedReads:
+
+class SharedReads:
     """Concurrent identical requests share one call of the API: the reads of one key run one at
     a time, and a request that arrives while one runs takes the answer of the next one, with
     every request that arrived meanwhile.
@@ -37,7 +39,7 @@ class _SharedReads:
         error: Exception | None = None
 
     def __init__(self) -> None:
-        self._queues: dict[Hashable, _SharedReads._Queue] = {}
+        self._queues: dict[Hashable, SharedReads._Queue] = {}
 
     async def read(self, key: Hashable, read: Callable[[], bytes]) -> bytes:
         """``read()`` in a worker thread (the API is synchronous and asks the store), or the

@@ -1,35 +1,53 @@
-"""The look every study figure shares: colors, axis titles, hover text, empty figures, log axes.
+"""The look every study figure shares: colors, axis titles, hover text, notes, markers, log axes.
 
-A fixed color per LR rule (:data:`RULE_COLORS`), axis titles with units (:func:`axis_label`),
-hover text that names the trial and its configuration, one marker size, a white template, and
-an empty figure with a note, rather than an error, while a study has nothing to show. The
-renderers (:mod:`hpsearch.dashboards.figures`) and the analysis figures build on these; the
-public names are re-exported by :mod:`hpsearch.dashboards.figures`. This module imports plotly
-at the top, so import it only where a figure is drawn.
+A fixed color per LR rule (:data:`RULE_COLORS`, :func:`rule_color`), axis titles with units
+(:func:`axis_label`), hover text that names the trial and its configuration (:func:`hover`), one
+marker size, a white template (:func:`new_figure`), and an empty figure with a note, rather
+than an error, while a study has nothing to show (:func:`with_note`, its text wrapped to the
+figure's width). Each figure's module draws with these; the analysis figures too.
+
+plotly is imported by the functions that build plotly objects, not at the top: a figure's
+module imports this one beside its data step, which must load without plotly
+(``from hpsearch.dashboards import frontier_info`` draws nothing).
+
+Example:
+    >>> rule_color("linear"), axis_label("runtime_s")
+    ('#D55E00', 'runtime (s)')
+    >>> wrap_text("an LR law needs at least three batch sizes with two LRs each", width=30)
+    'an LR law needs at least three<br>batch sizes with two LRs each'
 """
 
 from __future__ import annotations
 
+import html
+import textwrap
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-import plotly.graph_objects as go
-
-from hpsearch.dashboards.throughput import THROUGHPUT_PER_DEVICE
 from hpsearch.search_spaces import record
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 __all__ = [
     "EMPTY_MESSAGE",
     "FRONT_COLOR",
-    "METRIC_LABELS",
+    "MARKER_SIZE_PX",
+    "NOTE_WIDTH",
     "RULE_COLORS",
+    "TrialLike",
     "axis_label",
     "format_value",
     "hover",
     "new_figure",
     "rule_color",
+    "subtitle",
+    "thinned_note",
+    "trial_markers",
     "with_log_axes",
     "with_note",
+    "wrap_text",
 ]
 
 # Fixed colors per LR rule so "linear" is the same color in every figure and on every
@@ -50,22 +68,19 @@ _OTHER_COLORS: tuple[str, ...] = (
     "#999999",
     "#000000",
 )
+#: The color of what is not a group: the Pareto front, medians, diagonals.
 FRONT_COLOR = "#333333"
 
-#: Axis titles of the columns that are not names of the trial record (which has its own labels,
-#: ``hpsearch.search_spaces.record.label``).
-METRIC_LABELS: dict[str, str] = {
-    THROUGHPUT_PER_DEVICE: "throughput per device (samples/s)",
-}
-
+#: The note of a figure that has no completed trial to draw.
 EMPTY_MESSAGE = "no completed trials yet"
 
-# Marker diameter in pixels: grows by _SIZE_STEP_PX per doubling of the size column
-# above the smallest value drawn, capped so a 4096-sample batch does not hide its
-# neighbours.
-_SIZE_BASE_PX = 8.0
-_SIZE_STEP_PX = 3.0
-_SIZE_MAX_PX = 40.0
+#: Marker diameter in pixels of a trial's point (the frontier grows it with the batch).
+MARKER_SIZE_PX = 8.0
+
+#: Characters per line of a note across a figure: about what the narrowest figure box of the
+#: dashboard (560 px) holds at the note's 16 px font. plotly never wraps an annotation, and a
+#: refusal of the LR-law fit ran off both sides of its figure.
+NOTE_WIDTH = 56
 
 
 def rule_color(name: str) -> str:
@@ -100,10 +115,16 @@ def axis_label(column: str) -> str:
         >>> axis_label("device_seconds")
         'device-seconds'
     """
-    return METRIC_LABELS.get(column) or record.label(column)
+    return record.label(column)
 
 
 def format_value(value: object) -> str:
+    """A value for hover text: floats to six significant digits, anything else as text.
+
+    Example:
+        >>> format_value(0.123456789), format_value("linear")
+        ('0.123457', 'linear')
+    """
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
@@ -112,15 +133,45 @@ def format_value(value: object) -> str:
 def hover(title: str, values: Mapping[str, object], config: Mapping[str, object]) -> str:
     """Hover text: a bold title naming the trial, the plotted values under their axis
     labels, then the configuration (measurements and bookkeeping such as the Ray node id are
-    not configuration: ``hpsearch.dashboards.points``)."""
+    not configuration: :func:`hpsearch.dashboards.points.hover_configs`).
+
+    Example:
+        >>> hover("trial 3", {"runtime_s": 12.5}, {"lr_rule": "sqrt"})
+        '<b>trial 3</b><br>runtime (s): 12.5<br>lr_rule: sqrt'
+    """
     lines = [f"<b>{title}</b>"]
     lines += [f"{axis_label(column)}: {format_value(value)}" for column, value in values.items()]
     lines += [f"{key}: {format_value(value)}" for key, value in config.items()]
     return "<br>".join(lines)
 
 
+def wrap_text(text: str, width: int = NOTE_WIDTH) -> str:
+    """Plain text as plotly text: ``<`` and ``>`` escaped (``val_loss <= 2.65`` is no tag), lines
+    of at most ``width`` characters (longer words stay whole) joined by ``<br>``.
+
+    Example:
+        >>> wrap_text("val_loss <= 2.65 for every trial", width=16)
+        'val_loss &lt;= 2.65<br>for every trial'
+    """
+    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+    return "<br>".join(html.escape(line, quote=False) for line in lines)
+
+
+def subtitle(text: str, width: int = 2 * NOTE_WIDTH - 16) -> str:
+    """``text`` (plain) as the subtitle a figure's title ends with: small, on lines of their own
+    that fit the figure (the subtitle's font is about half the note's).
+
+    Example:
+        >>> "Best LR vs effective batch size" + subtitle("alpha 0.52 [0.31, 0.74]: the sqrt rule fits", width=30)
+        'Best LR vs effective batch size<br><sup>alpha 0.52 [0.31, 0.74]: the</sup><br><sup>sqrt rule fits</sup>'
+    """
+    return "".join(f"<br><sup>{line}</sup>" for line in wrap_text(text, width).split("<br>"))
+
+
 def new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go.Figure:
     """An empty figure in the house layout: a title, axis titles with units, a white template."""
+    import plotly.graph_objects as go  # heavy (about a second): loaded with the first figure drawn
+
     fig = go.Figure()
     fig.update_layout(
         title={"text": title[0].upper() + title[1:]},
@@ -134,8 +185,10 @@ def new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go.
 
 
 def with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "paper") -> go.Figure:
-    """The figure (or the subplot of axes ``xref``, ``yref``) with ``note`` across its middle."""
-    fig.add_annotation(text=note, xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False, font={"size": 16})
+    """The figure (or the subplot of axes ``xref``, ``yref``) with ``note``, plain text, across
+    its middle, wrapped to fit (:func:`wrap_text`)."""
+    fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
+                       font={"size": 16})
     return fig
 
 
@@ -147,3 +200,50 @@ def with_log_axes(fig: go.Figure, log_x: bool, log_y: bool, **subplot: int) -> g
     if log_y:
         fig.update_yaxes(type="log", **subplot)
     return fig
+
+
+class TrialLike(Protocol):
+    """What a marker needs of a trial's point: a frontier point or a noise-scale one."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def x(self) -> float: ...
+
+    @property
+    def y(self) -> float: ...
+
+
+def trial_markers(name: str, points: Sequence[TrialLike], size: float | list[float], hovertext: list[str]) -> go.Scatter:
+    """One group's trials as markers in the group's color; each marker carries its trial number
+    (``customdata``, which the dashboard's pages link to) and its hover text."""
+    import plotly.graph_objects as go  # heavy: see new_figure
+
+    return go.Scatter(
+        x=[p.x for p in points],
+        y=[p.y for p in points],
+        mode="markers",
+        name=name,
+        marker={
+            "color": rule_color(name),
+            "size": size,
+            "line": {"width": 1, "color": "white"},
+            "opacity": 0.85,
+        },
+        customdata=[p.number for p in points],
+        hovertext=hovertext,
+        hovertemplate="%{hovertext}<extra></extra>",
+    )
+
+
+def thinned_note(shown: int, total: int, front: int | None = None, what: str = "completed trials") -> str:
+    """The subtitle of a scatter that draws some of its trials.
+
+    Example:
+        >>> thinned_note(2000, 9000, 12)
+        'showing 2,000 of 9,000 completed trials: all 12 on the Pareto front, the rest one per region'
+    """
+    if front is not None:
+        return f"showing {shown:,} of {total:,} {what}: all {front:,} on the Pareto front, the rest one per region"
+    return f"showing {shown:,} of {total:,} {what}, one per region of the plot"

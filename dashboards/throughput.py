@@ -1,28 +1,65 @@
-"""The throughput figure as plain data: throughput per device and communication share per world size.
+"""Throughput per device and the communication share of step time against world size: how far a
+study's trials are from perfect scaling, and why.
 
-:func:`throughput_info` is re-exported by :mod:`hpsearch.dashboards.plots`, where the figures'
-data is documented; :mod:`hpsearch.dashboards.figures` draws it. Nothing here imports plotly.
+One module, the figure's every step, as ``optuna.visualization``'s:
+
+- compute: :func:`throughput_info` turns the trials DataFrame into a :class:`ThroughputInfo` of
+  plain values (tested for values; imports no plotly);
+- render: :func:`throughput_figure` draws it with plotly, two panels side by side;
+- a study: :func:`plot_throughput` (``plot_*(search)``);
+- the dashboard: :func:`throughput_from_query` answers ``/api/studies/NAME/figures/throughput``.
+
+Example:
+    >>> import optuna
+    >>> from hpsearch.testing import synthetic_study
+    >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+    >>> [trace.name for trace in plot_throughput(search).data][:2]
+    ['range (min to max)', 'median, quartiles']
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from hpsearch.dashboards.points import _completed, _missing_note, _no_completed_note, _numbers, log_axis
+from hpsearch.dashboards.points import completed_trials, floats, log_axis, missing_note, no_completed_note
+from hpsearch.dashboards.queries import FigureQuery
+from hpsearch.dashboards.style import (
+    EMPTY_MESSAGE,
+    FRONT_COLOR,
+    MARKER_SIZE_PX,
+    axis_label,
+    format_value,
+    with_log_axes,
+    with_note,
+)
+from hpsearch.search_spaces import record
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from hpsearch.search import Search
 
 __all__ = [
     "THROUGHPUT_PER_DEVICE",
     "ThroughputInfo",
     "WorldSizeSeries",
     "WorldSizeStats",
+    "plot_throughput",
+    "throughput_figure",
+    "throughput_from_query",
     "throughput_info",
 ]
 
+
+# ---- compute ------------------------------------------------------------------------------------
+
 #: The derived column of the throughput figure: ``samples_per_s`` per device used.
 THROUGHPUT_PER_DEVICE = "samples_per_s_per_device"
+_THROUGHPUT_LABEL = "throughput per device (samples/s)"
 
 
 @dataclass(frozen=True)
@@ -148,18 +185,18 @@ def throughput_info(df: pd.DataFrame) -> ThroughputInfo:
         >>> [(s.world_size, s.median) for s in info.throughput.stats]
         [(1, 1000.0), (4, 925.0)]
     """
-    done = _completed(df)
-    note = _no_completed_note(df) if not len(done) else None
-    world_sizes = _numbers(done, "world_size")
-    emulated = _numbers(done, "emulated_ranks")
+    done = completed_trials(df)
+    note = no_completed_note(df) if not len(done) else None
+    world_sizes = floats(done, "world_size")
+    emulated = floats(done, "emulated_ranks")
     processes = world_sizes / np.where(np.isfinite(emulated) & (emulated >= 1), emulated, 1.0)
-    per_device = _numbers(done, "samples_per_s") / processes
+    per_device = floats(done, "samples_per_s") / processes
     throughput = _world_size_series(
-        world_sizes, per_device, THROUGHPUT_PER_DEVICE, note or _missing_note(done, ("world_size", "samples_per_s"))
+        world_sizes, per_device, THROUGHPUT_PER_DEVICE, note or missing_note(done, ("world_size", "samples_per_s"))
     )
     comm = _world_size_series(
-        world_sizes, _numbers(done, "comm_fraction"), "comm_fraction",
-        note or _missing_note(done, ("world_size", "comm_fraction")),
+        world_sizes, floats(done, "comm_fraction"), "comm_fraction",
+        note or missing_note(done, ("world_size", "comm_fraction")),
     )
     if note is None and throughput.is_empty and comm.is_empty:
         note = throughput.note
@@ -171,3 +208,119 @@ def throughput_info(df: pd.DataFrame) -> ThroughputInfo:
         n_complete=len(done),
         note=note,
     )
+
+
+# ---- render -------------------------------------------------------------------------------------
+
+def throughput_figure(df: pd.DataFrame) -> go.Figure:
+    """Throughput per device and communication share against world size, side by side.
+
+    Left: training samples per second per device (see :func:`throughput_info`); right: the
+    share of step time in gradient all-reduce. The line is the median over the completed
+    trials of each world size, the error bars their quartiles, the light band their range. A
+    flat left line is perfect scaling; a right line that climbs with W says why it is not.
+
+    Args:
+        df: The trials DataFrame.
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` of two subplots; a subplot without data says why.
+
+    Example:
+        >>> df = pd.DataFrame({
+        ...     "number": [0, 1], "state": ["COMPLETE"] * 2, "lr_rule": ["linear"] * 2,
+        ...     "world_size": [1, 4], "samples_per_s": [1000.0, 3600.0], "comm_fraction": [0.0, 0.2],
+        ... })
+        >>> fig = throughput_figure(df)
+        >>> fig.layout.yaxis.title.text, fig.layout.yaxis2.title.text
+        ('throughput per device (samples/s)', 'communication share of step time')
+    """
+    from plotly.subplots import make_subplots  # heavy: only where a figure is drawn
+
+    info = throughput_info(df)
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+    fig.update_layout(
+        title={"text": "Throughput per device and communication share vs world size"},
+        hovermode="closest",
+        template="plotly_white",
+    )
+    _add_world_size_panel(fig, info.throughput, 1, info.log_x)
+    _add_world_size_panel(fig, info.comm, 2, info.log_x)
+    return fig
+
+
+def _add_world_size_panel(fig: go.Figure, series: WorldSizeSeries, col: int, log_x: bool) -> None:
+    """One subplot of the throughput figure: the median per world size with its quartiles as
+    error bars, and the range (min to max) as a light band."""
+    label = _THROUGHPUT_LABEL if series.metric == THROUGHPUT_PER_DEVICE else axis_label(series.metric)
+    fig.update_yaxes(title_text=label, row=1, col=col)
+    fig.update_xaxes(title_text=axis_label(record.WORLD_SIZE), row=1, col=col)
+    if series.is_empty:
+        axis = "" if col == 1 else str(col)
+        with_note(fig, series.note or EMPTY_MESSAGE, xref=f"x{axis} domain", yref=f"y{axis} domain")
+        return
+    # One legend for both subplots: the left one's traces carry it.
+    fig.add_trace(_range_band(series, showlegend=col == 1), row=1, col=col)
+    fig.add_trace(_median_line(series, showlegend=col == 1), row=1, col=col)
+    with_log_axes(fig, log_x, series.log_y, row=1, col=col)
+
+
+def _range_band(series: WorldSizeSeries, *, showlegend: bool) -> go.Scatter:
+    """The range (min to max) per world size as a light band, drawn under the median."""
+    import plotly.graph_objects as go  # heavy: only where a figure is drawn
+
+    world_sizes = [s.world_size for s in series.stats]
+    return go.Scatter(
+        x=world_sizes + world_sizes[::-1],
+        y=[s.high for s in series.stats] + [s.low for s in series.stats][::-1],
+        fill="toself",
+        mode="none",
+        fillcolor="rgba(51, 51, 51, 0.12)",
+        name="range (min to max)",
+        legendgroup="range",
+        showlegend=showlegend,
+        hoverinfo="skip",
+    )
+
+
+def _median_line(series: WorldSizeSeries, *, showlegend: bool) -> go.Scatter:
+    """The median per world size, its quartiles as error bars, the whole spread on hover."""
+    import plotly.graph_objects as go  # heavy: only where a figure is drawn
+
+    return go.Scatter(
+        x=[s.world_size for s in series.stats],
+        y=[s.median for s in series.stats],
+        mode="lines+markers",
+        name="median, quartiles",
+        legendgroup="median",
+        showlegend=showlegend,
+        line={"color": FRONT_COLOR, "width": 2},
+        marker={"color": FRONT_COLOR, "size": MARKER_SIZE_PX},
+        error_y={
+            "type": "data",
+            "symmetric": False,
+            "array": [s.q3 - s.median for s in series.stats],
+            "arrayminus": [s.median - s.q1 for s in series.stats],
+            "color": FRONT_COLOR,
+        },
+        hovertext=[
+            f"<b>world size {s.world_size}</b>: {s.n_trials} completed trials<br>"
+            f"median {format_value(s.median)}, quartiles {format_value(s.q1)} to "
+            f"{format_value(s.q3)}<br>range {format_value(s.low)} to {format_value(s.high)}"
+            for s in series.stats
+        ],
+        hovertemplate="%{hovertext}<extra></extra>",
+    )
+
+
+# ---- a study, and the dashboard ------------------------------------------------------------------
+
+def plot_throughput(search: Search) -> go.Figure:
+    """Training samples per second per device, and the share of step time in all-reduce,
+    against world size: COMPLETE trials as points, the median and quartiles per world size."""
+    return throughput_figure(search.trials_dataframe())
+
+
+def throughput_from_query(query: FigureQuery) -> go.Figure:
+    """``GET .../figures/throughput``: no parameters."""
+    return throughput_figure(query.frame)

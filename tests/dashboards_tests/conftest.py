@@ -10,11 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import optuna
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from starlette.testclient import TestClient
+
+from hpsearch.search import Search, load
+from hpsearch.store import ATTR_OBJECTIVES, ATTR_SPACE_TEXT, open_storage
+from hpsearch.testing import synthetic_study
 
 #: A 2 x 2 grid of a small MLP on the digits, 2 epochs each, one rank per trial, on the CPU:
 #: real trials with real curves in about half a minute.
@@ -59,6 +64,37 @@ def finished_study(tmp_path_factory: pytest.TempPathFactory) -> FinishedStudy:
                              "--no-progress"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     return FinishedStudy(storage=storage, db=db, name="dash-e2e", n_trials=4)
+
+
+def loss_study(storage: str, name: str = "loss", n_trials: int = 150, seed: int = 1) -> Search:
+    """A study whose one objective is ``val_loss`` (minimize) and whose trials record no
+    ``val_accuracy`` anywhere, as a regression workload leaves it (``examples/my_workload``):
+    the synthetic study's trials (``hpsearch.testing``), less their accuracy."""
+    source = synthetic_study(optuna.storages.InMemoryStorage(), name, n_trials=n_trials, seed=seed)
+    study = optuna.create_study(study_name=name, storage=open_storage(storage), direction="minimize")
+    study.set_metric_names(["val_loss"])
+    for key, value in source.study.user_attrs.items():
+        study.set_user_attr(key, value)
+    study.set_user_attr(ATTR_OBJECTIVES, ["val_loss"])
+    space = source.study.user_attrs[ATTR_SPACE_TEXT]
+    objectives = "  - {metric: val_accuracy, direction: maximize}\n  - {metric: runtime_s, direction: minimize}\n"
+    assert objectives in space
+    study.set_user_attr(ATTR_SPACE_TEXT, space.replace(objectives, "  - {metric: val_loss, direction: minimize}\n"))
+    trials = []
+    for trial in source.study.get_trials(deepcopy=True):
+        attrs = {k: v for k, v in trial.user_attrs.items() if k != "val_accuracy"}
+        curves = {k: v for k, v in attrs.get("curves", {}).items() if k != "val_accuracy"}
+        if curves:
+            attrs["curves"] = curves
+        complete = trial.state == optuna.trial.TrialState.COMPLETE
+        trials.append(optuna.trial.FrozenTrial(
+            number=trial.number, trial_id=trial.number, state=trial.state, value=None,
+            values=[attrs["val_loss"]] if complete else None,
+            datetime_start=trial.datetime_start, datetime_complete=trial.datetime_complete,
+            params=trial.params, distributions=trial.distributions, user_attrs=attrs, system_attrs={},
+            intermediate_values=dict(zip(curves.get("samples_seen", []), curves.get("val_loss", [])))))
+    study.add_trials(trials)
+    return load(name, storage=storage)
 
 
 @pytest.fixture

@@ -149,7 +149,8 @@ def test_every_change_of_a_trial_moves_the_revision_and_reaches_the_answers(
 def test_thinning_keeps_what_it_must_within_its_budget_and_is_deterministic() -> None:
     import numpy as np
 
-    from hpsearch.dashboards.frontier import pareto_front, thin_points
+    from hpsearch.dashboards import pareto_front
+    from hpsearch.dashboards.points import thin_points
 
     rng = np.random.default_rng(0)
     xs, ys = rng.lognormal(3, 1, 20_000), rng.normal(0.9, 0.03, 20_000)

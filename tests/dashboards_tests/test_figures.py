@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 
-from hpsearch.dashboards.figures import (
-    RULE_COLORS,
-    accuracy_vs_batch_figure,
-    frontier_figure,
-    learning_curves_figure,
-    noise_scale_figure,
-    throughput_figure,
-)
+from hpsearch.dashboards.accuracy_vs_batch import accuracy_vs_batch_figure
+from hpsearch.dashboards.frontier import frontier_figure
+from hpsearch.dashboards.learning_curves import learning_curves_figure
+from hpsearch.dashboards.noise_scale import noise_scale_figure
+from hpsearch.dashboards.style import RULE_COLORS
+from hpsearch.dashboards.throughput import throughput_figure
 
 
 def _trials() -> pd.DataFrame:
@@ -49,7 +49,8 @@ def _traces(fig: go.Figure) -> dict[str, go.Scatter]:
 
 
 def _notes(fig: go.Figure) -> list[str]:
-    return [a.text for a in fig.layout.annotations]
+    """The notes across a figure as a reader sees them: plotly's line breaks and escapes undone."""
+    return [html.unescape(a.text.replace("<br>", " ")) for a in fig.layout.annotations]
 
 
 def test_accuracy_vs_batch_has_one_line_per_rule_in_its_color() -> None:

@@ -8,14 +8,12 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import plotly
 import plotly.graph_objects as go
 
-from hpsearch.dashboards.figures import (
-    RULE_COLORS,
-    frontier_figure,
-    rule_color,
-    write_figure_html,
-)
+from hpsearch.dashboards.frontier import frontier_figure
+from hpsearch.dashboards.standalone import write_figure_html
+from hpsearch.dashboards.style import RULE_COLORS, rule_color
 
 
 def _trials() -> pd.DataFrame:
@@ -98,22 +96,47 @@ def test_empty_study_says_no_completed_trials_yet() -> None:
         assert [a.text for a in fig.layout.annotations] == ["no completed trials yet"]
 
 
-def test_written_html_embeds_plotly_and_works_offline(tmp_path: Path) -> None:
-    target = tmp_path / "reports" / "nested" / "frontier.html"
-    written = write_figure_html(frontier_figure(_trials()), target)
-    assert written == target
-    html = target.read_text(encoding="utf-8")
-    # A whole page, not a fragment to paste into one.
-    assert html.lower().startswith("<!doctype html>")
-    assert html.rstrip().endswith("</html>")
-    # Nothing is loaded from elsewhere: no script tag has a src.
-    assert re.findall(r"<script[^>]*>", html) == ["<script>"] * html.count("<script")
-    assert '<script src="http' not in html
-    # The library itself is inline: its banner is there and the bundle is megabytes.
-    assert re.search(r"plotly\.js v\d", html)
-    assert len(html) > 1_000_000
-    assert "Pareto front" in html
-    assert list(target.parent.iterdir()) == [target]  # no temporary file left behind
+def _script_tags(page: str) -> list[str]:
+    return re.findall(r"<script[^>]*>", page)
+
+
+def test_written_pages_are_small_and_share_one_plotly_bundle_beside_them(tmp_path: Path) -> None:
+    folder = tmp_path / "reports" / "nested"
+    first = write_figure_html(frontier_figure(_trials()), folder / "a-frontier.html")
+    assert first == folder / "a-frontier.html"
+    page = first.read_text(encoding="utf-8")
+    # A whole page, not a fragment to paste into one, of a few kilobytes instead of megabytes.
+    assert page.lower().startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "Pareto front" in page
+    assert len(page.encode()) < 50_000
+    # Nothing is loaded from elsewhere: the one script with a source is the bundle beside the page.
+    sources = [tag for tag in _script_tags(page) if "src=" in tag]
+    assert len(sources) == 1
+    bundle = folder / re.search(r'src="([^"]+)"', sources[0])[1]
+    assert re.fullmatch(r"plotly-\d+\.\d+\.\d+\.min\.js", bundle.name)
+    installed = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    assert bundle.read_bytes() == installed.read_bytes()
+
+    # A second page of the folder reuses the bundle: not written again.
+    written_at = bundle.stat().st_mtime_ns
+    write_figure_html(frontier_figure(_trials()), folder / "b-frontier.html")
+    assert bundle.stat().st_mtime_ns == written_at
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["a-frontier.html", "b-frontier.html", bundle.name])
+
+    # A bundle cut short (a full disk) is written again.
+    bundle.write_bytes(b"cut")
+    write_figure_html(frontier_figure(_trials()), folder / "a-frontier.html")
+    assert bundle.read_bytes() == installed.read_bytes()
+
+
+def test_a_self_contained_page_holds_plotly_and_needs_nothing_beside_it(tmp_path: Path) -> None:
+    target = tmp_path / "frontier.html"
+    write_figure_html(frontier_figure(_trials()), target, self_contained=True)
+    page = target.read_text(encoding="utf-8")
+    assert _script_tags(page) == ["<script>"] * page.count("<script")  # no script has a source
+    assert re.search(r"plotly\.js v\d", page)  # the library itself is inline: megabytes
+    assert len(page) > 1_000_000
+    assert list(tmp_path.iterdir()) == [target]  # no bundle, no temporary file left behind
 
 
 def test_importing_the_package_does_not_import_plotly() -> None:

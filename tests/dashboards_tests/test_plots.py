@@ -1,4 +1,4 @@
-"""The figures' data (hpsearch.dashboards.plots) on small hand-made trial tables."""
+"""The figures' data (the ``*_info`` functions of hpsearch.dashboards) on small hand-made trial tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from hpsearch.dashboards.plots import (
+from hpsearch.dashboards import (
     accuracy_vs_batch_info,
     curve_metrics,
     learning_curves_info,

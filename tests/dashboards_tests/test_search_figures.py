@@ -16,7 +16,7 @@ from hpsearch.dashboards import (
     plot_noise_scale,
     plot_throughput,
 )
-from hpsearch.dashboards.plots import DEFAULT_CURVES_LIMIT
+from hpsearch.dashboards.learning_curves import DEFAULT_CURVES_LIMIT
 from hpsearch.testing import synthetic_study
 
 

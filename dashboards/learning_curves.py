@@ -1,8 +1,29 @@
-"""The learning-curves figure as plain data: chosen trials' per-epoch curves against samples seen.
+"""Learning curves: chosen trials' metric at each evaluation against samples seen, one line per
+trial in its LR rule's color.
 
-:func:`learning_curves_info` and :func:`curve_metrics` are re-exported by
-:mod:`hpsearch.dashboards.plots`, where the figures' data is documented;
-:mod:`hpsearch.dashboards.figures` draws them. Nothing here imports plotly.
+One module, the figure's every step, as ``optuna.visualization``'s:
+
+- compute: :func:`learning_curves_info` turns the trials DataFrame (with its ``curves`` column)
+  into a :class:`LearningCurvesInfo` of plain values (tested for values; imports no plotly);
+  :func:`curve_metrics` says which curves the trials recorded;
+- render: :func:`learning_curves_figure` draws it with plotly;
+- a study: :func:`plot_learning_curves` (``plot_*(search)``);
+- the dashboard: :func:`learning_curves_from_query` answers
+  ``/api/studies/NAME/figures/learning_curves``, reading the curves of only the trials it ranks
+  or draws.
+
+The curve drawn is the study's own quality objective unless asked for another, and "best"
+follows the study's direction: a study of ``val_loss`` draws the ``val_loss`` curves of its
+lowest-loss trials.
+
+Example:
+    >>> import optuna
+    >>> from hpsearch.testing import synthetic_study
+    >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=60)
+    >>> len(plot_learning_curves(search, limit=5).data)
+    5
+    >>> [trace.name for trace in plot_learning_curves(search, trials=[3, 7], metric="val_loss").data]
+    ['trial 3', 'trial 7']
 """
 
 from __future__ import annotations
@@ -10,19 +31,56 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from hpsearch.dashboards.points import _completed, _configs, _no_completed_note, _rule_names, log_axis
+from hpsearch.dashboards.points import (
+    check_direction,
+    completed_trials,
+    hover_configs,
+    log_axis,
+    no_completed_note,
+    quality_metric,
+    rule_names,
+)
+from hpsearch.dashboards.queries import BadRequest, FigureQuery
+from hpsearch.dashboards.style import (
+    EMPTY_MESSAGE,
+    axis_label,
+    hover,
+    new_figure,
+    rule_color,
+    subtitle,
+    with_log_axes,
+    with_note,
+)
+from hpsearch.errors import ColumnError
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from hpsearch.search import Search
 
 __all__ = [
     "DEFAULT_CURVES_LIMIT",
+    "MAX_CURVES_LIMIT",
     "LearningCurvesInfo",
     "TrialCurve",
     "curve_metrics",
+    "learning_curves_figure",
+    "learning_curves_from_query",
     "learning_curves_info",
+    "plot_learning_curves",
 ]
+
+#: The most trials the dashboard's learning-curves figure draws on request (``limit``).
+MAX_CURVES_LIMIT = 200
+
+
+# ---- compute ------------------------------------------------------------------------------------
 
 #: How many trials the learning-curves figure draws when no ``trials=`` are chosen: enough to
 #: compare rules and batches, few enough that the lines stay readable and a 10,000-trial study
@@ -56,7 +114,8 @@ class LearningCurvesInfo:
     """Everything the learning-curves figure shows.
 
     Attributes:
-        metric: The curve drawn on the y axis (``val_accuracy`` by default).
+        metric: The curve drawn on the y axis (the study's quality objective in ``plot_*`` and
+            the dashboard; ``val_accuracy`` by default here).
         curves: The chosen trials' curves, in the order chosen (best first by default).
         log_x: Whether the samples-seen axis is logarithmic.
         log_y: Whether the metric axis is logarithmic.
@@ -131,7 +190,7 @@ def learning_curves_info(
     df: pd.DataFrame,
     *,
     trials: Sequence[int] | None = None,
-    metric: str = "val_accuracy",
+    metric: str = record.VAL_ACCURACY,
     direction: Direction = "maximize",
     limit: int = DEFAULT_CURVES_LIMIT,
 ) -> LearningCurvesInfo:
@@ -171,8 +230,7 @@ def learning_curves_info(
         >>> [(c.number, c.state) for c in learning_curves_info(df, trials=[1, 0]).curves]
         [(1, 'PRUNED'), (0, 'COMPLETE')]
     """
-    if direction not in ("minimize", "maximize"):
-        raise ValueError(f"direction must be 'minimize' or 'maximize', got {direction!r}")
+    check_direction("direction", direction)
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     if not len(df) or "number" not in df.columns:
@@ -221,7 +279,7 @@ def _best_trials(df: pd.DataFrame, metric: str, direction: Direction, limit: int
     """The default choice: the ``limit`` best COMPLETE trials by the final value of their
     ``metric`` curve, best first (the lower number first among equals), with how many were
     ranked and the note saying what is left out, or why nothing is there."""
-    done = _completed(df)
+    done = completed_trials(df)
     finals = {
         int(n): final
         for n, c in zip(done["number"].tolist(), done["curves"].tolist())
@@ -231,7 +289,7 @@ def _best_trials(df: pd.DataFrame, metric: str, direction: Direction, limit: int
     chosen = sorted(finals, key=lambda n: (sign * finals[n], n))[:limit]
     note = None
     if not len(done):
-        note = _no_completed_note(df)
+        note = no_completed_note(df)
     elif len(finals) > limit:
         note = f"the {limit} best of {len(finals)} completed trials by final {metric}"
     return chosen, len(finals), note
@@ -241,10 +299,10 @@ def _trial_curves(rows: pd.DataFrame, chosen: list[int], metric: str) -> tuple[l
     """The ``metric`` curves of the ``chosen`` trials of ``rows`` (the trials indexed by number),
     in the order chosen, and the numbers of the chosen trials without one."""
     picked = rows.loc[chosen] if chosen else rows.iloc[0:0]
-    configs = _configs(picked, ())
+    configs = hover_configs(picked, ())
     curves: list[TrialCurve] = []
     without: list[int] = []
-    records = zip(chosen, _rule_names(picked), picked["state"].astype(str).tolist(), picked["curves"].tolist())
+    records = zip(chosen, rule_names(picked), picked["state"].astype(str).tolist(), picked["curves"].tolist())
     for i, (number, rule, state, raw) in enumerate(records):
         xs, ys = _curve_of(raw, metric)
         if not xs:
@@ -252,3 +310,136 @@ def _trial_curves(rows: pd.DataFrame, chosen: list[int], metric: str) -> tuple[l
             continue
         curves.append(TrialCurve(number, rule, state, xs, ys, configs[i]))
     return curves, without
+
+
+# ---- render -------------------------------------------------------------------------------------
+
+def learning_curves_figure(
+    df: pd.DataFrame,
+    *,
+    trials: Sequence[int] | None = None,
+    metric: str = record.VAL_ACCURACY,
+    direction: Direction = "maximize",
+    limit: int = DEFAULT_CURVES_LIMIT,
+) -> go.Figure:
+    """Per-epoch curves against samples seen, one line per trial in its rule's color.
+
+    Lines of one rule share a legend group (click the rule to hide them all); a pruned or
+    failed trial's line is dashed and ends where the trial stopped. When the default choice
+    leaves trials out, the title says how many (the best ``limit`` by final ``metric``).
+
+    Args:
+        df: The trials DataFrame with its ``curves`` column (``all_attrs=True``).
+        trials: Trial numbers to draw, or ``None`` for the best ``limit`` completed trials.
+        metric: The curve on the y axis (a key of ``curves``).
+        direction: Which final values are best, for the default choice.
+        limit: How many trials the default choice draws.
+
+    Returns:
+        A ``plotly.graph_objects.Figure`` with one ``lines+markers`` trace per trial.
+
+    Raises:
+        ValueError: When ``trials`` names a trial number the study does not have.
+
+    Example:
+        >>> df = pd.DataFrame({
+        ...     "number": [0, 1], "state": ["COMPLETE", "PRUNED"], "lr_rule": ["sqrt", "linear"],
+        ...     "curves": [{"samples_seen": [100, 200], "val_accuracy": [0.5, 0.8]},
+        ...                {"samples_seen": [100], "val_accuracy": [0.3]}],
+        ... })
+        >>> [trace.name for trace in learning_curves_figure(df, trials=[0, 1]).data]
+        ['trial 0', 'trial 1']
+    """
+    import plotly.graph_objects as go  # heavy: only where a figure is drawn
+
+    info = learning_curves_info(df, trials=trials, metric=metric, direction=direction, limit=limit)
+    title = f"{axis_label(metric)} vs samples seen"
+    if info.note and not info.is_empty:
+        title += subtitle(info.note)
+    fig = new_figure(title, record.SAMPLES_SEEN, metric)
+    if info.is_empty:
+        return with_note(fig, info.note or EMPTY_MESSAGE)
+    titled: set[str] = set()
+    for curve in info.curves:
+        fig.add_trace(
+            go.Scatter(
+                x=list(curve.x),
+                y=list(curve.y),
+                mode="lines+markers",
+                name=f"trial {curve.number}",
+                legendgroup=curve.rule,
+                # The rule's title once, above its first trial.
+                legendgrouptitle_text=None if curve.rule in titled else curve.rule,
+                line={"color": rule_color(curve.rule), "width": 1.5,
+                      "dash": "solid" if curve.state == "COMPLETE" else "dash"},
+                marker={"color": rule_color(curve.rule), "size": 4},
+                customdata=[curve.number] * len(curve.x),
+                hovertext=[
+                    hover(f"trial {curve.number} ({curve.state.lower()})", {record.SAMPLES_SEEN: x, metric: y},
+                          curve.config)
+                    for x, y in zip(curve.x, curve.y)
+                ],
+                hovertemplate="%{hovertext}<extra></extra>",
+            )
+        )
+        titled.add(curve.rule)
+    return with_log_axes(fig, info.log_x, info.log_y)
+
+
+# ---- a study, and the dashboard ------------------------------------------------------------------
+
+def plot_learning_curves(search: Search, trials: Sequence[int] | None = None, metric: str | None = None,
+                         limit: int = DEFAULT_CURVES_LIMIT) -> go.Figure:
+    """``metric`` at each evaluation against samples seen, one line per trial: the trials
+    numbered in ``trials`` (any state), or by default the ``limit`` best COMPLETE trials.
+
+    Args:
+        search: The study.
+        trials: Trial numbers to draw, or ``None`` for the best ``limit`` completed trials.
+        metric: The curve on the y axis; by default the study's own quality objective
+            (``val_accuracy``, ``val_loss``...: :func:`hpsearch.dashboards.points.quality_metric`).
+        limit: How many trials the default choice draws.
+
+    Raises:
+        ColumnError: no trial recorded the ``metric`` asked for (while some recorded curves).
+        ValueError: ``trials`` names a trial number the study does not have.
+    """
+    df = search.trials_dataframe(all_attrs=True)
+    if metric is not None:
+        recorded = curve_metrics(df)
+        if recorded and metric not in recorded:
+            raise ColumnError(f"no curve {metric!r} in this study's trials; curves: {', '.join(recorded)}")
+    metric = metric or quality_metric(search.objectives)
+    return learning_curves_figure(df, trials=trials, metric=metric, direction=search.direction(metric), limit=limit)
+
+
+def learning_curves_from_query(query: FigureQuery) -> go.Figure:
+    """``GET .../figures/learning_curves``: parameters ``metric`` (a curve; default: the study's
+    quality objective), ``trials`` (comma-separated numbers; default: the best ``limit``) and
+    ``limit``. Reads the curves of only the trials drawn, or of those the default choice ranks
+    (completed ones), and of those only the two series drawn.
+
+    Raises:
+        BadRequest: ``trials`` is not a list of numbers or names a trial the study lacks, or
+            ``limit`` is out of range.
+    """
+    metric = query.params.get("metric") or quality_metric(query.objectives)
+    trials = None
+    if query.params.get("trials"):
+        try:
+            trials = [int(n) for n in query.params["trials"].split(",") if n]
+        except ValueError:
+            raise BadRequest(f"trials must be trial numbers separated by commas, got {query.params['trials']!r}") \
+                from None
+    limit = query.whole_number("limit", DEFAULT_CURVES_LIMIT, minimum=1, maximum=MAX_CURVES_LIMIT)
+    series = (record.SAMPLES_SEEN, metric)
+    curves = (query.curves(numbers=trials, fields=series) if trials is not None
+              else query.curves(states=["COMPLETE"], fields=series))
+    frame = query.frame
+    if curves or query.curves(limit=1):  # as the whole table: no column when no trial has curves
+        frame = frame.assign(curves=[curves.get(n) for n in frame["number"].tolist()])
+    try:
+        return learning_curves_figure(frame, trials=trials, metric=metric, direction=query.direction(metric),
+                                      limit=limit)
+    except ValueError as exc:  # an unknown trial number
+        raise BadRequest(str(exc)) from None
