@@ -141,13 +141,12 @@ def snap(lr: float) -> float:
     return 2.0 ** round(math.log2(lr))
 
 
-def trial_spec(settings: Settings, params: Mapping[str, Any]) -> Any:
-    """The ``TrialSpec`` hpsearch would build from one sampled configuration (base_lr snapped)."""
-    from hpsearch.trials.spec import TrialSpec
+def trial_spec(space: Any, params: Mapping[str, Any]) -> Any:
+    """The ``TrialSpec`` hpsearch builds from one sampled configuration of ``space`` (base_lr
+    snapped), trained with the cached results' seed."""
+    from hpsearch.trials.spec import trial_spec as build
 
-    return TrialSpec.from_params({**params, "base_lr": snap(float(params["base_lr"]))},
-                                 base_batch_size=settings.base_batch_size, workload=settings.workload,
-                                 epochs=settings.epochs, device="cpu", seed=TRAIN_SEED)
+    return build(space, {**params, "base_lr": snap(float(params["base_lr"]))}, seed=TRAIN_SEED)
 
 
 def reachable_points(settings: Settings) -> list[Key]:
@@ -233,7 +232,7 @@ def search(settings: Settings, kind: str, sampler_name: str, seed: int, accuracy
     tried: set[Key] = set()
     for n in range(1, settings.budget + 1):
         trial = study.ask(dists)
-        spec = trial_spec(settings, trial.params)
+        spec = trial_spec(space, trial.params)
         key = (spec.effective_batch_size, spec.lr)
         tried.add(key)
         value = accuracy[key]

@@ -60,15 +60,16 @@ def raw_optuna(url: str, trials: int, epochs: int) -> float:
 def hpsearch_searcher(url: str, trials: int, epochs: int) -> float:
     import optuna
 
-    from hpsearch.orchestrator import _create_study, trial_settings
     from hpsearch.search_spaces import parse_space
-    from hpsearch.searcher import FINAL_KEY, StudySearcher
     from hpsearch.store import patient_storage
+    from hpsearch.tune.orchestrator import _create_study
+    from hpsearch.tune.searcher import StudySearcher
+    from hpsearch.tune.trainable import FINAL_KEY
 
     space = parse_space(SPACE.replace("EPOCHS", str(epochs)).replace("TRIALS", str(trials)))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = _create_study(patient_storage(url, 300), "bench", space)
-    searcher = StudySearcher(study, space, trials, trial_settings(space, "cpu"), Path(tempfile.gettempdir()))
+    searcher = StudySearcher(study, space, trials, "cpu", Path(tempfile.gettempdir()))
     start = time.perf_counter()
     for i in range(trials):
         tid = f"t{i}"

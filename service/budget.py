@@ -165,9 +165,11 @@ def budget_status(study: optuna.Study, default: Budget | None = None) -> BudgetS
 
 
 def trial_devices(params: Mapping[str, Any], space: SearchSpace) -> int:
-    """The devices a trial's ``device_seconds`` counts: its world size, or 1 with
-    ``emulate_ranks`` (one process plays every rank)."""
-    return 1 if space.resources.emulate_ranks else int(params.get("world_size", 1))
+    """The devices a trial's ``device_seconds`` counts: its processes (``TrialSpec.processes``:
+    its world size, or fewer when its ranks are emulated)."""
+    from hpsearch.trials.spec import trial_spec
+
+    return trial_spec(space, params).processes
 
 
 def settle_orphans(study: optuna.Study, space: SearchSpace) -> None:

@@ -18,13 +18,13 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from hpsearch.trials.errors import TrialFailed
-from hpsearch.trials.pool import Status
+from hpsearch.trials.ranks import Ranks, Status
 from hpsearch.trials.spec import TrialSpec
 
-__all__ = ["Ranks", "run_trial", "workload_module"]
+__all__ = ["run_trial", "workload_module"]
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -32,18 +32,6 @@ Report = Callable[[dict[str, Any]], None]
 # as rank 0 reports or the ranks end, so this only bounds how late ``timeout_s`` is noticed.
 _WAIT_S = 1.0
 _SIGNAL_SET = {int(s) for s in signal.Signals}
-
-
-class Ranks(Protocol):
-    """Where a trial's ranks run: a ``RankPool``, or a handle to one in another process."""
-
-    def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = ...,
-              collective_timeout_s: float = ..., watch_pid: int | None = ...,
-              sys_path: Sequence[str] | None = ...) -> int: ...
-
-    def wait(self, ticket: int, timeout: float) -> Status: ...
-
-    def cancel(self, ticket: int) -> None: ...
 
 
 def run_trial(

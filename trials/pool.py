@@ -45,9 +45,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hpsearch.trials.errors import TrialFailed
+from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
 
-__all__ = ["RankPool", "Status", "local_pool"]
+__all__ = ["RankPool", "local_pool"]
 
 # A worker that cannot even start (a broken environment) fails the trial after this many tries
 # in a row, instead of being restarted forever.
@@ -75,21 +76,6 @@ class _Call:
     or ``("raised", exception)`` once it ended."""
 
     outcome: tuple[str, Any] | None = None
-
-
-@dataclass
-class Status:
-    """What a trial's ranks did since the last look.
-
-    Attributes:
-        reports: Rank 0's new reports (``metrics.jsonl`` lines), in order.
-        codes: Every rank's exit code (0: finished cleanly) once all have ended, else ``None``.
-        failures: The ranks' failure reports (``failure-rank<r>.json``), once all have ended.
-    """
-
-    reports: list[dict[str, Any]]
-    codes: list[int] | None = None
-    failures: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -4,7 +4,7 @@ The search's own process starts the warm rank processes of its node before Ray s
 import torch and the workload while ``ray.init`` runs, instead of after a Ray actor that would
 own them has started. Trials (Ray worker processes of the same node) then reach that pool
 through a ``PoolClient``: the same ``start``/``wait``/``cancel`` calls as a ``RankPool`` (the
-launcher's ``Ranks``), one connection per trial, served by one thread each.
+``Ranks`` of ``hpsearch.trials.ranks``), one connection per trial, served by one thread each.
 
 Errors cross as values: ``TrialFailed`` keeps its ``reason`` and ``detail``; anything else
 comes back as a ``RuntimeError`` naming what the pool raised.
@@ -24,7 +24,8 @@ from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
 from hpsearch.trials.errors import TrialFailed
-from hpsearch.trials.pool import RankPool, Status
+from hpsearch.trials.pool import RankPool
+from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = ["PoolClient", "PoolServer"]
@@ -93,7 +94,7 @@ class PoolServer:
 
 
 class PoolClient:
-    """A trial's handle on its node's ``PoolServer`` (``hpsearch.trials.launcher.Ranks``)."""
+    """A trial's handle on its node's ``PoolServer`` (a ``hpsearch.trials.ranks.Ranks``)."""
 
     def __init__(self, address: str, authkey: bytes) -> None:
         self._conn = Client(address, family="AF_UNIX", authkey=authkey)

@@ -1,19 +1,25 @@
-"""``TrialSpec``: everything one trial needs, as one frozen, picklable value.
+"""``TrialSpec``: everything one trial needs, as one frozen, picklable value, and
+``trial_spec``, the one place a configuration of a space becomes one.
 
-The orchestrator turns a sampled configuration into a ``TrialSpec``; the launcher hands it to
-every rank. It holds plain data only, so it crosses process boundaries unchanged.
+Every caller that needs a trial's spec builds it with ``trial_spec(space, params, ...)``: the
+searcher for each proposed configuration, the grid's constraint check, the budget's device
+count, ``hpsearch export-trial``. The launcher hands the spec to every rank. It holds plain data
+only, so it crosses process boundaries unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.search_spaces.space import CORE_PARAMETERS, OPTIMIZER_PARAMETERS
 from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 
-__all__ = ["TrialSpec"]
+if TYPE_CHECKING:
+    from hpsearch.search_spaces.space import SearchSpace
+
+__all__ = ["TrialSpec", "trial_spec"]
 
 
 @dataclass(frozen=True)
@@ -93,23 +99,6 @@ class TrialSpec:
         """The applied peak LR, ``rule(base_lr, B / B0)``."""
         return scaled_lr(self.lr_rule, self.base_lr, self.effective_batch_size, self.base_batch_size)
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], **settings: Any) -> TrialSpec:
-        """Build a spec from one sampled configuration.
-
-        Args:
-            params: Parameter name -> value, as sampled (core names and any others).
-            **settings: The non-searched fields (``workload``, ``epochs``, ``base_batch_size``...).
-
-        Example:
-            >>> TrialSpec.from_params({"per_device_batch_size": 32, "base_lr": 0.01,
-            ...                        "momentum": 0.9}, epochs=2).hyperparameters
-            {'momentum': 0.9}
-        """
-        core = {k: params[k] for k in CORE_PARAMETERS if k in params}
-        extra = {k: v for k, v in params.items() if k not in CORE_PARAMETERS}
-        return cls(**core, hyperparameters=extra, **settings)
-
     def __post_init__(self) -> None:
         if self.emulated_ranks < 1 or self.world_size % self.emulated_ranks:
             raise ValueError(f"emulated_ranks must divide world_size {self.world_size}, got {self.emulated_ranks}")
@@ -117,3 +106,49 @@ class TrialSpec:
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form (for logs and the trial's record)."""
         return asdict(self)
+
+
+def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "cpu", **overrides: Any) -> TrialSpec:
+    """The ``TrialSpec`` of one configuration of ``space``: the one place a configuration
+    becomes a spec.
+
+    The sampled ``params`` give the searched and fixed parameters (``per_device_batch_size``,
+    ``world_size``, ``lr_rule``... and any other, which reach the optimizer or the workload's
+    factory); the space gives everything else (workload, epochs, scaling, seed, threads per
+    rank); ``resources.emulate_ranks`` plays all of a trial's ranks in one process.
+
+    Args:
+        space: The validated space.
+        params: One configuration, as sampled.
+        device: ``cpu`` or ``cuda``, already resolved from ``resources.device``.
+        **overrides: ``TrialSpec`` fields to set instead of the space's (``hpsearch
+            export-trial`` trains real ranks, ``emulated_ranks=1``, and keeps the weights,
+            ``save_model=True``).
+
+    Example:
+        >>> from hpsearch.search_spaces import parse_space
+        >>> space = parse_space("parameters: {per_device_batch_size: 8, base_lr: 0.1, momentum: 0.9}")
+        >>> spec = trial_spec(space, {"per_device_batch_size": 32, "world_size": 2, "base_lr": 0.01,
+        ...                           "momentum": 0.9, "lr_rule": "linear"})
+        >>> spec.effective_batch_size, spec.lr, dict(spec.hyperparameters)
+        (64, 0.08, {'momentum': 0.9})
+    """
+    core = {k: params[k] for k in CORE_PARAMETERS if k in params}
+    others = {k: v for k, v in params.items() if k not in CORE_PARAMETERS}
+    fields: dict[str, Any] = dict(
+        base_batch_size=space.scaling.base_batch_size,
+        warmup_epochs=space.scaling.warmup_epochs,
+        schedule=space.scaling.schedule,
+        workload=space.workload.name,
+        workload_options=dict(space.workload.options),
+        epochs=space.workload.epochs,
+        eval_every_samples=space.workload.eval_every_samples,
+        save_model=space.workload.save_model != "none",
+        device=device,
+        cpus_per_worker=space.resources.cpus_per_worker,
+        seed=space.search.seed,
+        emulated_ranks=int(core.get("world_size", 1)) if space.resources.emulate_ranks else 1,
+    )
+    fields.update(core, hyperparameters=others)
+    fields.update(overrides)
+    return TrialSpec(**fields)

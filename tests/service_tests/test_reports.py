@@ -11,7 +11,7 @@ from typing import Any
 import optuna
 import pytest
 
-from hpsearch.driver import EARLIER_KEY, _Reports
+from hpsearch.tune.trainable import EARLIER_KEY, _Reports
 
 FAST_SPACE = """\
 study: fast

@@ -28,7 +28,6 @@ from ray.tune.search import Searcher
 
 from hpsearch.budget import BudgetLedger, predict_trial, trial_devices
 from hpsearch.constraints import equivalence_key, violation
-from hpsearch.driver import EARLIER_KEY, FAILED_KEY, FINAL_KEY, REPORT_EVERY_S, STARTED_KEY
 from hpsearch.errors import StoreLostError
 from hpsearch.models import ModelKeeper
 from hpsearch.progress import SearchEvent
@@ -52,20 +51,13 @@ from hpsearch.search_spaces.record import (
     TRAINING_STARTED,
 )
 from hpsearch.store import write_trial_record
-from hpsearch.trials.spec import TrialSpec
+from hpsearch.trials.spec import TrialSpec, trial_spec
+from hpsearch.tune.trainable import EARLIER_KEY, FAILED_KEY, FINAL_KEY, REPORT_EVERY_S, STARTED_KEY
 
-__all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted", "trial_spec"]
+__all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
 
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
-
-
-def trial_spec(params: dict[str, Any], space: SearchSpace, trial_settings: dict[str, Any]) -> TrialSpec:
-    """The ``TrialSpec`` of one configuration of ``space``."""
-    settings = dict(trial_settings)
-    if space.resources.emulate_ranks:
-        settings["emulated_ranks"] = int(params["world_size"])
-    return TrialSpec.from_params(params, **settings)
 
 
 def _store_guard(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -93,7 +85,7 @@ class StudySearcher(Searcher):
         study: The Optuna study (its storage is written from this process only).
         space: The validated space.
         n_trials: How many trials to launch in this run (skipped configurations not counted).
-        trial_settings: The non-searched ``TrialSpec`` fields (workload, epochs, device...).
+        device: ``cpu`` or ``cuda``: where the trials train.
         runs_dir: Parent of each trial's run folder.
         on_event: Called with each ``SearchEvent`` (progress display).
         ledger: The search's budget account (``hpsearch.budget``); ``None``: no budget kept.
@@ -104,7 +96,7 @@ class StudySearcher(Searcher):
         study: optuna.Study,
         space: SearchSpace,
         n_trials: int,
-        trial_settings: dict[str, Any],
+        device: str,
         runs_dir: Path,
         on_event: Callable[[SearchEvent], None] | None = None,
         ledger: BudgetLedger | None = None,
@@ -113,7 +105,7 @@ class StudySearcher(Searcher):
         self.study = study
         self.space = space
         self.n_trials = n_trials
-        self.trial_settings = trial_settings
+        self.device = device
         self.runs_dir = runs_dir
         self.on_event = on_event
         #: Set by the orchestrator on Ctrl-C/SIGTERM: trials stopped from then on are
@@ -143,7 +135,7 @@ class StudySearcher(Searcher):
         if space.constraints.skip_equivalent:
             for t in study.get_trials(deepcopy=False):
                 if t.params and occupies_its_configuration(t) and t.user_attrs.get("status_reason") not in NOT_RUN_REASONS:
-                    self._tried.add(equivalence_key(trial_spec(dict(t.params), space, trial_settings)))
+                    self._tried.add(equivalence_key(trial_spec(space, dict(t.params), device=device)))
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its searcher into the experiment state; the study (a live database
@@ -168,7 +160,7 @@ class StudySearcher(Searcher):
                 return Searcher.FINISHED  # the grid is used up
             trial = self.study.ask(self._distributions)
             params = dict(trial.params)
-            spec = trial_spec(params, self.space, self.trial_settings)
+            spec = trial_spec(self.space, params, device=self.device)
             derived = {"effective_batch_size": spec.effective_batch_size, "base_batch_size": spec.base_batch_size,
                        "lr": spec.lr, "warmup_epochs": spec.warmup_epochs}
             skip = self._skip(spec)
@@ -188,7 +180,7 @@ class StudySearcher(Searcher):
             self._emit("started", trial.number, params=params)
             return {"spec": spec.to_dict(), "number": trial.number, "timeout_s": self.space.search.trial_timeout_s,
                     "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}"),
-                    # A scheduler judges trials on every report (hpsearch.driver.REPORT_EVERY_S).
+                    # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
                     "report_every_s": None if self.space.search.scheduler == "asha" else REPORT_EVERY_S}
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")
@@ -427,7 +419,7 @@ class TrainingStarted(Callback):
     may then wait for its devices (a two-rank trial behind a one-rank one on a small machine).
     Optuna holds it RUNNING all along, so readers tell waiting from training by this attr
     (``hpsearch.study.display_state``: PENDING until it is set). The trial driver says when
-    with a first result flagged ``STARTED_KEY`` (``hpsearch.driver``).
+    with a first result flagged ``STARTED_KEY`` (``hpsearch.tune.trainable``).
     """
 
     def __init__(self, searcher: StudySearcher) -> None:

@@ -1,0 +1,139 @@
+"""A search's plan: its space checked against the cluster, and its numbers fixed before any
+trial runs (the device, how many trials, how many at once, the devices one trial may use)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpsearch.budget import BudgetSpent
+from hpsearch.errors import ResourceError, SpaceError
+from hpsearch.sampler import grid_points
+from hpsearch.search_spaces import Budget, SearchSpace
+from hpsearch.settings import Settings, default_runs_dir
+from hpsearch.store import sqlite_file
+from hpsearch.trials.spec import trial_spec
+
+__all__ = ["SEARCH_SAMPLERS", "SearchPlan", "plan_search", "runnable_grid_points", "runs_dir", "trial_bundle"]
+
+#: Samplers that walk a finite set of configurations (a grid): a search runs at most that many.
+SEARCH_SAMPLERS = ("grid", "bruteforce")
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What a search will do, decided before any trial runs.
+
+    Attributes:
+        n_trials: Trials to launch in this run (for ``resume``, the ones still missing).
+        finished: Trials the study had already finished (``resume``; 0 for a new study).
+        requeued: Configurations of interrupted trials queued to run again (``resume``).
+        devices: The most devices one trial can use: the GPUs (CPU slots on a CPU cluster) of
+            the largest node, in units of ``gpus_per_worker`` (``cpus_per_worker``).
+        budget: The study's budget (``search.budget``, or the one given to start/resume).
+        spent: What earlier runs of the study spent (``resume``; nothing for a new study).
+        run_started: ``time.monotonic()`` when this run began: its wall-clock time counts
+            from there (``None``: from the start of its trials).
+    """
+
+    study_name: str
+    storage: str
+    runs_dir: Path
+    n_trials: int
+    device: str
+    max_concurrent: int
+    finished: int = 0
+    requeued: int = 0
+    devices: int = 1
+    budget: Budget = field(default_factory=Budget)
+    spent: BudgetSpent = field(default_factory=BudgetSpent)
+    run_started: float | None = None
+
+
+def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster: dict[str, Any]) -> SearchPlan:
+    """Check the space against the cluster and fix the search's numbers.
+
+    Args:
+        cluster: ``{"nodes": [{"CPU": n, "GPU": g}, ...]}``, the alive nodes' resources.
+
+    Raises:
+        ResourceError: some trial of the space could never be placed on any node.
+        SpaceError: the constraints leave no configuration of a grid to run.
+    """
+    nodes = cluster["nodes"]
+    has_gpu = any(n.get("GPU", 0) > 0 for n in nodes)
+    device = space.resources.device
+    if device == "auto":
+        device = "cuda" if has_gpu else "cpu"
+    if device == "cuda" and not has_gpu:
+        raise ResourceError("resources.device is cuda but no node of the Ray cluster has a GPU")
+    w_max = space.max_world_size()
+    need = _trial_resources(w_max, space, device)
+    if not any(all(node.get(k, 0) >= v for k, v in need.items()) for node in nodes):
+        biggest = max(nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)))
+        raise ResourceError(
+            f"a trial with world_size {w_max} needs {_fmt(need)} on one node, but the largest node "
+            f"has {_fmt({k: biggest.get(k, 0) for k in need})}; lower parameters.world_size or "
+            "resources.cpus_per_worker, or add a bigger node"
+        )
+    n_trials = space.search.n_trials
+    if space.search.sampler in SEARCH_SAMPLERS:
+        runnable = runnable_grid_points(space, device)
+        if not runnable:
+            raise SpaceError("the constraints skip every configuration of the grid; loosen them",
+                             key_path="constraints", source=space.source_path or "<space>")
+        n_trials = min(n_trials, len(runnable))
+    max_concurrent = space.search.max_concurrent
+    if max_concurrent is None:
+        # As many of the smallest trials as the cluster holds: Tune asks the searcher for a
+        # trial only when one could start, so trials do not sit RUNNING in the study while
+        # they wait for resources.
+        w_min = space.min_world_size()
+        small = _trial_resources(w_min, space, device)
+        max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
+    runs = runs_dir(settings, study_name)
+    kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
+        ("CPU", space.resources.cpus_per_worker)
+    devices = max(1, max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes))
+    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent, devices=devices)
+
+
+def runnable_grid_points(space: SearchSpace, device: str) -> list[dict[str, Any]]:
+    """The grid's configurations that the constraints let run (one of each equivalent set)."""
+    from hpsearch.constraints import equivalence_key, violation
+
+    runnable, seen = [], set()
+    for point in grid_points(space):
+        spec = trial_spec(space, point, device=device)
+        if violation(spec, space.constraints) is not None:
+            continue
+        if space.constraints.skip_equivalent:
+            key = equivalence_key(spec)
+            if key in seen:
+                continue
+            seen.add(key)
+        runnable.append(point)
+    return runnable
+
+
+def runs_dir(settings: Settings, study_name: str) -> Path:
+    """The study's runs folder: its trials' files, Tune's state, the ranks' log."""
+    return default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
+
+
+def _trial_resources(world_size: int, space: SearchSpace, device: str) -> dict[str, float]:
+    processes = 1 if space.resources.emulate_ranks else world_size
+    return trial_bundle(processes, device, space.resources.cpus_per_worker, space.resources.gpus_per_worker)
+
+
+def _fmt(res: dict[str, float]) -> str:
+    return ", ".join(f"{v:g} {k}" for k, v in res.items())
+
+
+def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_worker: int) -> dict[str, float]:
+    """The devices ``processes`` ranks reserve (one rank's: a unit)."""
+    need = {"CPU": float(processes * cpus_per_worker)}
+    if device == "cuda":
+        need["GPU"] = float(processes * gpus_per_worker)
+    return need

@@ -1,0 +1,253 @@
+"""The search's reservation desk: each trial's devices, reserved all at once on one node.
+
+Every trial asks Tune for the same small request (its driver process's memory, no CPU), so Tune
+reuses trial processes across trial shapes (``hpsearch.tune.trainable``); the trial then
+reserves its devices here. ``Reservations`` (one actor per search) grants each trial W units on
+one node, a unit being a placement-group bundle of one rank's CPUs and GPUs, in the order
+trials asked (first come, first served: a two-rank trial is not starved by one-rank trials that
+keep taking a freed CPU). Ray's accounting holds every unit a trial runs on for as long as it
+runs; a finished trial's units go back to the desk, which hands them to the next trial at once
+(a new placement group right after a removed one waits about a second in Ray) and gives Ray back
+those no trial asks for within a few seconds.
+
+The desk also owns the nodes' warm rank pools (``hpsearch.tune.pools``), so they end with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from hpsearch.trials.launcher import workload_module
+from hpsearch.tune.plan import trial_bundle
+from hpsearch.tune.pools import ACTOR_THREADS, LocalRanks, start_pool_actor
+
+__all__ = ["Grant", "Reservations", "reserved"]
+
+_RESERVATIONS_NAME = "hpsearch-reservations"
+
+# How long units no trial holds stay reserved for the next trial before going back to Ray.
+_IDLE_S = 5.0
+
+
+@dataclass
+class Grant:
+    """What ``reserve`` gives a trial: one reserved unit (a placement-group bundle of one rank's
+    CPUs and GPUs) per rank, all on one node, and, on CUDA, the GPU ids of each unit in rank
+    order."""
+
+    units: list[tuple[int, int]]  # (group, bundle index)
+    node_id: str
+    node_ip: str
+    gpu_ids: list[str] | None
+    pool: tuple[str, bytes] | None = None  # the search process's own pool: its socket and key
+
+
+@dataclass
+class _Group:
+    pg: Any
+    node_id: str
+    node_ip: str
+    gpu_ids: list[list[str]] | None
+    free: list[bool]
+
+
+class _ReservationsActor:
+    """Grants trials their units, one trial at a time in the order asked (``asyncio.Lock`` wakes
+    its waiters first in, first out), and owns the nodes' rank pools (started with it on every
+    alive node, and on a node that joins later when a unit first lands there), so they end
+    with it.
+
+    A trial's units go back to the desk when it ends, not to Ray: the next trial, whatever its
+    world size, takes free units of one node at once, where creating a placement group right
+    after removing one waits about a second for Ray to see the freed resources. Units nobody
+    asks for are returned to Ray after ``_IDLE_S``, so an idle search does not sit on devices,
+    and a trial that cannot be served from free units gets a new group of its size (idle groups
+    that could never serve it are returned first, so that they make room for it).
+    """
+
+    def __init__(self, pool_options: dict[str, Any]) -> None:
+        self._turn = asyncio.Lock()
+        self._released = asyncio.Event()
+        self._options = pool_options
+        self._pools: dict[str, Any] = {}
+        self._groups: dict[int, _Group] = {}
+        self._ids = itertools.count()
+        self._idle_check: asyncio.TimerHandle | None = None
+        # The node whose pool the search's own process serves (``LocalRanks``), if any.
+        self._local: dict[str, Any] | None = pool_options.get("local")
+        for node in ray.nodes():
+            if node.get("Alive"):
+                self._pool(node["NodeID"], node["Resources"])
+
+    async def reserve(self, processes: int) -> Grant:
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        o = self._options
+        unit = trial_bundle(1, o["device"], o["cpus_per_worker"], o["gpus_per_worker"])
+        async with self._turn:
+            pending = None
+            try:
+                while (grant := self._take(processes)) is None:
+                    self._return_idle(keep_for=processes)
+                    if pending is None:
+                        pending = placement_group([unit] * processes, strategy="STRICT_PACK")
+                        placed = asyncio.ensure_future(self._placed(pending))
+                    self._released.clear()
+                    released = asyncio.ensure_future(self._released.wait())
+                    await asyncio.wait({placed, released}, return_when=asyncio.FIRST_COMPLETED)
+                    released.cancel()
+                    if placed.done():
+                        self._groups[next(self._ids)] = placed.result()
+                        pending = None
+            finally:
+                if pending is not None:  # served from units another trial freed meanwhile
+                    placed.cancel()
+                    remove_placement_group(pending)
+            self._schedule_idle_return()
+            return grant
+
+    async def release(self, units: list[tuple[int, int]]) -> None:
+        for group, index in units:
+            self._groups[group].free[index] = True
+        self._released.set()
+        self._schedule_idle_return()
+
+    def _schedule_idle_return(self) -> None:
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+
+        def check() -> None:
+            if not self._turn.locked():  # else the waiting trial returns what it cannot use
+                self._return_idle()
+
+        self._idle_check = asyncio.get_running_loop().call_later(_IDLE_S, check)
+
+    def _take(self, processes: int) -> Grant | None:
+        """``processes`` free units of one node, or ``None``; the node's busiest groups first, so
+        that idle ones empty out and can go back to Ray."""
+        by_node: dict[str, list[tuple[int, int]]] = {}
+        order = sorted(self._groups.items(), key=lambda item: item[1].free.count(True))
+        for gid, g in order:
+            by_node.setdefault(g.node_id, []).extend((gid, i) for i, free in enumerate(g.free) if free)
+        node_id = next((n for n, units in by_node.items() if len(units) >= processes), None)
+        if node_id is None:
+            return None
+        units = by_node[node_id][:processes]
+        for gid, i in units:
+            self._groups[gid].free[i] = False
+        group = self._groups[units[0][0]]
+        gpu_ids = None
+        if group.gpu_ids is not None:
+            gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
+        return Grant(units, node_id, group.node_ip, gpu_ids, self._local_pool(node_id))
+
+    def _local_pool(self, node_id: str) -> tuple[str, bytes] | None:
+        """The socket and key of the search process's pool, if it serves ``node_id``."""
+        local = self._local
+        return (local["address"], local["authkey"]) if local and local["node_id"] == node_id else None
+
+    def _return_idle(self, keep_for: int = 0) -> None:
+        """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node
+        where the desk holds enough units for a trial of that many ranks once they free up."""
+        from ray.util.placement_group import remove_placement_group
+
+        held: dict[str, int] = {}
+        for g in self._groups.values():
+            held[g.node_id] = held.get(g.node_id, 0) + len(g.free)
+        for gid, g in list(self._groups.items()):
+            if all(g.free) and not (keep_for and held[g.node_id] >= keep_for):
+                remove_placement_group(g.pg)
+                del self._groups[gid]
+
+    async def _placed(self, pg: Any) -> _Group:
+        from ray.util.placement_group import placement_group_table
+
+        await pg.ready()
+        node_id = str(placement_group_table(pg)["bundles_to_node_id"][0])
+        node: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
+        if node_id not in self._pools:
+            self._pool(node_id, node.get("Resources", {}))
+        n = len(pg.bundle_specs)
+        gpus = pg.bundle_specs[0].get("GPU", 0)
+        gpu_ids = list(await asyncio.gather(*(_bundle_gpus(pg, i, gpus) for i in range(n)))) if gpus else None
+        return _Group(pg, node_id, str(node.get("NodeManagerAddress", "?")), gpu_ids, [True] * n)
+
+    def _pool(self, node_id: str, resources: dict[str, float]) -> None:
+        if self._local_pool(node_id) is not None:
+            self._pools[node_id] = None  # served by the search's process
+            return
+        self._pools[node_id] = start_pool_actor(node_id, resources, self._options)
+
+    def close(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for g in self._groups.values():
+            with contextlib.suppress(Exception):
+                remove_placement_group(g.pg)
+        self._groups.clear()
+        for actor in self._pools.values():
+            if actor is None:
+                continue
+            with contextlib.suppress(Exception):  # already gone with its node: nothing to stop
+                ray.get(actor.close.remote(), timeout=15)
+
+
+class Reservations:
+    """The search's reservation desk and rank pools (an actor); ``close`` ends them all.
+
+    Args:
+        workload: The workload every trial trains; its module is imported ahead by the ranks.
+        device: ``cpu`` or ``cuda``.
+        cpus_per_worker, gpus_per_worker: What a rank reserves.
+        largest_trial: The most processes one trial of the search runs.
+        reuse: ``resources.reuse_workers``.
+        local: The pool the search's process already runs for its own node, if any: no pool
+            actor is started there, and trials on that node use this one.
+    """
+
+    def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: int,
+                 largest_trial: int, reuse: bool, local: LocalRanks | None = None) -> None:
+        module = workload_module(workload)
+        options: dict[str, Any] = dict(
+            preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
+            gpus_per_worker=gpus_per_worker, largest_trial=largest_trial, reuse=reuse, sys_path=list(sys.path))
+        if local is not None:
+            address, authkey = local.address
+            options["local"] = dict(node_id=ray.get_runtime_context().get_node_id(), address=address,
+                                    authkey=authkey)
+        self.actor: Any = ray.remote(_ReservationsActor).options(
+            num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            ray.get(self.actor.close.remote(), timeout=30)
+        ray.kill(self.actor)
+
+
+@contextlib.contextmanager
+def reserved(processes: int) -> Iterator[Grant]:
+    """Hold a trial's devices, on one node, for the block's duration."""
+    desk = ray.get_actor(_RESERVATIONS_NAME)
+    grant: Grant = ray.get(desk.reserve.remote(processes))
+    try:
+        yield grant
+    finally:
+        with contextlib.suppress(ray.exceptions.RayError):  # the search is ending: nothing to return to
+            ray.get(desk.release.remote(grant.units))
+
+
+async def _bundle_gpus(group: Any, index: int, gpus: float) -> list[str]:
+    """The ids of the GPUs in a bundle, as Ray assigns them to work placed in it."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    probe = ray.remote(num_cpus=0, num_gpus=gpus)(ray.get_gpu_ids).options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index))
+    return [str(g) for g in await probe.remote()]

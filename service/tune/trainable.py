@@ -1,0 +1,111 @@
+"""The Tune trainable every trial runs: reserve its devices, run its ranks, pass on rank 0's
+reports, and record a failure as a result.
+
+Tune starts a trial process per trial and reuses one only for an identical resource request,
+so a search over world sizes used to pay a new Ray worker (seconds) at every change of shape.
+Here every trial's Tune request is the same (``DRIVER_RESOURCES``: the memory of its light
+driver process, no CPU), so Tune always reuses a finished trial's process, and the trial
+reserves its devices itself (``hpsearch.tune.reservations``), then runs its ranks in the warm
+rank pool of the node that holds them (``hpsearch.tune.pools``). On CUDA, rank ``r`` runs in the
+warm process of the GPU of its ``r``-th unit.
+
+The trainable imports neither torch nor optuna.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hpsearch.trials.spec import TrialSpec
+from hpsearch.tune.pools import node_ranks
+from hpsearch.tune.reservations import reserved
+
+__all__ = [
+    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "REPORT_EVERY_S", "STARTED_KEY", "trainable",
+]
+
+#: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
+#: report, and the final (post-training) report.
+STARTED_KEY = "hpsearch_started"
+FAILED_KEY = "hpsearch_failed"
+FINAL_KEY = "hpsearch_final"
+#: Rank 0's reports a trial held back and passes on with its next result, oldest first.
+EARLIER_KEY = "hpsearch_earlier"
+
+#: A search without a scheduler passes a trial's reports to Tune at most this often (seconds):
+#: the rest ride along with the next result (``EARLIER_KEY``). Each Tune result costs the trial's
+#: process and Tune's controller some milliseconds of CPU (a Ray call, Tune's bookkeeping, the
+#: study's write); a trial whose evaluations come ten times a second spent more on its reports
+#: than on anything else of the search's (``benchmarks/orchestration.py``). A scheduler (ASHA)
+#: judges trials on each report, so there every report goes to Tune at once, as Tune's own
+#: result buffering does only for schedulers that allow it.
+REPORT_EVERY_S = 1.0
+
+#: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
+#: are in its reservation). The same for all trials, so Tune reuses trial processes.
+DRIVER_RESOURCES: dict[str, float] = {"memory": float(256 * 2**20)}
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """One Tune trial: reserve its devices, run its ranks in that node's pool, forward rank 0's
+    reports, and record a failure as a result.
+
+    This is the trial driver's error boundary: a failing trial reports its reason instead of
+    raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
+    """
+    from ray import tune
+
+    from hpsearch.trials.errors import TrialFailed
+    from hpsearch.trials.launcher import run_trial
+
+    spec = TrialSpec(**config["spec"])
+    with reserved(spec.processes) as grant:
+        # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
+        # or a test cluster on one machine); the id tells them apart.
+        where = {"node": grant.node_ip, "node_id": grant.node_id}
+        tune.report({STARTED_KEY: True, **where})
+        reports = _Reports(where, config.get("report_every_s"))
+        try:
+            with node_ranks(grant.node_id, grant.pool) as ranks:
+                final = run_trial(spec, config["run_dir"], report=reports.forward,
+                                  timeout_s=config.get("timeout_s"), ranks=ranks, gpu_ids=grant.gpu_ids)
+        except TrialFailed as exc:
+            tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail}))
+            return
+    tune.report(reports.last({**final, FINAL_KEY: True}))
+
+
+class _Reports:
+    """A trial's reports on their way to Tune: each at once, or, with ``every_s``, at most one
+    result that often, the reports between riding along with it (``EARLIER_KEY``)."""
+
+    def __init__(self, where: dict[str, Any], every_s: float | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.where = where
+        self.every_s = every_s
+        self.held: list[dict[str, Any]] = []
+        self.sent = self._clock()
+
+    def forward(self, metrics: dict[str, Any]) -> None:
+        """One of rank 0's reports. The last evaluation goes out once, merged into the final
+        report (``last``): a scheduler that stops a trial on that report would otherwise cut
+        off its final measurements."""
+        if metrics.get("final"):
+            return
+        self.held.append(metrics)
+        if self.every_s is None or self._clock() - self.sent >= self.every_s:
+            from ray import tune
+
+            latest = self.held.pop()
+            tune.report(self.last(latest))
+            self.sent = self._clock()
+
+    def last(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` as Tune gets it: with the trial's node, and the reports held back."""
+        out = {**result, **self.where}
+        if self.held:
+            out[EARLIER_KEY], self.held = self.held, []
+        return out
