@@ -6,6 +6,10 @@ scaling rule in the effective batch size; every trial lands in an Optuna study.
     >>> import hpsearch
     >>> search = hpsearch.start("space.yaml")        # doctest: +SKIP
     >>> search.frontier(x="runtime_s", y="val_accuracy")  # doctest: +SKIP
+    >>> [s.name for s in hpsearch.list_studies()]    # doctest: +SKIP
+    >>> hpsearch.delete_study("old-study")            # doctest: +SKIP
+
+The ``hpsearch`` command calls only these functions and ``Search``'s methods.
 
 ``import hpsearch`` stays light: torch, ray and plotly load only when a search or a figure needs
 them.
@@ -18,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from hpsearch.errors import (
     ColumnError,
     HPSearchError,
+    NoAnswerError,
     NoCompletedTrialError,
     ResourceError,
     SearchInterrupted,
@@ -29,7 +34,7 @@ from hpsearch.errors import (
     TrialFailed,
     WorkloadError,
 )
-from hpsearch.search import Search, load, resume, start
+from hpsearch.search import DeletedStudy, Search, delete_study, list_studies, load, resume, start
 from hpsearch.search_spaces import SearchSpace, load_space
 
 try:
@@ -39,7 +44,9 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "ColumnError",
+    "DeletedStudy",
     "HPSearchError",
+    "NoAnswerError",
     "NoCompletedTrialError",
     "ResourceError",
     "Search",
@@ -53,6 +60,8 @@ __all__ = [
     "TrialFailed",
     "WorkloadError",
     "__version__",
+    "delete_study",
+    "list_studies",
     "load",
     "load_space",
     "resume",

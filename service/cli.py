@@ -1,7 +1,10 @@
 """The ``hpsearch`` command: a thin layer over the Python API.
 
-Human output by default, ``--json`` where a script wants it. Errors of the hpsearch tree become
-one ``error:`` line on stderr and their exit code (2 for bad input); nothing else is caught here.
+Every command calls what a Python user would call (``hpsearch.start``, ``hpsearch.load``,
+``Search.recommend``, ``hpsearch.list_studies``...) and prints it. Human output by default,
+``--json`` where a script wants it. Errors of the hpsearch tree become one ``error:`` line on
+stderr and their exit code (2 for bad input, docs/search.md lists them all); nothing else is
+caught here.
 
 Installed packages extend the command through two entry-point groups, so that the service
 never imports them (the web dashboard is one: ``hpsearch dashboard``, ``hpsearch frontier`` and
@@ -10,6 +13,13 @@ the frontier file ``start`` writes come from ``hpsearch.dashboards.cli``):
 - ``hpsearch.commands``: click commands added to ``hpsearch`` under the entry point's name;
 - ``hpsearch.reports``: functions called with the ``Search`` at the end of ``start`` and
   ``resume``, returning ``{name: text}`` to print (``name: text``) and to add to ``--json``.
+
+``hpsearch --help`` and every command's start stay light (a test checks it): imported inside
+the functions that need them are rich (tables) and the analysis (numpy, scipy), which take a
+tenth of a second or more, and the few modules that one command alone uses and that would
+add milliseconds to every other one (the workload checker and the grid of ``validate``, the
+budget's arithmetic of ``start`` and ``resume``). The Python API keeps optuna, pandas and Ray
+out of ``import hpsearch`` the same way.
 """
 
 from __future__ import annotations
@@ -19,15 +29,26 @@ import functools
 import gc
 import json
 import math
+import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
 import click
 
-from hpsearch.errors import HPSearchError
+import hpsearch
+from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
+from hpsearch.progress import ProgressDisplay
+from hpsearch.reasons import no_completion_summary
+from hpsearch.search import Search, frontier_axes
+from hpsearch.search_spaces import ENGINE_PARAMETERS, load_space, parse_budget_text
+from hpsearch.search_spaces.record import REASON_BUDGET
+from hpsearch.settings import resolve_settings
+from hpsearch.store import redact_url, store_name
+from hpsearch.study import param_names, to_csv, to_json
 
 __all__ = ["COMMANDS_GROUP", "REPORTS_GROUP", "cli", "main"]
 
@@ -52,11 +73,7 @@ _BUDGET_HELP = ("What the whole search may spend: a wall-clock time (40s, 90m, 2
 
 def _budget_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     """``--budget`` as a ``Budget``; bad text is a ``SpaceError``: one ``error:`` line, exit 2."""
-    if value is None:
-        return None
-    from hpsearch.search_spaces import parse_budget_text
-
-    return parse_budget_text(value, source="--budget")
+    return None if value is None else parse_budget_text(value, source="--budget")
 
 
 class _Group(click.Group):
@@ -106,8 +123,6 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
     'interrupted', and 'hpsearch resume STUDY' finishes the study. Exits with status 4 when no
     trial completed (every one failed, was stopped or skipped), saying why in one line.
     """
-    import hpsearch
-
     space = hpsearch.load_space(space_file)
     display, on_plan = _progress(space.search.n_trials, space.objectives[0].metric,
                                  space.objectives[0].direction == "maximize", enabled=not no_progress and not as_json,
@@ -139,11 +154,8 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
     n_trials finished trials or its budget is spent. Exits with status 4 when the study has no
     completed trial.
     """
-    import hpsearch
-    from hpsearch.orchestrator import space_of_study
-
-    space = space_of_study(hpsearch.load(study, storage=storage).study)
-    display, on_plan = _progress(0, space.objectives[0].metric, space.objectives[0].direction == "maximize",
+    objective = hpsearch.load(study, storage=storage).space.objectives[0]  # a study hpsearch can resume
+    display, on_plan = _progress(0, objective.metric, objective.direction == "maximize",
                                  enabled=not no_progress and not as_json, quiet=as_json)
     with display:
         search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
@@ -152,11 +164,8 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
     _require_completed(search)
 
 
-def _require_completed(search: Any) -> None:
+def _require_completed(search: Search) -> None:
     """Exit status 4, with one line saying why, when the study has no COMPLETE trial."""
-    from hpsearch.errors import NoCompletedTrialError
-    from hpsearch.reasons import no_completion_summary
-
     line = no_completion_summary(search.study.get_trials(deepcopy=False))
     if line is not None:
         raise NoCompletedTrialError(f"study {search.study_name!r}: {line}")
@@ -164,9 +173,6 @@ def _require_completed(search: Any) -> None:
 
 def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, quiet: bool) -> tuple[Any, Any]:
     """The live display and the callback that announces the plan once the search is planned."""
-    from hpsearch.progress import ProgressDisplay
-    from hpsearch.store import redact_url
-
     display = ProgressDisplay(n_trials, objective, maximize, enabled=enabled)
 
     def on_plan(plan: Any) -> None:
@@ -176,13 +182,14 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
             return
         resumed = ""
         if plan.finished or plan.requeued:
-            resumed = f" ({plan.finished} already finished, {plan.requeued} cut-short trial(s) queued to run again)"
+            resumed = (f" ({plan.finished} already finished, {_count(plan.requeued, 'cut-short trial')} "
+                       "queued to run again)")
         budget = _plan_budget(plan)
         if plan.n_trials == 0:
             click.echo(f"study {plan.study_name!r} has nothing left to run{resumed}{budget}", err=True)
             return
-        click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {plan.n_trials} trials to run{resumed}, "
-                   f"up to {plan.max_concurrent} at once on {plan.device}{budget}", err=True)
+        click.echo(f"study {plan.study_name!r} in {redact_url(plan.storage)}: {_count(plan.n_trials, 'trial')} "
+                   f"to run{resumed}, up to {plan.max_concurrent} at once on {plan.device}{budget}", err=True)
 
     on_plan.devices = None  # type: ignore[attr-defined]
     return display, on_plan
@@ -192,20 +199,16 @@ def _plan_budget(plan: Any) -> str:
     """``; budget: 1m30s of 2m wall-clock spent (30s left), ...`` for a budgeted plan."""
     if not plan.budget.limited:
         return ""
-    from hpsearch.budget import BudgetStatus
+    from hpsearch.budget import BudgetStatus  # a budgeted search's alone (see the module's docstring)
 
     status = BudgetStatus.of(plan.budget, plan.spent)
     return f"; {status.describe()}" + ("; resume with a larger --budget to go on" if status.spent_out else "")
 
 
-def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
+def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
     """The end of start and resume: the trial table, the frontier, the answer for the devices
     the cluster has, and the plugins' reports (the dashboard's writes the frontier as an HTML
     file)."""
-    from hpsearch.errors import AnalysisError
-    from hpsearch.search import frontier_axes
-    from hpsearch.store import redact_url
-
     x, y = frontier_axes(search.objectives)
     outputs: dict[str, str] = {}
     for report in _reports():
@@ -217,9 +220,7 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
             answer = search.recommend(devices)
         except AnalysisError as exc:
             refusal = str(exc)
-    from hpsearch.budget import budget_status
-
-    budget = budget_status(search.study)
+    budget = search.budget_status()
     if as_json:
         recommendation = answer.to_dict() if answer is not None else {"error": refusal} if refusal else None
         click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation,
@@ -227,10 +228,16 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
         return
     df = search.trials_dataframe()
     columns = _table_columns(df, [x, y, *search.objectives], _workload_parameters(search))
-    _print_table(df, columns, title=f"study {search.study_name}: trials")
+    console = _console()
+    shown = _fit_columns(df, columns, console.width, first=["number", "state", y, x, *search.objectives])
+    _print_table(console, df, shown, title=f"study {search.study_name}: trials")
     front = search.frontier(x=x, y=y)
     if len(front):
-        _print_table(front, columns, title=f"frontier: {x} vs {y} (non-dominated trials)")
+        _print_table(console, front, shown, title=f"frontier: {x} vs {y} (non-dominated trials)")
+    if len(shown) < len(columns):
+        left_out = [_HEADERS.get(c, c) for c in columns if c not in shown]
+        click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
+                   f"{search.study_name})")
     if answer is not None:
         _print_recommendation(search.study_name, answer, brief=True)
     elif refusal:
@@ -238,13 +245,11 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
     for name, text in outputs.items():
         click.echo(f"{name.replace('_', ' ')}: {text}")
     if budget.budget.limited:
-        trials = search.study.get_trials(deepcopy=False)
-        # Configurations the budget cut short that no rerun has finished yet.
-        rerun = {t.user_attrs.get("rerun_of") for t in trials if t.state.is_finished()}
-        stopped = sum(t.user_attrs.get("status_reason") == "budget" and t.number not in rerun for t in trials)
-        click.echo(budget.describe() + (f"; {stopped} trial(s) stopped or not started by the budget run first on "
-                                        f"'hpsearch resume {search.study_name} --budget MORE'" if stopped else ""))
-    click.echo(f"study stored in {redact_url(str(search.storage))} as {search.study_name!r}")
+        stopped = search.summary()["cut_short"].get(REASON_BUDGET, 0)
+        click.echo(budget.describe() + (f"; {_count(stopped, 'trial')} stopped or not started by the budget run "
+                                        f"first on 'hpsearch resume {search.study_name} --budget MORE'"
+                                        if stopped else ""))
+    click.echo(f"study stored in {store_name(search.storage)} as {search.study_name!r}")
 
 
 @cli.command()
@@ -260,19 +265,31 @@ def _report(search: Any, as_json: bool, *, devices: int | None) -> None:
               help="Also write a follow-up space for these devices, centred on the answer (run it with "
                    "'hpsearch start FILE': the answer runs first).")
 @click.option("--storage", help=_STORAGE_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: the recommendation and the analysis.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: the recommendation and the analysis (a refusal: its reason and the analysis so far).")
 def recommend(study: str, devices: int, target: str | None, minimize: str, allow_larger_batch: bool,
               space_out: Path | None, storage: str | None, as_json: bool) -> None:
-    """What to run on N devices: per-device batch, world size, accumulation, LR rule and LR, with
-    the predicted time, device-hours and samples to the target, from the laws fitted to STUDY."""
-    import hpsearch
-    from hpsearch.analysis import follow_up_space, parse_target
-    from hpsearch.analysis import recommend as recommend_on
+    """What to run on N devices: per-device batch, world size, accumulation, LR rule, LR and the
+    workload's own searched parameters, with the predicted time, device-hours and samples to the
+    target, from the laws fitted to STUDY.
 
+    Exits with status 5 when the study cannot answer yet (no trial reached the target, too few
+    batch sizes...), saying why; with --json, after printing the refusal and the analysis so far.
+    """
     search = hpsearch.load(study, storage=storage)
-    analysis = search.analyze(parse_target(target) if target else None)
-    answer = recommend_on(analysis, devices, minimize=minimize, allow_larger_batch=allow_larger_batch)  # type: ignore[arg-type]
+    try:
+        analysis = search.analyze(target)
+        answer = search.recommend(devices, minimize=minimize, allow_larger_batch=allow_larger_batch,
+                                  analysis=analysis)
+    except NoAnswerError as exc:
+        if as_json:
+            partial = exc.analysis.to_dict() if exc.analysis is not None else None
+            click.echo(json.dumps({"recommendation": None, "refusal": str(exc), "analysis": partial, "space": None},
+                                  default=str))
+        raise
     if space_out is not None:
+        from hpsearch.analysis import follow_up_space  # heavy: numpy and scipy (loaded by the analysis anyway)
+
         space_out.write_text(follow_up_space(answer, search.space_text, study))
     if as_json:
         click.echo(json.dumps({"recommendation": answer.to_dict(), "analysis": analysis.to_dict(),
@@ -284,16 +301,19 @@ def recommend(study: str, devices: int, target: str | None, minimize: str, allow
 
 
 def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
-    """The answer in a few lines: what to run, what it is predicted to cost, what was
-    extrapolated and (unless ``brief``) why."""
+    """The answer in a few lines: what to run (the workload's own parameters too), what it is
+    predicted to cost, what was extrapolated and (unless ``brief``) why."""
     kind = f" ({answer.device_kind})" if answer.device_kind else ""
-    click.echo(f"recommendation for {answer.devices} device(s){kind} of study {study!r}, to reach {answer.target}, "
-               f"minimising {answer.minimize}:")
+    click.echo(f"recommendation for {_count(answer.devices, 'device')}{kind} of study {study!r}, to reach "
+               f"{answer.target}, minimising {answer.minimize}:")
     rule = (f", {answer.rule} rule from base_lr {answer.base_lr:.4g}" if answer.rule and answer.base_lr is not None
             else "")
     click.echo(f"  run   b {answer.per_device_batch_size} x W {answer.world_size} x A {answer.grad_accum_steps} "
                f"= B {answer.effective_batch_size}, lr {answer.lr:.4g}{_interval(answer.lr_interval)}{rule}, "
                f"warmup {answer.warmup_epochs:g} epochs")
+    own = {k: v for k, v in answer.params().items() if k not in ENGINE_PARAMETERS}
+    if own:
+        click.echo("  with  " + ", ".join(f"{k} {_fmt(v)}" for k, v in own.items()))
     click.echo(f"  cost  {_duration(answer.time_s)}{_interval(answer.time_interval, _duration)} of training, "
                f"{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
                f"{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
@@ -306,7 +326,7 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     for line in answer.explanation:
         click.echo(f"  - {line}")
     if answer.alternatives:
-        from rich.table import Table
+        from rich.table import Table  # heavy: see the module's docstring
 
         table = Table("W", "b", "A", "B", "time", "device-hours", "extrapolated",
                       title="best configuration per world size")
@@ -344,11 +364,8 @@ def _duration(seconds: float) -> str:
 def validate(space_file: Path, as_json: bool) -> None:
     """Check SPACE_FILE against the schema without running anything: also that its workload's
     module imports and takes every option and parameter the space hands it (no data is built)."""
-    from dataclasses import asdict
-
-    from hpsearch.sampler import grid_size
-    from hpsearch.search_spaces import load_space
-    from hpsearch.workloads import check_space_workload
+    from hpsearch.sampler import grid_size  # validate's alone (see the module's docstring)
+    from hpsearch.workloads import check_space_workload  # validate's alone
 
     space = load_space(space_file)
     checked = check_space_workload(space)
@@ -362,33 +379,30 @@ def validate(space_file: Path, as_json: bool) -> None:
     searched = ", ".join(space.searched) or "none"
     size = grid_size(space)
     click.echo(f"{space_file}: ok")
-    click.echo(f"  study {space.study!r}, workload {space.workload.name} x {space.workload.epochs} epochs")
+    click.echo(f"  study {space.study!r}, workload {space.workload.name} x {_count(space.workload.epochs, 'epoch')}")
     if checked.passed:
         click.echo(f"  passed to the workload as options: {', '.join(checked.passed)}")
-    click.echo(f"  searched: {searched}" + (f" ({size} configurations)" if size else ""))
+    click.echo(f"  searched: {searched}" + (f" ({_count(size, 'configuration')})" if size else ""))
     click.echo(f"  objectives: {', '.join(f'{o.direction} {o.metric}' for o in space.objectives)}")
-    click.echo(f"  sampler {space.search.sampler}, {space.search.n_trials} trials, seed {space.search.seed}")
+    click.echo(f"  sampler {space.search.sampler}, {_count(space.search.n_trials, 'trial')}, seed {space.search.seed}")
 
 
 @cli.command(name="ls")
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def ls_(storage: str | None, as_json: bool) -> None:
-    """List the studies in a store."""
-    from hpsearch.settings import resolve_settings
-    from hpsearch.store import open_storage
-    from hpsearch.study import list_studies
-
-    studies = list_studies(open_storage(resolve_settings(storage=storage).storage))
+    """List the studies in a store (a store that does not exist has none, and is not created)."""
+    url = resolve_settings(storage=storage).storage
+    studies = hpsearch.list_studies(url)
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in studies], default=str))
         return
     if not studies:
-        click.echo("no studies")
+        click.echo(f"no studies in {store_name(url)}")
         return
-    from rich.table import Table
+    from rich.table import Table  # heavy: see the module's docstring
 
-    table = Table("study", "trials", "states", "best", "last activity")
+    table = Table("study", "trials", "states", "best", "last activity", title=f"studies in {store_name(url)}")
     for s in studies:
         states = " ".join(f"{k.lower()} {v}" for k, v in sorted(s.states.items()))
         best = ("-" if s.best_values is None
@@ -396,6 +410,38 @@ def ls_(storage: str | None, as_json: bool) -> None:
         last = s.last_activity.strftime("%Y-%m-%d %H:%M") if s.last_activity else "-"
         table.add_row(s.name, str(s.n_trials), states, best, last)
     _console().print(table)
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--files", is_flag=True,
+              help="Also delete the study's files on this machine: its runs folder (trial logs, saved weights) and "
+                   "its frontier page.")
+@click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
+def delete(study: str, storage: str | None, files: bool, yes: bool) -> None:
+    """Delete STUDY and its trials from the store, so that its name can be used again.
+
+    Asks first (--yes does not). Refused, with status 3, while a search writes the study (for
+    SQLite, the file). Its runs folder and frontier page are kept, and named, unless --files.
+    """
+    search = hpsearch.load(study, storage=storage)
+    if not yes:
+        n_trials = search.summary()["n_trials"]
+        also = "".join(f" and {path}" for path in search.files()) if files else ""
+        try:
+            confirmed = click.confirm(f"delete study {study!r} ({_count(n_trials, 'trial')}) from "
+                                      f"{store_name(search.storage)}{also}?", default=False, err=True)
+        except click.Abort:  # no answer: the end of the input
+            click.echo(err=True)
+            confirmed = False
+        if not confirmed:
+            click.echo("nothing deleted", err=True)
+            sys.exit(1)
+    deleted = search.delete(files=files)
+    click.echo(f"deleted study {study!r} ({_count(deleted.n_trials, 'trial')}) from {deleted.storage}")
+    for path in deleted.files:
+        click.echo(f"  deleted {path}" if deleted.files_deleted else f"  kept {path} (--files deletes it)")
 
 
 @cli.command(name="export-trial")
@@ -412,10 +458,11 @@ def export_trial(study: str, number: int, output: Path, world_size: int | None, 
                  storage: str | None, as_json: bool) -> None:
     """Write trial NUMBER of STUDY as a torchrun job: its full configuration and a launch
     script. 'bash DIR/launch.sh' trains it with torchrun (no Ray, no store) and writes the
-    final weights (model.pt) and metrics (metrics.json) into DIR."""
-    import hpsearch
-
+    final weights (model.pt) and metrics (metrics.json) into DIR. A workload of your own must be
+    importable where it runs (PYTHONPATH); launch.sh checks that first."""
     job = hpsearch.load(study, storage=storage).export_trial(number, output, world_size=world_size, epochs=epochs)
+    for warning in job.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps(job.to_dict()))
         return
@@ -424,7 +471,11 @@ def export_trial(study: str, number: int, output: Path, world_size: int | None, 
     click.echo(f"  trial #{number} of {study!r}: b {spec.per_device_batch_size} x W {spec.world_size} x A "
                f"{spec.grad_accum_steps} = B {spec.effective_batch_size}, {spec.lr_rule} rule, lr {spec.lr:.4g}"
                + (f" (the trial: W {job.trial_world_size}, lr {job.trial_lr:.4g})" if spec.world_size != job.trial_world_size
-                  else "") + f", {spec.epochs} epochs on {spec.device}")
+                  else "") + f", {_count(spec.epochs, 'epoch')} on {spec.device}")
+    for module in job.modules:
+        folder = job.module_paths.get(module)
+        click.echo(f"  the workload's module {module!r} must be importable where it runs"
+                   + (f": PYTHONPATH={folder} bash {job.launch}" if folder is not None else " (PYTHONPATH)"))
     click.echo(f"  run it: bash {job.launch}")
 
 
@@ -435,16 +486,13 @@ def export_trial(study: str, number: int, output: Path, world_size: int | None, 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
 def export(study: str, storage: str | None, fmt: str, output: Path | None) -> None:
     """Write every trial of STUDY, with all params and attrs, as CSV or JSON."""
-    import hpsearch
-    from hpsearch.study import to_csv, to_json
-
     df = hpsearch.load(study, storage=storage).trials_dataframe(all_attrs=True)
     text = to_csv(df) if fmt == "csv" else to_json(df)
     if output is None:
         sys.stdout.write(text)
     else:
         output.write_text(text)
-        click.echo(f"wrote {len(df)} trials to {output}", err=True)
+        click.echo(f"wrote {_count(len(df), 'trial')} to {output}", err=True)
 
 
 @cli.command()
@@ -455,14 +503,9 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
     """Print the best COMPLETE trial of STUDY: best on its first objective, a tie broken by the
     next objective (never a trial another one beats on every objective). Exits with status 4
     when the study has no completed trial."""
-    import hpsearch
-
     search = hpsearch.load(study, storage=storage)
     trial = search.best_trial
     if trial is None:
-        from hpsearch.errors import NoCompletedTrialError
-        from hpsearch.reasons import no_completion_summary
-
         if as_json:
             click.echo("null")
         line = no_completion_summary(search.study.get_trials(deepcopy=False)) or "no trial completed"
@@ -483,9 +526,8 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(study: str, storage: str | None, as_json: bool) -> None:
-    """Progress of STUDY: trials by state, the best so far, and the trials still running."""
-    import hpsearch
-
+    """Progress of STUDY: trials by state, the best so far, and the trials still running or
+    pending (proposed, waiting for their devices)."""
     search = hpsearch.load(study, storage=storage)
     summary = search.summary()
     df = search.trials_dataframe()
@@ -494,17 +536,16 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
     for state, key in (("RUNNING", "running"), ("PENDING", "pending")):
         rows = df[df.state == state] if len(df) else df
         summary[key] = [{k: _plain(row.get(k)) for k in keys} for _, row in rows.iterrows()]
-    from hpsearch.budget import budget_status
-
-    budget = budget_status(search.study)
+    budget = search.budget_status()
     summary["budget"] = budget.to_dict()
     if as_json:
         click.echo(json.dumps(summary, default=str))
         return
     states = ", ".join(f"{k.lower()} {v}" for k, v in sorted(summary["states"].items())) or "no trials"
-    click.echo(f"study {study!r}: {summary['n_trials']} trials ({states})")
+    click.echo(f"study {study!r} in {store_name(search.storage)}: {_count(summary['n_trials'], 'trial')} ({states})")
     if summary["target"] is not None:
-        click.echo(f"finished {summary['finished']} of {summary['target']} (skipped, interrupted and budget-stopped trials do not count)")
+        click.echo(f"finished {summary['finished']} of {summary['target']} (skipped, interrupted and budget-stopped "
+                   "trials do not count)")
     if budget.budget.limited:
         click.echo(budget.describe())
     best_trial = summary["best_trial"]
@@ -515,8 +556,8 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
         click.echo(f"training: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
                    f"W={r['world_size']} B={r['effective_batch_size']}, epochs done {_fmt(r['epochs_completed'])}")
     for r in summary["pending"]:
-        click.echo(f"waiting for resources: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
-                   f"W={r['world_size']} B={r['effective_batch_size']}")
+        click.echo(f"pending (waiting for its devices): trial #{r['number']} {r['lr_rule']} "
+                   f"b={r['per_device_batch_size']} W={r['world_size']} B={r['effective_batch_size']}")
 
 
 def _plain(v: Any) -> Any:
@@ -526,18 +567,28 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 trial``, ``2 trials``.
+
+    Example:
+        >>> _count(1, "trial"), _count(0, "device"), _count(12, "cut-short trial")
+        ('1 trial', '0 devices', '12 cut-short trials')
+    """
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 _TABLE_COLUMNS = ("number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
                   "effective_batch_size", "base_lr", "lr", "val_accuracy", "runtime_s", "device_seconds",
                   "status_reason")
 _HEADERS = {"per_device_batch_size": "b", "world_size": "W", "grad_accum_steps": "A",
             "effective_batch_size": "B", "number": "#"}
+#: The columns a narrow terminal keeps first, after the trial's number, state and objectives:
+#: what a trial ran (the batch, the rule, the LR), then how it ended.
+_FIRST_COLUMNS = ("effective_batch_size", "lr_rule", "lr", "per_device_batch_size", "world_size", "status_reason")
 
 
-def _workload_parameters(search: Any) -> list[str]:
+def _workload_parameters(search: Search) -> list[str]:
     """The study's parameters that are the workload's own (``hidden``...), in first-seen order."""
-    from hpsearch.search_spaces import ENGINE_PARAMETERS
-    from hpsearch.study import param_names
-
     return [p for p in param_names(search.backend, search.study_name) if p not in ENGINE_PARAMETERS]
 
 
@@ -554,22 +605,46 @@ def _table_columns(df: Any, metrics: list[str], workload_parameters: list[str] |
     return [c for c in wanted if c in df.columns and (c in always or df[c].nunique(dropna=False) > 1)]
 
 
-def _print_table(df: Any, columns: list[str], title: str) -> None:
-    from rich.table import Table
+def _fit_columns(df: Any, columns: list[str], width: int, *, first: Sequence[str]) -> list[str]:
+    """The columns of ``columns`` that fit side by side in ``width`` characters, uncut: those
+    of ``first`` and ``_FIRST_COLUMNS`` before the others, in the table's own order.
+
+    Rich squeezes a table wider than the terminal by cutting every column short ("0.0…"), which
+    left an 80-column terminal's end-of-search table unreadable; a column left out is better
+    than every column cut, and ``hpsearch export`` has them all.
+    """
+    def cell_width(column: str) -> int:
+        cells = [len(_fmt(v)) for v in df[column].tolist()] if len(df) else []
+        return max([len(_HEADERS.get(column, column)), *cells])
+
+    order = list(dict.fromkeys([*first, *_FIRST_COLUMNS, *columns]))
+    chosen: set[str] = set()
+    used = 1  # the table's left edge; each column adds its cells, two spaces of padding and an edge
+    for column in (c for c in order if c in columns):
+        needed = cell_width(column) + 3
+        if used + needed <= width or not chosen:
+            chosen.add(column)
+            used += needed
+    return [c for c in columns if c in chosen]
+
+
+def _print_table(console: Any, df: Any, columns: list[str], title: str) -> None:
+    from rich.table import Table  # heavy: see the module's docstring
 
     table = Table(*[_HEADERS.get(c, c) for c in columns], title=title)
     for _, row in df.sort_values("number").iterrows():
         table.add_row(*[_fmt(row[c]) for c in columns])
-    _console().print(table)
+    console.print(table)
 
 
 def _console() -> Any:
-    """A console for tables; when output is not a terminal (a pipe, a log file), 120 columns
-    instead of rich's 80, so trial tables are not cut."""
-    from rich.console import Console
+    """A console for tables: a terminal's own width; when output is not a terminal (a pipe, a
+    log file), ``COLUMNS`` when it is set, else 120 columns instead of rich's 80, so that piped
+    trial tables are not cut."""
+    from rich.console import Console  # heavy: see the module's docstring
 
     console = Console()
-    return console if console.is_terminal else Console(width=120)
+    return console if console.is_terminal else Console(width=shutil.get_terminal_size((120, 24)).columns)
 
 
 def _fmt(v: Any) -> str:

@@ -6,6 +6,8 @@ raise its part without importing upward; this module adds the orchestrator's err
 
 from __future__ import annotations
 
+from typing import Any
+
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 
@@ -14,6 +16,7 @@ __all__ = [
     "ClusterError",
     "ColumnError",
     "HPSearchError",
+    "NoAnswerError",
     "NoCompletedTrialError",
     "ResourceError",
     "SearchInterrupted",
@@ -121,3 +124,22 @@ class AnalysisError(HPSearchError):
 
     exit_code = 2
     http_status = 422
+
+
+class NoAnswerError(AnalysisError):
+    """The question was well formed, but this study's trials cannot answer it: no trial has
+    what the analysis reads yet, no trial reached the target, too few batch sizes for a fit...
+    The message says what is missing; more trials (or another target) would answer. Exit status
+    5, so a script can tell it from bad input (2).
+
+    Attributes:
+        analysis: What the analysis found before it had to stop (a
+            ``hpsearch.analysis.StudyAnalysis``), or ``None`` when it could not read the study.
+    """
+
+    exit_code = 5
+    http_status = 422
+
+    def __init__(self, message: str, analysis: Any = None) -> None:
+        super().__init__(message)
+        self.analysis = analysis

@@ -9,6 +9,8 @@ when the process dies, even by ``kill -9``, so ``hpsearch resume`` never waits o
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -19,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hpsearch.errors import StudyBusyError
-from hpsearch.store import open_storage, redact_url, sqlite_file
+from hpsearch.store import open_storage, parse_storage_url, redact_url, sqlite_file
 
 __all__ = ["study_lock"]
 
@@ -30,7 +32,9 @@ def study_lock(storage: str, study: str) -> Iterator[None]:
 
     Raises:
         StudyBusyError: another live process holds it; the message says which.
+        StoreError: ``storage`` is not a store URL (``hpsearch.store.parse_storage_url``).
     """
+    storage = parse_storage_url(storage)  # postgres://... is PostgreSQL too
     db = sqlite_file(storage)
     if db is not None:
         with _file_lock(db, study, storage):
@@ -44,31 +48,53 @@ def study_lock(storage: str, study: str) -> Iterator[None]:
 
 @contextmanager
 def _file_lock(db: Path, study: str, storage: str) -> Iterator[None]:
-    import fcntl
-
+    """An ``flock`` on ``<db>.lock``, whose file is removed when the lock is released (a
+    finished search left it beside the user's store). A ``kill -9`` leaves it; the next search
+    takes it over."""
     path = db.with_name(db.name + ".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _locked(path, storage)
     try:
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(_holder_info(study)).encode())
+        yield
+    finally:
+        # Removed while still locked: a process that opened the file before this and locks it
+        # once it is closed finds it is no longer the file at that path, and starts over.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _locked(path: Path, storage: str) -> int:
+    """A descriptor of the file at ``path`` (created if need be), holding its ``flock``.
+
+    Raises:
+        StudyBusyError: another process holds it.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_holder(fd)
+            os.close(fd)
             raise StudyBusyError(
                 f"{redact_url(storage)} is being written by another hpsearch search ({holder}); "
                 "SQLite takes one writer at a time: wait for that search to end, or use a "
                 "PostgreSQL store for studies that run at once"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(_holder_info(study)).encode())
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the last holder removed this file after it was opened: lock the one there now
 
 
 @contextmanager
 def _advisory_lock(storage: str, study: str) -> Iterator[None]:
-    from sqlalchemy import text
+    from sqlalchemy import text  # heavy (a tenth of a second): only PostgreSQL stores need it
     from sqlalchemy.exc import SQLAlchemyError
 
     engine = open_storage(storage).engine  # type: ignore[attr-defined]

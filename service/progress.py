@@ -14,8 +14,8 @@ class SearchEvent:
     """Something that happened to one trial during a search.
 
     Attributes:
-        kind: ``started`` (proposed; it waits for its resources), ``training`` (its resources were
-            granted and its ranks start), ``result`` (one evaluation), ``completed``, ``pruned`` (stopped early),
+        kind: ``started`` (proposed; PENDING until its devices are granted), ``training`` (its
+            devices were granted and its ranks start: RUNNING), ``result`` (one evaluation), ``completed``, ``pruned`` (stopped early),
             ``failed``, ``skipped`` (a constraint skipped the configuration) or ``exhausted``
             (the sampler found nothing left to run; ``number`` is -1) or ``store`` (the store
             stopped or started answering again; ``number`` is -1), ``budget`` (what the search
@@ -33,13 +33,15 @@ class SearchEvent:
 
 
 class ProgressDisplay:
-    """A one-line live progress bar: done, training, waiting for resources, failed, best so far,
-    estimated time left, and a budgeted search's budget spent and left.
+    """A one-line live progress bar: done, training, pending (proposed, waiting for their
+    devices: the PENDING of ``hpsearch status``), failed, best so far, estimated time left, and a
+    budgeted search's budget spent and left.
 
     Use as a context manager and pass ``display.on_event`` to the search.
     """
 
     def __init__(self, n_trials: int, objective: str, maximize: bool, *, enabled: bool = True) -> None:
+        # rich (a tenth of a second to import) only when a display is made: not for --help.
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -54,7 +56,7 @@ class ProgressDisplay:
         self.objective = objective
         self.maximize = maximize
         self.running: set[int] = set()  # training
-        self.waiting: set[int] = set()  # proposed, waiting for resources
+        self.pending: set[int] = set()  # proposed, waiting for their devices
         self.failed = 0
         self.pruned = 0
         self.skipped = 0
@@ -87,9 +89,9 @@ class ProgressDisplay:
     def on_event(self, event: SearchEvent) -> None:
         """Update the display from one search event."""
         if event.kind == "started":
-            self.waiting.add(event.number)
+            self.pending.add(event.number)
         elif event.kind == "training":
-            self.waiting.discard(event.number)
+            self.pending.discard(event.number)
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
@@ -99,7 +101,7 @@ class ProgressDisplay:
             self.budget = event.data.get("status")
         elif event.kind in ("completed", "failed", "pruned"):
             self.running.discard(event.number)
-            self.waiting.discard(event.number)
+            self.pending.discard(event.number)
             self.done += 1
             if event.kind == "pruned":
                 self.pruned += 1
@@ -117,7 +119,7 @@ class ProgressDisplay:
         self._progress.update(
             self._task, completed=self.done,
             info=f"training {len(self.running)}  "
-                 + (f"waiting {len(self.waiting)}  " if self.waiting else "")
+                 + (f"pending {len(self.pending)}  " if self.pending else "")
                  + f"failed {self.failed}  "
                  + (f"stopped early {self.pruned}  " if self.pruned else "")
                  + (f"skipped {self.skipped}  " if self.skipped else "")
@@ -128,6 +130,8 @@ class ProgressDisplay:
 
     def _budget(self) -> str:
         """``budget 1m10s of 2m (50s left)``, and device-hours when they are limited."""
+        # A budgeted search's alone: hpsearch.budget's import is milliseconds that every
+        # ``import hpsearch`` (this module's SearchEvent is part of the API) would pay.
         from hpsearch.budget import format_duration
 
         status, parts = self.budget, []

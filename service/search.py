@@ -1,43 +1,56 @@
-"""The Python study API: ``start`` a search, ``load`` a study, read it as tables.
+"""The Python study API: ``start`` a search, ``load`` a study, read it as tables, list and
+delete studies.
 
 ``Search`` is a thin caller of the read model (``hpsearch.study``): what a study says is
-computed there once, for the CLI, this API and the dashboard alike. Figures of a ``Search``
-live with the dashboard (``hpsearch.dashboards.plot_frontier(search)``...), as Optuna's
-plots live in ``optuna.visualization``.
+computed there once, for the CLI, this API and the dashboard alike. The ``hpsearch`` command
+calls only what this module offers. Figures of a ``Search`` live with the dashboard
+(``hpsearch.dashboards.plot_frontier(search)``...), as Optuna's plots live in
+``optuna.visualization``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import study as read_model
-from hpsearch.errors import ColumnError
+from hpsearch.errors import AnalysisError, ColumnError, NoAnswerError, TrialNotFoundError
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
-from hpsearch.search_spaces.record import CURVES, STATUS_DETAIL, Direction
-from hpsearch.settings import resolve_settings
+from hpsearch.search_spaces.record import CURVES, MODEL_PATH, STATUS_DETAIL, Direction
+from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
     ATTR_N_TRIALS,
     ATTR_SPACE_TEXT,
     load_study,
+    missing_store,
     open_storage,
-    redact_url,
+    parse_storage_url,
+    space_of_study,
     sqlite_file,
+    store_name,
 )
 
+# Imported inside the methods that need them, to keep ``import hpsearch`` light: optuna and
+# pandas (about 0.5 s together), the analysis (numpy and scipy) and the search engine (Ray);
+# and the modules of one method each whose import costs milliseconds that every ``import
+# hpsearch`` would pay (the budget's arithmetic, the lock's hashing, the torchrun export).
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
     from hpsearch.analysis import Recommendation, StudyAnalysis
-    from hpsearch.orchestrator import SearchPlan
+    from hpsearch.budget import BudgetStatus
     from hpsearch.torchrun import ExportedTrial
+    from hpsearch.tune.plan import SearchPlan
 
-__all__ = ["Search", "frontier_axes", "load", "resume", "start"]
+__all__ = ["DeletedStudy", "Search", "delete_study", "frontier_axes", "list_studies", "load", "resume", "start"]
 
 #: User attrs that are not columns of the trials table (series, long text).
 _NOT_COLUMNS = frozenset({CURVES, STATUS_DETAIL})
@@ -61,21 +74,39 @@ class Search:
 
     def __init__(self, study_name: str, storage: str | optuna.storages.BaseStorage) -> None:
         self.study_name = study_name
-        self.storage = storage
+        self.storage = parse_storage_url(storage) if isinstance(storage, str) else storage
 
     def __repr__(self) -> str:
-        where = redact_url(self.storage) if isinstance(self.storage, str) else type(self.storage).__name__
-        return f"Search(study_name={self.study_name!r}, storage={where!r})"
+        return f"Search(study_name={self.study_name!r}, storage={store_name(self.storage)!r})"
 
     @cached_property
     def study(self) -> optuna.Study:
         """The Optuna study (raises ``StudyNotFoundError`` if the store has none of that name)."""
-        return load_study(self.study_name, open_storage(self.storage))
+        return load_study(self.study_name, self.storage)
 
     @property
     def backend(self) -> optuna.storages.BaseStorage:
-        """The Optuna storage the study lives in."""
-        return open_storage(self.storage)
+        """The Optuna storage the study lives in (an SQLite file that does not exist is not
+        created: ``StoreError``)."""
+        return open_storage(self.storage, create=False)
+
+    @cached_property
+    def space(self) -> SearchSpace:
+        """The space the study was started with, parsed again from the text the study keeps
+        (``space_text``).
+
+        Raises:
+            SpaceError: the study was not started by hpsearch, or its text no longer validates
+                (a space written for another release).
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=4)
+            >>> search.space.objectives[0].metric, search.space.search.sampler
+            ('val_accuracy', 'random')
+        """
+        return space_of_study(self.study)
 
     @cached_property
     def info(self) -> read_model.StudyInfo:
@@ -130,14 +161,29 @@ class Search:
         hidden = frozenset() if all_attrs else _NOT_COLUMNS
         return read_model.read_trials(self.backend, self.study_name, self.objectives, hidden=hidden)
 
-    def frontier(self, x: str = "runtime_s", y: str = "val_accuracy") -> pd.DataFrame:
+    def frontier(self, x: str | None = None, y: str | None = None) -> pd.DataFrame:
         """The non-dominated COMPLETE trials on two columns, ordered by ``x``, in the layout of
         ``trials_dataframe``. Directions follow ``direction`` (``runtime_s`` minimised,
         ``val_accuracy`` maximised...).
 
+        Args:
+            x: The cost axis; default ``runtime_s`` (``frontier_axes``).
+            y: The quality axis; default the study's first objective that is not a cost
+                (``val_loss`` for a study that minimises it, ``frontier_axes``).
+
         Raises:
             ColumnError: ``x`` or ``y`` is not a column of the study's completed trials.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+            >>> front = search.frontier()  # runtime_s against val_accuracy, this study's objective
+            >>> bool(front["val_accuracy"].is_monotonic_increasing)
+            True
         """
+        default_x, default_y = frontier_axes(self.objectives)
+        x, y = x or default_x, y or default_y
         df = self.trials_dataframe()
         try:
             numbers = read_model.frontier_numbers(df, x, y, x_direction=self.direction(x),
@@ -193,9 +239,6 @@ class Search:
             >>> search = hpsearch.load("my-study")  # doctest: +SKIP
             >>> state = torch.load(search.model_path(search.best_trial.number))  # doctest: +SKIP
         """
-        from hpsearch.errors import TrialNotFoundError
-        from hpsearch.search_spaces.record import MODEL_PATH
-
         df = self.trials_dataframe()
         rows = df[df["number"] == number] if len(df) else df
         if not len(rows):
@@ -220,23 +263,24 @@ class Search:
 
         Example:
             >>> job = hpsearch.load("digits-quickstart").export_trial(7, "run7", world_size=4)  # doctest: +SKIP
-            >>> job.launch, job.spec.lr  # doctest: +SKIP
+            >>> job.launch, job.spec.lr, job.warnings  # doctest: +SKIP
         """
-        from hpsearch.torchrun import export_trial
+        from hpsearch.torchrun import export_trial  # one method's (see the imports at the top)
 
         return export_trial(self.study, number, folder, world_size=world_size, epochs=epochs)
 
     def summary(self) -> dict[str, Any]:
-        """Counts by state, finished trials against the target, objectives and the best trial,
-        as plain data (``hpsearch.study.StudySummary.to_dict``).
+        """Counts by state, finished trials against the target, objectives, the best trial and
+        the trials ``resume`` runs again (``cut_short``), as plain data
+        (``hpsearch.study.StudySummary.to_dict``).
 
         Example:
             >>> import optuna
             >>> from hpsearch.testing import synthetic_study
             >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
             >>> summary = search.summary()
-            >>> summary["n_trials"], summary["finished"], sorted(summary["states"])
-            (40, 40, ['COMPLETE', 'FAIL', 'PRUNED'])
+            >>> summary["n_trials"], summary["finished"], sorted(summary["states"]), summary["cut_short"]
+            (40, 40, ['COMPLETE', 'FAIL', 'PRUNED'], {})
         """
         target = self.study.user_attrs.get(ATTR_N_TRIALS)
         summary = read_model.summarize(
@@ -244,6 +288,73 @@ class Search:
             params=read_model.param_names(self.backend, self.study_name),
             target=None if target is None else int(target))
         return summary.to_dict()
+
+    def budget_status(self) -> BudgetStatus:
+        """The study's budget (``search.budget``, or the one last given to ``start`` or
+        ``resume``), what its searches spent over every run, and what is left
+        (``hpsearch.budget.BudgetStatus``; ``budget.limited`` is false for a study without one).
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> status = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=4).budget_status()
+            >>> status.budget.limited, status.spent_out
+            (False, False)
+        """
+        from hpsearch.budget import budget_status  # one method's (see the imports at the top)
+
+        return budget_status(self.study)
+
+    @property
+    def runs_dir(self) -> Path:
+        """The folder the study's searches write into on this machine: Tune's state and each
+        trial's run folder (its logs, ``metrics.jsonl``, saved weights). ``hpsearch_runs/STUDY``
+        beside the SQLite file, or under ``HPSEARCH_RUNS_DIR`` when it is set; it may not exist.
+        """
+        return study_runs_dir(self._settings(), self.study_name)
+
+    def files(self) -> list[Path]:
+        """The files this machine holds for the study besides the store: its runs folder
+        (``runs_dir``) and the frontier page ``hpsearch start`` writes, those that exist."""
+        return [p for p in (self.runs_dir, frontier_path(self)) if p.exists()]
+
+    def delete(self, *, files: bool = False) -> DeletedStudy:
+        """Delete the study and its trials from the store, so that its name can be used again;
+        with ``files``, also its runs folder and frontier page (``files()``), which are kept
+        otherwise. Not while a search writes the study: the search's lock is taken first.
+
+        Raises:
+            StudyNotFoundError: the store has no study of that name.
+            StudyBusyError: a search is writing the study (or, for SQLite, the file); nothing
+                is deleted.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> storage = optuna.storages.InMemoryStorage()
+            >>> deleted = synthetic_study(storage, "demo", n_trials=4).delete()
+            >>> deleted.n_trials, [s.name for s in hpsearch.list_studies(storage)]
+            (4, [])
+        """
+        import optuna  # heavy: see the imports at the top of this module
+
+        from hpsearch.locks import study_lock  # one method's (see the imports at the top)
+
+        lock: AbstractContextManager[None] = (study_lock(self.storage, self.study_name)
+                                              if isinstance(self.storage, str) else nullcontext())
+        with lock:
+            study = self.study  # StudyNotFoundError before anything is deleted
+            n_trials = len(study.get_trials(deepcopy=False))
+            kept = self.files()
+            optuna.delete_study(study_name=self.study_name, storage=self.backend)
+            self.__dict__.pop("study", None)
+            if files:
+                for path in kept:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+        return DeletedStudy(self.study_name, store_name(self.storage), n_trials, tuple(kept), files)
+
+    def _settings(self) -> Settings:
+        return resolve_settings(storage=self.storage if isinstance(self.storage, str) else None)
 
     def analyze(self, target: str | tuple[str, float] | None = None) -> StudyAnalysis:
         """What the trials say: time to the target per trial, the critical batch, the LR law,
@@ -254,7 +365,9 @@ class Search:
                 ``analysis.target``, else one derived from the study (docs/analysis.md).
 
         Raises:
-            AnalysisError: no trial to analyse, or a malformed target.
+            AnalysisError: a malformed target (exit status 2).
+            NoAnswerError: the study's trials cannot be analysed yet (none has what the
+                analysis reads, no target can be derived) (exit status 5).
 
         Example:
             >>> import optuna
@@ -264,9 +377,15 @@ class Search:
             >>> str(analysis.target), analysis.critical_batch.n_batch_sizes >= 3
             ('val_accuracy >= 0.9', True)
         """
-        from hpsearch.analysis import analyze, parse_target
+        from hpsearch.analysis import analyze, parse_target  # heavy: numpy and scipy
 
-        return analyze(self, parse_target(target) if isinstance(target, str) else target)
+        goal = parse_target(target) if isinstance(target, str) else target  # bad input: AnalysisError
+        try:
+            return analyze(self, goal)
+        except NoAnswerError:
+            raise
+        except AnalysisError as exc:  # the target was well formed: the study cannot answer it
+            raise NoAnswerError(str(exc), getattr(exc, "analysis", None)) from None
 
     def time_to_target(self, target: str | tuple[str, float] | None = None) -> pd.DataFrame:
         """One row per trial: its configuration and the samples, steps, training seconds, wall
@@ -280,19 +399,32 @@ class Search:
             >>> bool((df["samples_to_target"].dropna() > 0).all()), "seconds_to_target" in df.columns
             (True, True)
         """
-        import pandas as pd
+        import pandas as pd  # heavy: see the imports at the top of this module
 
         return pd.DataFrame(list(self.analyze(target).trials))
 
     def recommend(self, devices: int, *, target: str | tuple[str, float] | None = None,
-                  minimize: str = "time", allow_larger_batch: bool = False) -> Recommendation:
+                  minimize: str = "time", allow_larger_batch: bool = False,
+                  analysis: StudyAnalysis | None = None) -> Recommendation:
         """What to run on ``devices`` devices: the per-device batch, world size (at most
         ``devices``), accumulation, rule and LR with the least predicted time (or
         device-hours, ``minimize="device-hours"``) to the target, with intervals and what was
         extrapolated (``hpsearch.analysis.recommend``).
 
+        Args:
+            devices: The devices the run may use.
+            target: What "reached" means (as ``analyze``).
+            minimize: ``"time"`` or ``"device-hours"``.
+            allow_larger_batch: Let the per-device batch go up to 4x the largest that ran.
+            analysis: An analysis of this study made before (``analyze``), to ask it for
+                several device counts without reading and fitting the study again; it carries
+                its own target, so ``target`` is not given with it.
+
         Raises:
-            AnalysisError: no trial reached the target and no law could be fitted, or bad input.
+            AnalysisError: bad input: ``devices`` below 1, an unknown ``minimize``, a malformed
+                target, or both ``target`` and ``analysis`` (exit status 2).
+            NoAnswerError: the study cannot answer: no trial reached the target, no law could
+                be fitted...; its ``analysis`` holds what the analysis found (exit status 5).
 
         Example:
             >>> import optuna
@@ -302,15 +434,57 @@ class Search:
             >>> answer.world_size <= 8, answer.basis
             (True, 'fitted laws')
         """
-        from hpsearch.analysis import recommend
+        from hpsearch.analysis import recommend  # heavy: numpy and scipy
 
-        return recommend(self.analyze(target), devices, minimize=minimize,  # type: ignore[arg-type]
-                         allow_larger_batch=allow_larger_batch)
+        if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+            raise AnalysisError(f"devices must be a whole number of 1 or more, got {devices!r}")
+        if minimize not in ("time", "device-hours"):
+            raise AnalysisError(f"minimize must be 'time' or 'device-hours', got {minimize!r}")
+        if analysis is not None and target is not None:
+            raise AnalysisError("give a target or an analysis, not both: an analysis carries its own target")
+        if analysis is None:
+            analysis = self.analyze(target)
+        try:
+            return recommend(analysis, devices, minimize=minimize,  # type: ignore[arg-type]
+                             allow_larger_batch=allow_larger_batch)
+        except NoAnswerError:
+            raise
+        except AnalysisError as exc:  # the input was checked above: the study cannot answer it
+            raise NoAnswerError(str(exc), getattr(exc, "analysis", None) or analysis) from None
+
+
+@dataclass(frozen=True)
+class DeletedStudy:
+    """What ``delete_study`` (``Search.delete``) did.
+
+    Attributes:
+        study: The study's name.
+        storage: The store it was deleted from (its password masked).
+        n_trials: The trials it had.
+        files: Its files on this machine (``Search.files``: runs folder, frontier page).
+        files_deleted: Whether ``files`` were deleted too, or kept.
+    """
+
+    study: str
+    storage: str
+    n_trials: int
+    files: tuple[Path, ...]
+    files_deleted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (``hpsearch delete --json``)."""
+        return {"study": self.study, "storage": self.storage, "n_trials": self.n_trials,
+                "files": [str(p) for p in self.files], "files_deleted": self.files_deleted}
 
 
 def frontier_axes(objectives: list[str]) -> tuple[str, str]:
     """The default frontier axes for a study: runtime against its first quality objective
-    (``val_accuracy`` when no objective measures quality)."""
+    (``val_accuracy`` when no objective measures quality).
+
+    Example:
+        >>> frontier_axes(["val_loss"]), frontier_axes(["val_accuracy", "runtime_s"])
+        (('runtime_s', 'val_loss'), ('runtime_s', 'val_accuracy'))
+    """
     costs = {"runtime_s", "device_seconds"}
     quality = [m for m in objectives if m not in costs]
     return "runtime_s", quality[0] if quality else "val_accuracy"
@@ -348,13 +522,13 @@ def start(
         >>> search = hpsearch.start("space.yaml")  # doctest: +SKIP
         >>> search.best_trial.params  # doctest: +SKIP
     """
-    from hpsearch.orchestrator import run_search
+    from hpsearch.tune.orchestrator import run_search  # heavy: optuna and Ray
 
     if isinstance(space, Mapping):
         space = space_from_mapping(space)
     elif not isinstance(space, SearchSpace):
         space = load_space(space)
-    settings = resolve_settings({"storage": space.storage}, storage=storage, ray_address=address)
+    settings = _settings({"storage": space.storage}, storage=storage, ray_address=address)
     name = study or space.study
     run_search(space, name, settings, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
     return Search(name, settings.storage)
@@ -391,11 +565,19 @@ def resume(
     Example:
         >>> hpsearch.resume("digits-quickstart").summary()["states"]  # doctest: +SKIP
     """
-    from hpsearch.orchestrator import resume_search
+    from hpsearch.tune.orchestrator import resume_search  # heavy: optuna and Ray
 
-    settings = resolve_settings(storage=storage, ray_address=address)
+    settings = _settings(storage=storage, ray_address=address)
+    load(study, settings.storage)  # no such study (or store): said now, with nothing created
     resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
     return Search(study, settings.storage)
+
+
+def _settings(file_values: dict[str, str | None] | None = None, **explicit: str | None) -> Settings:
+    """The settings of a search, its storage URL checked (``parse_storage_url``) before anything
+    starts."""
+    settings = resolve_settings(file_values, **explicit)
+    return replace(settings, storage=parse_storage_url(settings.storage))
 
 
 def _budget(budget: Budget | str | None) -> Budget | None:
@@ -403,19 +585,62 @@ def _budget(budget: Budget | str | None) -> Budget | None:
 
 
 def load(study: str, storage: str | optuna.storages.BaseStorage | None = None) -> Search:
-    """Open an existing study.
+    """Open an existing study. Nothing is created: not a study, and not an SQLite file.
 
     Raises:
-        StudyNotFoundError: the store has no study of that name.
+        StudyNotFoundError: the store has no study of that name, or there is no store.
+        StoreError: the storage URL is malformed (the message suggests the URL meant).
 
     Example:
         >>> hpsearch.load("digits-quickstart").summary()["states"]  # doctest: +SKIP
         {'COMPLETE': 12}
     """
-    store = storage if storage is not None else resolve_settings().storage
-    search = Search(study, store)
+    search = Search(study, storage if storage is not None else resolve_settings().storage)
     _ = search.study  # fail now, not on first use
     return search
+
+
+def list_studies(storage: str | optuna.storages.BaseStorage | None = None) -> list[read_model.StudyListing]:
+    """Every study of a store, with its trials by state, its best values and its last
+    activity (``hpsearch ls``). A store that does not exist has none (and is not created).
+
+    Args:
+        storage: Store URL or Optuna storage; default: ``HPSEARCH_STORAGE``, then
+            ``sqlite:///hpsearch.db``.
+
+    Raises:
+        StoreError: the storage URL is malformed, or the server does not answer.
+
+    Example:
+        >>> import optuna
+        >>> from hpsearch.testing import synthetic_study
+        >>> storage = optuna.storages.InMemoryStorage()
+        >>> _ = synthetic_study(storage, "demo", n_trials=40)
+        >>> [(s.name, s.n_trials) for s in hpsearch.list_studies(storage)]
+        [('demo', 40)]
+    """
+    store = storage if storage is not None else resolve_settings().storage
+    if isinstance(store, str):
+        store = parse_storage_url(store)
+        if missing_store(store) is not None:
+            return []
+    return read_model.list_studies(open_storage(store))
+
+
+def delete_study(study: str, storage: str | optuna.storages.BaseStorage | None = None, *,
+                 files: bool = False) -> DeletedStudy:
+    """Delete a study from its store (``Search.delete``): its name can then be used again.
+    Its runs folder and frontier page are kept unless ``files`` is true.
+
+    Raises:
+        StudyNotFoundError: no such study (or no store).
+        StudyBusyError: a search is writing the study; nothing is deleted.
+
+    Example:
+        >>> hpsearch.delete_study("my-study", files=True).files  # doctest: +SKIP
+        (PosixPath('/home/me/work/hpsearch_runs/my-study'),)
+    """
+    return load(study, storage).delete(files=files)
 
 
 def frontier_path(search: Search) -> Path:
@@ -423,5 +648,3 @@ def frontier_path(search: Search) -> Path:
     db = sqlite_file(search.storage) if isinstance(search.storage, str) else None
     base = db.parent if db is not None else Path.cwd()
     return base / f"{search.study_name}-frontier.html"
-
-

@@ -11,7 +11,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_STORAGE", "SETTINGS_DOC", "Settings", "resolve_settings"]
+from hpsearch.store import sqlite_file as sqlite_file_of
+
+__all__ = ["DEFAULT_STORAGE", "SETTINGS_DOC", "Settings", "default_runs_dir", "resolve_settings", "study_runs_dir"]
 
 DEFAULT_STORAGE = "sqlite:///hpsearch.db"
 
@@ -67,3 +69,14 @@ def default_runs_dir(settings: Settings, sqlite_file: Path | None) -> Path:
         return Path(settings.runs_dir).resolve()
     base = sqlite_file.parent if sqlite_file is not None else Path.cwd()
     return (base / "hpsearch_runs").resolve()
+
+
+def study_runs_dir(settings: Settings, study: str) -> Path:
+    """The folder a study's searches write into (Tune's state, each trial's run folder with its
+    logs and saved weights): ``<runs_dir>/<study>`` (``default_runs_dir``).
+
+    Example:
+        >>> study_runs_dir(Settings(storage="sqlite:////data/hp.db"), "my-study").as_posix()
+        '/data/hpsearch_runs/my-study'
+    """
+    return default_runs_dir(settings, sqlite_file_of(settings.storage)) / study

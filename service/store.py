@@ -8,25 +8,37 @@ concurrent studies. No tables of our own: study and trial attributes hold what h
 
 from __future__ import annotations
 
+import difflib
 import functools
+import importlib.util
+import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.errors import StoreError, StoreLostError, StudyNotFoundError
+from hpsearch.errors import SpaceError, StoreError, StoreLostError, StudyNotFoundError
+from hpsearch.search_spaces import SearchSpace, parse_space
 
+# optuna and sqlalchemy are imported inside the functions that open or read a store: together
+# they take about 0.3 s to import, and ``import hpsearch`` and ``hpsearch --help`` stay light.
 if TYPE_CHECKING:
     import optuna
 
 __all__ = [
     "close_storages",
     "load_study",
+    "missing_store",
     "open_storage",
+    "parse_storage_url",
     "patient_storage",
     "redact_url",
+    "space_of_study",
     "sqlite_file",
+    "store_name",
     "study_attrs",
     "study_names",
     "write_trial_record",
@@ -46,11 +58,14 @@ ATTR_BUDGET_SPENT = "hpsearch.budget_spent"
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password masked, for messages and logs.
+    """The URL with any password masked, for messages and logs; text that is no URL comes back
+    as it was typed (a password in it masked all the same).
 
     Example:
         >>> redact_url("postgresql+psycopg://me:secret@db/hp")
         'postgresql+psycopg://me:***@db/hp'
+        >>> redact_url("sqlite:/hpsearch.db")
+        'sqlite:/hpsearch.db'
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -58,7 +73,90 @@ def redact_url(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
-        return "<unparseable storage URL>"
+        return _PASSWORD.sub(r"\1***@", url)
+
+
+#: ``user:password@`` in text SQLAlchemy cannot parse.
+_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
+
+#: The scheme of a URL (``sqlite``, ``postgresql+psycopg``) and what follows its colon.
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*):(?P<rest>.*)$", re.DOTALL)
+
+#: Schemes a store URL is most often meant to have, for "did you mean": SQLAlchemy's own
+#: database kinds and the drivers people write with them.
+_KNOWN_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgresql+psycopg2", "mysql", "mysql+pymysql",
+                  "mysql+mysqldb", "mariadb", "oracle", "mssql")
+
+_EXAMPLES = "a store URL looks like sqlite:///hpsearch.db or postgresql+psycopg://user@host/db"
+
+
+@functools.lru_cache(maxsize=64)
+def parse_storage_url(url: str) -> str:
+    """The store URL hpsearch opens for ``url``: checked, nothing opened or created.
+
+    - ``postgres://`` (libpq's and many hosting services' spelling, which SQLAlchemy refuses)
+      is ``postgresql://``; a ``postgresql://`` URL that names no driver gets psycopg, the
+      driver ``hpsearch[postgres]`` installs, when it is installed (else SQLAlchemy's default).
+    - A file path, ``sqlite:/x.db``, ``sqlite:x.db`` or ``sqlite://x.db`` (an in-memory
+      database named ``x.db``: the study would vanish) is refused with the URL meant: SQLite
+      takes three slashes before a relative path and four before an absolute one.
+    - A database kind SQLAlchemy does not know (``sqllite``, ``postgresl+psycopg``) is refused
+      with the nearest one it knows.
+
+    Raises:
+        StoreError: the text is no URL, or names a database SQLAlchemy does not know. The
+            message quotes what was typed (its password masked) and the URL it was probably
+            meant to be.
+
+    Example:
+        >>> parse_storage_url("sqlite:///hpsearch.db")
+        'sqlite:///hpsearch.db'
+        >>> try:
+        ...     parse_storage_url("sqllite:///hpsearch.db")
+        ... except StoreError as exc:
+        ...     print(exc)
+        storage 'sqllite:///hpsearch.db': SQLAlchemy knows no database 'sqllite'; did you mean 'sqlite:///hpsearch.db'?
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    text = url.strip()
+    typed = redact_url(text)
+    match = _SCHEME.match(text)
+    if match is None or len(match["scheme"]) == 1:  # no scheme, or a Windows drive letter
+        looks_like_a_file = Path(text).suffix in (".db", ".sqlite", ".sqlite3") or "/" in text or "\\" in text
+        hint = f"; for an SQLite file write {'sqlite:///' + typed!r}" if looks_like_a_file else f" ({_EXAMPLES})"
+        raise StoreError(f"storage {typed!r} is not a database URL{hint}")
+    scheme, rest = match["scheme"], match["rest"]
+    backend, _, driver = scheme.lower().partition("+")
+    if backend == "sqlite" and not rest.startswith("//"):
+        path = rest.lstrip("/")
+        relative = f"{scheme}:///{path}"
+        meant = repr(relative) if not rest.startswith("/") else \
+            f"{relative!r} ({path} in the working folder) or {scheme + ':////' + path!r} (/{path})"
+        raise StoreError(f"storage {typed!r} is not an SQLite URL, which takes three slashes before a relative "
+                         f"path and four before an absolute one; did you mean {meant}?")
+    if backend == "postgres":
+        backend = "postgresql"
+    if backend == "postgresql" and not driver and importlib.util.find_spec("psycopg") is not None:
+        driver = "psycopg"
+    scheme = backend + (f"+{driver}" if driver else "")
+    text = scheme + ":" + rest
+    try:
+        parsed = make_url(text)
+    except ArgumentError:
+        raise StoreError(f"storage {typed!r} is not a database URL ({_EXAMPLES})") from None
+    try:
+        parsed.get_dialect()
+    except NoSuchModuleError:
+        near = difflib.get_close_matches(scheme, _KNOWN_SCHEMES, n=1, cutoff=0.5)
+        hint = f"; did you mean {near[0] + ':' + typed.partition(':')[2]!r}?" if near else f"; {_EXAMPLES}"
+        raise StoreError(f"storage {typed!r}: SQLAlchemy knows no database {scheme!r}{hint}") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.host:
+        path = (parsed.host + "/" + (parsed.database or "")).rstrip("/")
+        raise StoreError(f"storage {typed!r} is an in-memory SQLite database named {parsed.host!r}, which vanishes "
+                         f"with the process; did you mean {scheme + ':///' + path!r}?")
+    return text
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -75,30 +173,48 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).resolve()
 
 
+def missing_store(storage: str | optuna.storages.BaseStorage) -> Path | None:
+    """The SQLite file ``storage`` names when that file does not exist (a command that only
+    reads a store must not create one); ``None`` when it exists, or the store is not a file.
+
+    Example:
+        >>> missing_store("sqlite:///no/such/folder/hpsearch.db").name
+        'hpsearch.db'
+    """
+    if not isinstance(storage, str):
+        return None
+    db = sqlite_file(storage)
+    return db if db is not None and not db.exists() else None
+
+
 #: One storage (one SQLAlchemy engine and its connection pool) per URL and process: opening a
 #: study, listing studies and the dashboard's requests share it instead of each making an engine
 #: whose connections are dropped unclosed.
 _STORAGES: dict[str, optuna.storages.RDBStorage] = {}
 
 
-def open_storage(storage: str | optuna.storages.BaseStorage) -> optuna.storages.BaseStorage:
+def open_storage(storage: str | optuna.storages.BaseStorage, *, create: bool = True) -> optuna.storages.BaseStorage:
     """Normalise a storage URL or object into an Optuna storage. The one place that does it.
 
-    The same URL gives the same storage object for the life of the process.
-
-    SQLite files get WAL journaling (readers such as the dashboard do not block the writer) and a
-    30 s busy timeout; the folder is created if needed.
+    The URL is read by ``parse_storage_url``; the same URL gives the same storage object for
+    the life of the process. SQLite files get WAL journaling (readers such as the dashboard do
+    not block the writer) and a 30 s busy timeout; the file and its folder are created if
+    needed, unless ``create`` is false.
 
     Raises:
-        StoreError: the URL is malformed, its driver is missing, or the server does not answer.
+        StoreError: the URL is malformed, its driver is missing, the server does not answer,
+            or (``create=False``) the SQLite file does not exist.
     """
-    import optuna
+    import optuna  # heavy: see the imports at the top of this module
 
     if isinstance(storage, optuna.storages.BaseStorage):
         return storage
-    if storage not in _STORAGES:
-        _STORAGES[storage] = _create_storage(storage)
-    return _STORAGES[storage]
+    url = parse_storage_url(storage)
+    if not create and (missing := missing_store(url)) is not None:
+        raise StoreError(f"there is no store at {redact_url(url)}: {missing} does not exist")
+    if url not in _STORAGES:
+        _STORAGES[url] = _create_storage(url)
+    return _STORAGES[url]
 
 
 def close_storages() -> None:
@@ -139,13 +255,8 @@ def _use_wal(db_file: Path) -> None:
 
 def _create_storage(storage: str) -> optuna.storages.RDBStorage:
     import optuna
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
+    from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-    try:
-        make_url(storage)
-    except ArgumentError:
-        raise StoreError(f"storage must be an SQLAlchemy URL such as sqlite:///hpsearch.db, got {redact_url(storage)!r}") from None
     engine_kwargs: dict[str, Any] = {}
     db_file = sqlite_file(storage)
     if db_file is not None:
@@ -172,8 +283,10 @@ def _create_storage(storage: str) -> optuna.storages.RDBStorage:
                 time.sleep(0.1 * (attempt + 1))
         raise AssertionError("unreachable: the last attempt returns or raises")
     except ModuleNotFoundError as exc:
+        hint = ("; or use psycopg, which is installed: postgresql+psycopg://..."
+                if exc.name == "psycopg2" and importlib.util.find_spec("psycopg") is not None else "")
         raise StoreError(f"the driver for {redact_url(storage)} is not installed ({exc.name}); "
-                         "for PostgreSQL install 'hpsearch[postgres]'") from None
+                         f"for PostgreSQL install 'hpsearch[postgres]'{hint}") from None
     except (SQLAlchemyError, OSError) as exc:
         raise StoreError(f"cannot open storage {redact_url(storage)}: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0]}") from None
@@ -280,8 +393,6 @@ def write_trial_record(
         for step, value in intermediates:
             storage.set_trial_intermediate_value(trial_id, step, value)
         return
-    import json
-
     state_of, upsert_attrs, upsert_value = _record_statements(backend.engine.name)
     with backend.engine.begin() as conn:
         state = conn.execute(state_of, {"trial_id": trial_id}).scalar_one_or_none()
@@ -350,31 +461,64 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def load_study(name: str, storage: str | optuna.storages.BaseStorage) -> optuna.Study:
-    """Load an existing study.
+    """Load an existing study. An SQLite file that does not exist is not created.
 
     Raises:
-        StudyNotFoundError: no study of that name is in the store (the message lists those that are).
+        StudyNotFoundError: no study of that name is in the store (the message names the store
+            and lists the studies it has), or there is no store at all.
     """
     import optuna
 
+    if (missing := missing_store(storage)) is not None:
+        raise StudyNotFoundError(f"no study named {name!r}: there is no store at {store_name(storage)} "
+                                 f"({missing} does not exist)")
     backend = open_storage(storage)
     try:
         return optuna.load_study(study_name=name, storage=backend)
     except KeyError:
         known = ", ".join(sorted(study_names(backend))) or "none"
-        raise StudyNotFoundError(f"no study named {name!r} in this store (studies: {known})") from None
+        raise StudyNotFoundError(f"no study named {name!r} in {store_name(storage)} (studies: {known})") from None
 
 
 def study_names(storage: str | optuna.storages.BaseStorage) -> list[str]:
     """The names of the studies in a store, without reading their trials (Optuna's
-    ``get_all_study_summaries`` reads every trial of every study)."""
+    ``get_all_study_summaries`` reads every trial of every study); none for an SQLite file that
+    does not exist, which is not created."""
+    if missing_store(storage) is not None:
+        return []
     return [s.study_name for s in open_storage(storage).get_all_studies()]
+
+
+def store_name(storage: str | optuna.storages.BaseStorage) -> str:
+    """How messages name a store: its URL with the password masked, or the kind of a storage
+    object (its URL, for Optuna's SQL storage).
+
+    Example:
+        >>> import optuna
+        >>> store_name("postgresql+psycopg://me:secret@db/hp"), store_name(optuna.storages.InMemoryStorage())
+        ('postgresql+psycopg://me:***@db/hp', 'InMemoryStorage')
+    """
+    if isinstance(storage, str):
+        return redact_url(storage)
+    url = getattr(storage, "url", None)
+    return redact_url(url) if isinstance(url, str) else type(storage).__name__
+
+
+def space_of_study(study: optuna.Study) -> SearchSpace:
+    """The space a study was started with, parsed again from the text it keeps.
+
+    Raises:
+        SpaceError: the study was not made by hpsearch, or its text no longer validates.
+    """
+    text = study.user_attrs.get(ATTR_SPACE_TEXT)
+    if not text:
+        raise SpaceError(f"study {study.study_name!r} has no space text: it was not started by hpsearch start",
+                         source=f"study {study.study_name}")
+    return parse_space(str(text), source=f"study {study.study_name}", default_study=study.study_name)
 
 
 def study_attrs(space_text: str, objectives: list[str], n_trials: int) -> dict[str, Any]:
     """The study user attrs hpsearch writes when a search creates a study: its space text, its
     objectives, the target number of finished trials and the versions that ran it."""
-    from importlib.metadata import version
-
     return {ATTR_SPACE_TEXT: space_text, ATTR_OBJECTIVES: list(objectives), ATTR_N_TRIALS: int(n_trials),
             ATTR_VERSIONS: {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")}}

@@ -10,29 +10,43 @@ machines, with PyTorch's own launcher. ``export_trial`` writes, into a folder:
 ``bash launch.sh`` needs neither Ray nor the study's store. Exported at another world size
 (``world_size=``), the configuration keeps its per-device batch and accumulation, so its
 effective batch changes and its LR is the trial's rule applied to the new one.
+
+A workload of the user's own (``"my_pkg.module:function"``, or a Lightning module's classes)
+is imported by name where the job runs: its module must be importable there, as it was for
+the search. ``launch.sh`` checks that first, and exits with status 2 and one line saying which
+module and which folder to put on ``PYTHONPATH`` when it is not.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import TrialNotFoundError
-from hpsearch.trials.spec import TrialSpec
+from hpsearch.search_spaces.record import DEVICE
+from hpsearch.store import space_of_study
+from hpsearch.trials.spec import TrialSpec, trial_spec
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["CONFIG_FILE", "LAUNCH_FILE", "ExportedTrial", "export_trial"]
+__all__ = ["CONFIG_FILE", "LAUNCH_FILE", "RUN_FILES", "ExportedTrial", "export_trial", "user_modules"]
 
 #: The configuration file ``hpsearch.trials.run`` reads.
 CONFIG_FILE = "trial.json"
 #: The script that runs it with torchrun.
 LAUNCH_FILE = "launch.sh"
+
+#: What a run of the job writes beside its script (rank 0), besides ``CONFIG_FILE`` and ``LAUNCH_FILE``.
+RUN_FILES = ("metrics.json", "metrics.jsonl", "model.pt")
+
+#: The workload options that name a class of the user's by ``"module:Class"`` (``workload.lightning``).
+_CLASS_OPTIONS = ("module", "datamodule")
 
 #: What the trial recorded, copied into the configuration to compare a run against.
 _RECORDED = ("val_accuracy", "val_loss", "train_loss", "lr", "samples_seen", "steps", "epochs_completed",
@@ -50,6 +64,13 @@ class ExportedTrial:
         spec: The configuration the job trains (its ``world_size`` and ``epochs`` as exported).
         trial_world_size: The world size the trial ran at.
         trial_lr: The peak LR the trial ran at.
+        modules: The user's modules the workload imports by name (``"my_workload"`` for
+            ``"my_workload:make_workload"``); none for a built-in workload. Each must be
+            importable where the job runs.
+        module_paths: For each of ``modules`` importable here, the folder it was found in (what
+            ``PYTHONPATH`` needs where it is not installed).
+        warnings: What the user should know before running it (a module not importable here,
+            files of an earlier run in the folder).
     """
 
     study: str
@@ -58,6 +79,9 @@ class ExportedTrial:
     spec: TrialSpec
     trial_world_size: int
     trial_lr: float
+    modules: tuple[str, ...] = ()
+    module_paths: dict[str, Path] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def config(self) -> Path:
@@ -74,7 +98,9 @@ class ExportedTrial:
         return {"study": self.study, "number": self.number, "folder": str(self.folder), "config": str(self.config),
                 "launch": str(self.launch), "world_size": self.spec.world_size, "epochs": self.spec.epochs,
                 "effective_batch_size": self.spec.effective_batch_size, "lr": self.spec.lr,
-                "trial_world_size": self.trial_world_size, "trial_lr": self.trial_lr}
+                "trial_world_size": self.trial_world_size, "trial_lr": self.trial_lr,
+                "modules": list(self.modules), "module_paths": {m: str(p) for m, p in self.module_paths.items()},
+                "warnings": list(self.warnings)}
 
 
 def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str], *,
@@ -93,8 +119,6 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
         TrialNotFoundError: the study has no such trial, or it never got a full configuration.
         SpaceError: the study was not started by hpsearch.
     """
-    from hpsearch.orchestrator import space_of_study, trial_settings
-
     space = space_of_study(study)
     trial = next((t for t in study.get_trials(deepcopy=False) if t.number == number), None)
     if trial is None:
@@ -104,17 +128,26 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     if missing:
         raise TrialNotFoundError(f"trial #{number} of study {study.study_name!r} has no {', '.join(missing)}: "
                                  "it stopped before its configuration was chosen")
-    recorded = str(trial.user_attrs.get("device") or "")
+    recorded = str(trial.user_attrs.get(DEVICE) or "")
     device = "cuda" if recorded.startswith("cuda") else "cpu" if recorded else (
         space.resources.device if space.resources.device != "auto" else "cpu")
-    ran = TrialSpec.from_params(dict(trial.params), **trial_settings(space, device))
+    ran = trial_spec(space, trial.params, device=device)
     # Real ranks under torchrun (the trial may have emulated its ranks on fewer devices), and
     # the weights saved: they are what this run is for.
-    spec = replace(ran, world_size=world_size or ran.world_size, epochs=epochs or ran.epochs, emulated_ranks=1,
-                   save_model=True)
+    spec = trial_spec(space, {**trial.params, "world_size": world_size or ran.world_size}, device=device,
+                      epochs=epochs or ran.epochs, emulated_ranks=1, save_model=True)
     out = Path(folder).resolve()
+    earlier = [name for name in RUN_FILES if (out / name).exists()]
     out.mkdir(parents=True, exist_ok=True)
-    exported = ExportedTrial(study.study_name, number, out, spec, ran.world_size, ran.lr)
+    modules = user_modules(spec)
+    paths = {m: p for m in modules if (p := _module_folder(m)) is not None}
+    warnings = [f"the workload's module {m!r} is not importable here: put the folder that holds it on PYTHONPATH "
+                f"where the job runs (launch.sh checks and stops if it is not)" for m in modules if m not in paths]
+    if earlier:
+        warnings.append(f"{out} holds an earlier run ({', '.join(earlier)}): the new run replaces these files as it "
+                        "writes them; export into another folder to keep both")
+    exported = ExportedTrial(study.study_name, number, out, spec, ran.world_size, ran.lr, modules, paths,
+                             tuple(warnings))
     config = {
         "spec": spec.to_dict(),
         "study": study.study_name,
@@ -135,6 +168,34 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     return exported
 
 
+def user_modules(spec: TrialSpec) -> tuple[str, ...]:
+    """The user's modules a trial's workload imports by name: the module of a
+    ``"pkg.module:function"`` workload, and those of a Lightning workload's classes.
+
+    Example:
+        >>> user_modules(TrialSpec(workload="my_workload:make_workload")), user_modules(TrialSpec())
+        (('my_workload',), ())
+    """
+    names = [spec.workload, *(spec.workload_options.get(k) for k in _CLASS_OPTIONS)]
+    modules = [n.partition(":")[0] for n in names if isinstance(n, str) and ":" in n]
+    return tuple(dict.fromkeys(modules))
+
+
+def _module_folder(module: str) -> Path | None:
+    """The folder to put on ``PYTHONPATH`` for ``module`` (where its top-level package or file
+    is), ``None`` when it is not importable here. Only the top-level package is looked up: its
+    import runs no code of the module itself."""
+    top = module.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin or found.origin in ("built-in", "frozen"):
+        return None
+    origin = Path(found.origin)
+    return (origin.parent.parent if origin.name == "__init__.py" else origin.parent).resolve()
+
+
 def _launch_script(exported: ExportedTrial) -> str:
     spec = exported.spec
     was = "" if (spec.world_size, spec.lr) == (exported.trial_world_size, exported.trial_lr) else \
@@ -145,13 +206,51 @@ def _launch_script(exported: ExportedTrial) -> str:
 # {spec.lr_rule} rule from base_lr {spec.base_lr:g} at B0 {spec.base_batch_size}: lr {spec.lr:.6g}{was}.
 #
 # Runs {spec.world_size} rank(s) on this machine with PyTorch's torchrun (no Ray, no study store), each
-# with the same training loop as the search's trials. hpsearch and the workload's module must be
-# importable by the python that torchrun runs. Rank 0 writes metrics.jsonl (each evaluation),
+# with the same training loop as the search's trials. hpsearch{_modules_note(exported)} must be
+# importable by the python that torchrun runs: checked first. Rank 0 writes metrics.jsonl (each evaluation),
 # metrics.json (the final metrics) and model.pt (the final weights) beside this script;
 # 'bash launch.sh --out DIR' writes them to DIR. On several nodes, run on each one:
 #   torchrun --nnodes NODES --nproc-per-node {spec.world_size}/NODES --rdzv-backend c10d \\
 #       --rdzv-endpoint HOST:PORT -m hpsearch.trials.run trial.json
 set -euo pipefail
 here="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
-exec torchrun --standalone --nproc-per-node {spec.world_size} -m hpsearch.trials.run "$here/{CONFIG_FILE}" "$@"
+torchrun="$(command -v torchrun)" || {{ echo "error: torchrun is not on PATH: activate the environment hpsearch is installed in" >&2; exit 2; }}
+python="$(dirname "$torchrun")/python"  # the interpreter torchrun runs the ranks with
+[ -x "$python" ] || python=python3
+# Each module the ranks import by name, checked before any rank starts (one line, not one traceback per rank).
+for module in {" ".join(shlex.quote(m) for m in ("hpsearch", *exported.modules))}; do
+  if ! "$python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' "$module" 2>/dev/null; then
+    case "$module" in
+{_module_cases(exported)}    esac
+    exit 2
+  fi
+done
+exec "$torchrun" --standalone --nproc-per-node {spec.world_size} -m hpsearch.trials.run "$here/{CONFIG_FILE}" "$@"
 """
+
+
+def _modules_note(exported: ExportedTrial) -> str:
+    """``, and the workload's module my_workload (found in DIR when exported; PYTHONPATH)``."""
+    if not exported.modules:
+        return ""
+    found = ", ".join(f"{m} in {p}" for m, p in exported.module_paths.items())
+    return (f" and the workload's module(s) {', '.join(exported.modules)} (on PYTHONPATH"
+            + (f"; found when exported: {found}" if found else "") + ")")
+
+
+def _double_quoted(text: str) -> str:
+    """``text`` safe inside a double-quoted shell string."""
+    return "".join("\\" + c if c in '\\"$`' else c for c in text)
+
+
+def _module_cases(exported: ExportedTrial) -> str:
+    """The ``case`` arms of ``launch.sh``'s module check: the line each missing module prints."""
+    arms = ['      hpsearch) echo "error: hpsearch is not importable by $python: activate the environment it is '
+            'installed in" >&2 ;;\n']
+    for module in exported.modules:
+        folder = exported.module_paths.get(module)
+        hint = f"PYTHONPATH={_double_quoted(shlex.quote(str(folder)))} bash $0" if folder is not None else \
+            "put the folder that holds it on PYTHONPATH"
+        arms.append(f"      {shlex.quote(module)}) echo \"error: the workload's module '{module}' is not importable: "
+                    f"{hint}\" >&2 ;;\n")
+    return "".join(arms)

@@ -6,8 +6,9 @@ line of ``hpsearch ls``. Each is computed here once, from the trials table
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,8 @@ from hpsearch.search_spaces import record
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "finished_count", "is_finished",
-           "state_counts", "study_listing", "summarize"]
+__all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "cut_short_counts", "finished_count",
+           "is_finished", "state_counts", "study_listing", "summarize"]
 
 
 def is_finished(state: str, reason: object) -> bool:
@@ -45,6 +46,33 @@ def state_counts(frame: pd.DataFrame) -> dict[str, int]:
     if not len(frame):
         return {}
     return {str(k): int(v) for k, v in sorted(frame["state"].value_counts().items())}
+
+
+def cut_short_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """The trials the search itself cut short (``interrupted``, ``budget``) whose configuration
+    no finished rerun (``rerun_of``) has run yet, counted by reason: ``hpsearch resume`` runs
+    them first.
+
+    Example:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"number": [0, 1, 2, 3], "state": ["FAIL", "FAIL", "COMPLETE", "FAIL"],
+        ...                       "status_reason": ["budget", "budget", None, "interrupted"],
+        ...                       "rerun_of": [None, None, 0, None]})
+        >>> cut_short_counts(frame)
+        {'budget': 1, 'interrupted': 1}
+    """
+    if not len(frame) or record.STATUS_REASON not in frame.columns:
+        return {}
+    rerun: set[int] = set()
+    if record.RERUN_OF in frame.columns:
+        for state, original in zip(frame["state"], frame[record.RERUN_OF]):
+            if state in record.FINISHED_STATES and (number := _number(original)) is not None:
+                rerun.add(int(number))
+    counts: Counter[str] = Counter()
+    for number, state, reason in zip(frame["number"], frame["state"], frame[record.STATUS_REASON]):
+        if state == "FAIL" and reason in record.RERUN_REASONS and int(number) not in rerun:
+            counts[str(reason)] += 1
+    return dict(sorted(counts.items()))
 
 
 def best_trial_number(frame: pd.DataFrame, objectives: Sequence[str], directions: Sequence[str]) -> int | None:
@@ -102,8 +130,10 @@ class StudySummary:
         n_trials: Trials of any state.
         finished: Trials that count toward ``target`` (``is_finished``).
         target: The number of finished trials the search aims for, when the study records one.
-        states: Trials per state (PENDING: waiting for resources; RUNNING: training).
+        states: Trials per state (PENDING: waiting for its devices; RUNNING: training).
         best_trial: The best COMPLETE trial (``best_trial_number``), or ``None``.
+        cut_short: Trials the search cut short (``interrupted``, ``budget``) that ``resume``
+            runs again first, by reason (``cut_short_counts``).
     """
 
     study: str
@@ -114,6 +144,7 @@ class StudySummary:
     target: int | None
     states: Mapping[str, int]
     best_trial: BestTrial | None
+    cut_short: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status --json``, the dashboard)."""
@@ -128,6 +159,7 @@ class StudySummary:
             "states": dict(self.states),
             "best_trial": None if best is None else {"number": best.number, "values": dict(best.values),
                                                      "params": dict(best.params)},
+            "cut_short": dict(self.cut_short),
         }
 
 
@@ -145,7 +177,7 @@ def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directi
         best = BestTrial(number, {o: float(row[o]) for o in objectives},
                          {p: _plain(row[p]) for p in params if p in frame.columns and _plain(row[p]) is not None})
     return StudySummary(name, tuple(objectives), tuple(directions), len(frame), finished_count(frame), target,
-                        state_counts(frame), best)
+                        state_counts(frame), best, cut_short_counts(frame))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ def _run(*args: str) -> tuple[int, str, str]:
 def test_recommend_prints_what_to_run_its_cost_and_why(store: str) -> None:
     code, out, err = _run("recommend", "demo", "--devices", "8", "--storage", store, "--target", "val_accuracy=0.9")
     assert code == 0, err
-    assert "recommendation for 8 device(s)" in out and "val_accuracy >= 0.9" in out
+    assert "recommendation for 8 devices" in out and "val_accuracy >= 0.9" in out
     assert "run   b " in out and " x W " in out and "lr " in out
     assert "cost " in out and "device-hours" in out and "samples" in out
     # 8 devices, where the study ran at most 2: the answer says what it extrapolated.

@@ -1,5 +1,5 @@
-"""The live progress line of ``hpsearch start``: done, training, waiting for resources, failed,
-best so far, time left."""
+"""The live progress line of ``hpsearch start``: done, training, pending (waiting for their
+devices), failed, best so far, time left."""
 
 from __future__ import annotations
 
@@ -46,22 +46,23 @@ def test_a_minimised_objective_keeps_the_lowest_value_as_best(
     assert "left ~0s" in err
 
 
-def test_trials_waiting_for_resources_are_not_counted_as_training(
+def test_trials_waiting_for_their_devices_are_pending_not_training(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     display = ProgressDisplay(3, "val_accuracy", maximize=True, enabled=True)
     with display:
         for number in (0, 1, 2):
-            display.on_event(SearchEvent("started", number))  # proposed: waiting for resources
+            display.on_event(SearchEvent("started", number))  # proposed: PENDING until its devices are granted
         display.on_event(SearchEvent("training", 0))
         display.on_event(SearchEvent("training", 1))
         display._progress.refresh()
-        shown_while_waiting = display._progress.tasks[0].fields["info"]
+        shown_while_pending = display._progress.tasks[0].fields["info"]
         display.on_event(SearchEvent("completed", 0, {"values": [0.9]}))
         display.on_event(SearchEvent("training", 2))
 
-    assert "training 2  waiting 1  " in shown_while_waiting
+    # The word hpsearch status, the dashboard and the trials table use for the same trials.
+    assert "training 2  pending 1  " in shown_while_pending
     assert "training 2  failed 0" in capsys.readouterr().err
 
 

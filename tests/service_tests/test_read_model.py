@@ -1,6 +1,6 @@
 """The read model (``hpsearch.study``) as the CLI shows it: the best trial of a two-objective study
-is never a dominated one, trials waiting for resources are not "running", finished counts and
-the study listing, on every store."""
+is never a dominated one, trials waiting for their devices are PENDING (one word wherever a
+user sees them), finished counts and the study listing, on every store."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_best_breaks_a_tie_on_the_first_objective_by_the_second(storage_url: str
     assert listing.best_values == (0.974, 0.046)
 
 
-def test_status_tells_trials_waiting_for_resources_from_trials_training(storage_url: str, unique_name: str) -> None:
+def test_status_tells_pending_trials_from_trials_training(storage_url: str, unique_name: str) -> None:
     study = _two_objective_study(storage_url, unique_name)
     proposed = study.ask({"lr_rule": _DISTS["lr_rule"]})  # asked by the searcher; its ranks not started
     started = study.ask({"lr_rule": _DISTS["lr_rule"]})
@@ -55,7 +55,8 @@ def test_status_tells_trials_waiting_for_resources_from_trials_training(storage_
     assert code == 0
     assert "pending 1" in out and "running 1" in out and "complete 1" in out
     assert f"training: trial #{started.number}" in out
-    assert f"waiting for resources: trial #{proposed.number}" in out
+    assert f"pending (waiting for its devices): trial #{proposed.number}" in out
+    assert "waiting for resources" not in out  # the table's, the dashboard's and the progress line's word: PENDING
     data = json.loads(_run("status", unique_name, "--storage", storage_url, "--json")[1])
     assert data["states"] == {"COMPLETE": 1, "PENDING": 1, "RUNNING": 1}
     assert [r["number"] for r in data["running"]] == [started.number]
