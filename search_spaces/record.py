@@ -28,6 +28,7 @@ __all__ = [
     "FINISHED_STATES",
     "METRICS",
     "NOT_RUN_REASONS",
+    "PHASE_NAMES",
     "RECORDED_METRICS",
     "RERUN_REASONS",
     "STATES",
@@ -88,6 +89,15 @@ RERUN_OF = "rerun_of"
 #: When the trial got its devices and its ranks started (seconds since the epoch); a RUNNING
 #: trial without it is still waiting for resources.
 TRAINING_STARTED = "training_started"
+#: Where a trial's time went, as ``{phase: seconds since it was asked}`` with the wall-clock time
+#: it was asked under ``asked_at`` (``PHASE_NAMES``, in order): so a slow orchestrator shows.
+PHASES = "phases"
+#: The phases a trial records, in the order they happen: asked (the searcher proposed it),
+#: reserved (its devices), handed (its ranks to warm workers), ready (every rank began),
+#: training_started and training_ended (rank 0's loop), last_report (the trial's process had
+#: rank 0's final report) and told (the searcher wrote its end to the study).
+PHASE_NAMES: tuple[str, ...] = ("asked", "reserved", "handed", "ready", "training_started", "training_ended",
+                                "last_report", "told")
 
 # ---- status reasons ----
 REASON_EARLY_STOPPED = "early_stopped"
@@ -188,6 +198,7 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(CURVES, "curves", "bookkeeping"),
     Field(RERUN_OF, "rerun of trial", "bookkeeping"),
     Field(TRAINING_STARTED, "training started", "bookkeeping"),
+    Field(PHASES, "phases (s since asked)", "bookkeeping"),
 )}
 
 #: Metrics a space's objectives may name.
