@@ -68,6 +68,7 @@ def main(argv: list[str]) -> None:
             conn.send(_called(task["call"], task["args"]))
             _forget(added, fresh)
             continue
+        conn.send(("begin", task["rank"]))  # reset and on its way: the trial's "ready" phase
         run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", "world_size", "rendezvous",
                                           "collective_timeout_s")},
                  on_report=functools.partial(conn.send, ("report", task["rank"])))
