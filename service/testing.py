@@ -16,7 +16,9 @@ of data-parallel training whose laws are those the analysis fits (SCIENCE.md), h
   eps_max / (1 + B_noise / B);
 - a step takes A (t0 + t1 b) + t_allreduce 2 (W - 1) / W seconds (SCIENCE.md, "Throughput");
 - the gradient noise scale sits near B_crit; trials of W x A = 1 record none;
-- the worst trials are PRUNED with ``early_stopped`` (cut at 1 or 3 of 10 epochs).
+- the worst trials are PRUNED with ``early_stopped`` (cut at 1 or 3 of 10 epochs);
+- with ``hidden_choices``, the workload's own parameter ``hidden`` is searched too: the largest
+  width trains at the laws' pace, any other needs a quarter more samples.
 
 The LR rules and the study's attrs are the product's own (``hpsearch.trials.scaling``,
 ``hpsearch.store.study_attrs``). Nothing here is a measurement: the space text says so.
@@ -42,7 +44,7 @@ from hpsearch.store import open_storage, study_attrs
 from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
 
-__all__ = ["SyntheticTruth", "synthetic_study"]
+__all__ = ["HIDDEN_PENALTY", "SyntheticTruth", "synthetic_study"]
 
 # The space the synthetic trials are drawn from. It validates (hpsearch.search_spaces) and
 # names only what the model uses. A real search of it would need CIFAR-10 at the path and 8
@@ -62,7 +64,7 @@ parameters:
   grad_accum_steps: {{choices: {accum_steps}}}
   lr_rule: {{choices: [constant, linear, sqrt]}}
   base_lr: {base_lr}
-  momentum: 0.9
+  momentum: 0.9{hidden}
 objectives:
   - {{metric: val_accuracy, direction: maximize}}
   - {{metric: runtime_s, direction: minimize}}
@@ -74,6 +76,8 @@ _RULES = ("constant", "linear", "sqrt")
 _MOMENTUM = 0.9
 _CHANCE = 0.10
 _DIVERGE_RATIO = 4.0  # an LR this many times the best one diverges
+#: The extra samples a ``hidden`` width other than the largest costs (``SyntheticTruth.hidden_choices``).
+HIDDEN_PENALTY = 0.25
 _PRUNED_SHARE = 0.05  # the worst trials that ASHA would have stopped
 _EVAL_S = 0.5  # one evaluation pass
 _START_S = 15.0  # launching a trial's ranks
@@ -114,6 +118,9 @@ class SyntheticTruth:
         accum_steps: The accumulation steps a search draws from.
         base_lr_range: The range of base LRs (log-uniform); one value when both ends are equal
             (the base LR tuned once at B0, as rules are meant to be used).
+        hidden_choices: The widths a search draws the workload's own parameter ``hidden``
+            from; empty (the default): not searched. The largest trains at the laws' pace, any
+            other needs ``1 + HIDDEN_PENALTY`` times the samples.
     """
 
     e_min: float = 150_000.0
@@ -136,6 +143,7 @@ class SyntheticTruth:
     world_sizes: tuple[int, ...] = (1, 2, 4, 8)
     accum_steps: tuple[int, ...] = (1, 2, 4)
     base_lr_range: tuple[float, float] = (0.01, 0.2)
+    hidden_choices: tuple[int, ...] = ()
 
     def best_lr(self, batch: float) -> float:
         """The LR that trains best at effective batch ``batch``."""
@@ -229,7 +237,8 @@ def synthetic_study(
         slots=_SLOTS, batches=list(truth.per_device_batches), world_sizes=list(truth.world_sizes),
         accum_steps=list(truth.accum_steps),
         base_lr=(truth.base_lr_range[0] if truth.base_lr_range[0] == truth.base_lr_range[1] else
-                 f"{{low: {truth.base_lr_range[0]}, high: {truth.base_lr_range[1]}, log: true}}"))
+                 f"{{low: {truth.base_lr_range[0]}, high: {truth.base_lr_range[1]}, log: true}}"),
+        hidden=f"\n  hidden: {{choices: {list(truth.hidden_choices)}}}" if truth.hidden_choices else "")
     for key, value in study_attrs(space_text, _OBJECTIVES, target).items():
         study.set_user_attr(key, value)
 
@@ -259,6 +268,10 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     lr = scaled_lr(rule, base_lr, batch, truth.base_batch)
     params = {r.PER_DEVICE_BATCH_SIZE: b, r.WORLD_SIZE: w, r.GRAD_ACCUM_STEPS: a, r.LR_RULE: rule,
               r.BASE_LR: base_lr, "momentum": _MOMENTUM}
+    slower = 1.0
+    if truth.hidden_choices:  # drawn only when searched: studies without it keep their draws
+        params["hidden"] = int(rng.choice(truth.hidden_choices))
+        slower = 1.0 if params["hidden"] == max(truth.hidden_choices) else 1.0 + HIDDEN_PENALTY
     node = str(rng.choice(_NODES))
     attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
                              r.WARMUP_EPOCHS: 0.0, r.TRAINING_STARTED: True}
@@ -269,7 +282,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     a_max = truth.best_accuracy - 0.05 * off * off
     tau = (truth.examples_to_target(batch) * rng.lognormal(0, truth.examples_noise)
            / math.log((truth.best_accuracy - _CHANCE) / (truth.best_accuracy - truth.target)))
-    tau *= 1 + 0.5 * off * off
+    tau *= (1 + 0.5 * off * off) * slower
     step_s = truth.step_time(b, w, a) * rng.lognormal(0, truth.step_noise)
     comm_s = truth.t_allreduce * 2 * (w - 1) / w
     samples_per_epoch = math.ceil(truth.train_samples / w) * w  # padded so every rank has as many
@@ -367,6 +380,8 @@ def _frozen_trials(outcomes: list[_Outcome], truth: SyntheticTruth) -> list[optu
                     else FloatDistribution(*truth.base_lr_range, log=True)),
         "momentum": CategoricalDistribution([_MOMENTUM]),
     }
+    if truth.hidden_choices:
+        distributions["hidden"] = CategoricalDistribution(list(truth.hidden_choices))
     states = {s.name: s for s in optuna.trial.TrialState}
     free_at = [0.0] * _SLOTS
     trials = []

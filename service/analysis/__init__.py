@@ -13,9 +13,13 @@
 - **Recommendation**: the (b, W <= N, A, rule, LR) with the least predicted time (or
   device-hours) to the target, with intervals, and what was extrapolated.
 
-``analyze(search)`` and ``recommend(analysis, devices)`` are what ``hpsearch recommend``,
-``Search.recommend`` and the dashboard's analysis call. This package imports numpy and scipy:
-``import hpsearch`` does not load it.
+The analysis takes the study's data: ``analyze_trials(study, frame, curves, ...)`` on the
+trials table and curves, ``analyze_study(storage, info)`` reading them from a store, and
+``analyze(search)`` for a study as ``hpsearch.load`` returns it. ``recommend(analysis,
+devices)`` is what ``hpsearch recommend``, ``Search.recommend`` and the dashboard's analysis
+call; a study that holds no answer raises ``hpsearch.errors.NoAnswerError``, which carries the
+analysis that exists (bad input is an ``AnalysisError``). This package imports numpy and scipy: ``import hpsearch``
+does not load it.
 
 Example:
     >>> from hpsearch.analysis import fit_critical_batch
@@ -27,16 +31,35 @@ Example:
 from hpsearch.analysis._batches import BatchPoint, LRPoint
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
-from hpsearch.analysis._recommend import Alternative, Recommendation, follow_up_space, recommend
+from hpsearch.analysis._recommend import (
+    FITTED,
+    MEASURED,
+    MEASURED_UPPER_BOUND,
+    Alternative,
+    Recommendation,
+    follow_up_space,
+    recommend,
+)
 from hpsearch.analysis._rules import RulePoint, RuleReport
 from hpsearch.analysis._stats import Interval
-from hpsearch.analysis._study import CURVE_STATES, StudyAnalysis, analyze, analyze_trials, resolve_target
+from hpsearch.analysis._study import (
+    CURVE_STATES,
+    StudyAnalysis,
+    StudyHandle,
+    analyze,
+    analyze_study,
+    analyze_trials,
+    resolve_target,
+)
 from hpsearch.analysis._target import CURVE_FIELDS, Crossing, Target, crossing, default_target, parse_target
 from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
 
 __all__ = [
     "CURVE_FIELDS",
     "CURVE_STATES",
+    "FITTED",
+    "MEASURED",
+    "MEASURED_UPPER_BOUND",
     "Alternative",
     "BatchPoint",
     "CriticalBatchFit",
@@ -48,9 +71,11 @@ __all__ = [
     "RulePoint",
     "RuleReport",
     "StudyAnalysis",
+    "StudyHandle",
     "Target",
     "ThroughputModel",
     "analyze",
+    "analyze_study",
     "analyze_trials",
     "crossing",
     "default_target",

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
+from hpsearch.analysis._stats import format_batch
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError
 
-__all__ = ["COUNTED", "BatchPoint", "LRPoint", "best_lrs", "best_per_batch", "critical_batch", "lr_key", "lr_law",
-           "median"]
+__all__ = ["COUNTED", "BatchPoint", "LRPoint", "best_lrs", "best_per_batch", "config_key", "critical_batch", "lr_key",
+           "lr_law", "median"]
 
 #: Trial states whose curves count: a trial stopped early by ASHA reached what it reached; a
 #: failed one enters no fit.
@@ -35,9 +36,13 @@ class BatchPoint:
         runs: The trial numbers of the runs behind it.
         lr: The best LR.
         rule: The LR rule of the best run.
-        n_configurations: Configurations (LRs) tried at this batch that reached the target.
+        n_configurations: Configurations (LRs, with the study's other parameters) tried at this
+            batch that reached the target.
         method: ``best of N LRs`` (the best configuration's runs) or ``parabola ...`` (the
             optimum of a parabola through the runs around it, see ``_optimum``).
+        upper_bound: Every run behind ``samples`` reached the target at its first evaluation,
+            so ``samples`` and ``steps`` only bound it from above: the critical-batch fit
+            leaves the point out.
     """
 
     effective_batch_size: float
@@ -48,6 +53,7 @@ class BatchPoint:
     rule: str
     n_configurations: int
     method: str = ""
+    upper_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,36 +88,52 @@ class _Optimum:
     runs: tuple[int, ...]
     rule: str
     method: str
+    upper_bound: bool = False
 
 
 #: The LRs around the best one that the parabola of ``_optimum`` spans (a factor each way).
 _WINDOW = 3.0
 
 
-def _optimum(batch: float, reached: Sequence[Mapping[str, Any]]) -> _Optimum:
+def config_key(trial: Mapping[str, Any], parameters: Sequence[str]) -> tuple[Any, ...]:
+    """What, besides the batch and the LR, makes a trial's configuration: its values of the
+    study's other parameters (the workload's own, such as ``hidden``, and optimizer settings)."""
+    return tuple(trial.get(name) for name in parameters)
+
+
+def _optimum(batch: float, reached: Sequence[Mapping[str, Any]], parameters: Sequence[str] = ()) -> _Optimum:
     """The LR at ``batch`` that reaches the target in the fewest samples, and that number.
 
-    The best run of many is lucky as well as good: the least of N noisy runs sits below what
-    its configuration needs (the winner's curse; on synthetic studies of ~100 LRs per batch,
-    8% below). Where five runs or more at three LRs or more lie within a factor of ``_WINDOW``
-    of the best configuration's LR, a parabola through log(samples) against log(LR) places the
-    optimum and reads the samples off it, averaging the runs' noise; it is kept when it opens
-    upward, its vertex lies inside those LRs and its value within 25% of the best
-    configuration's. Otherwise the best configuration's runs (the median of its seeds) stand.
+    A configuration is an LR and the study's other ``parameters``: runs of one configuration
+    differ only in their seeds. The best run of many is lucky as well as good: the least of N
+    noisy runs sits below what its configuration needs (the winner's curse; on synthetic studies
+    of ~100 LRs per batch, 8% below). Where five runs or more at three LRs or more, with the
+    best configuration's other parameters, lie within a factor of ``_WINDOW`` of its LR, a
+    parabola through log(samples) against log(LR) places the optimum and reads the samples off
+    it, averaging the runs' noise; it is kept when it opens upward, its vertex lies inside those
+    LRs, its value within 25% of the best configuration's, and no run under it reached the
+    target at its first evaluation (an upper bound, not a measurement). Otherwise the best
+    configuration's runs (the median of its seeds) stand: an upper bound when every one of them
+    reached the target at its first evaluation.
     """
     import numpy as np
 
-    configs: dict[float, list[Mapping[str, Any]]] = {}
+    configs: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for t in reached:
-        configs.setdefault(lr_key(t["lr"]), []).append(t)
-    lr, runs = min(configs.items(), key=lambda item: (median([t["samples_to_target"] for t in item[1]]), item[0]))
+        configs.setdefault((lr_key(t["lr"]), *config_key(t, parameters)), []).append(t)
+    key, runs = min(configs.items(), key=lambda item: (median([t["samples_to_target"] for t in item[1]]),
+                                                       item[0][0], repr(item[0][1:])))
+    lr = float(key[0])
     samples = median([t["samples_to_target"] for t in runs])
     steps = median([t["steps_to_target"] or t["samples_to_target"] / batch for t in runs])
     best = _Optimum(lr, samples, steps, tuple(sorted(int(t["number"]) for t in runs)), str(runs[0]["lr_rule"]),
-                    f"best of {len(configs)} LRs")
-    near = [t for t in reached if abs(math.log(t["lr"] / lr)) <= math.log(_WINDOW)]
+                    f"best of {len({k[0] for k in configs})} LRs",
+                    all(bool(t.get("first_evaluation")) for t in runs))
+    same = key[1:]
+    near = [t for t in reached if abs(math.log(t["lr"] / lr)) <= math.log(_WINDOW)
+            and config_key(t, parameters) == same]
     n_lrs = len({lr_key(t["lr"]) for t in near})
-    if len(near) < 5 or n_lrs < 3:
+    if len(near) < 5 or n_lrs < 3 or any(t.get("first_evaluation") for t in near):
         return best
     x = np.log([float(t["lr"]) for t in near])
     y = np.log([float(t["samples_to_target"]) for t in near])
@@ -143,7 +165,7 @@ def _vertex(lrs: Sequence[float], costs: Sequence[float], around: float) -> floa
     return math.exp(vertex) if x.min() <= vertex <= x.max() else None
 
 
-def best_per_batch(reached: Sequence[Mapping[str, Any]]) -> tuple[BatchPoint, ...]:
+def best_per_batch(reached: Sequence[Mapping[str, Any]], parameters: Sequence[str] = ()) -> tuple[BatchPoint, ...]:
     """Each batch at its best configuration (``_optimum``)."""
     by_batch: dict[float, list[Mapping[str, Any]]] = {}
     for t in reached:
@@ -151,18 +173,33 @@ def best_per_batch(reached: Sequence[Mapping[str, Any]]) -> tuple[BatchPoint, ..
             by_batch.setdefault(float(t["effective_batch_size"]), []).append(t)
     points = []
     for batch in sorted(by_batch):
-        opt = _optimum(batch, by_batch[batch])
-        points.append(BatchPoint(batch, opt.samples, opt.steps, opt.runs, opt.lr, opt.rule,
-                                 len({lr_key(t["lr"]) for t in by_batch[batch]}), opt.method))
+        opt = _optimum(batch, by_batch[batch], parameters)
+        n_configs = len({(lr_key(t["lr"]), *config_key(t, parameters)) for t in by_batch[batch]})
+        points.append(BatchPoint(batch, opt.samples, opt.steps, opt.runs, opt.lr, opt.rule, n_configs, opt.method,
+                                 opt.upper_bound))
     return tuple(points)
 
 
 def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str, Any]],
                     seed: int) -> tuple[CriticalBatchFit | None, str | None]:
     """The fit on one entry per run of each batch's best configuration, or one per batch where
-    its optimum came from a parabola (a smoothed value, not a run)."""
+    its optimum came from a parabola (a smoothed value, not a run).
+
+    A batch whose best configuration reached the target at its first evaluation is left out:
+    its samples only bound the truth from above (a study whose every trial crossed there would
+    otherwise fit a flat line through one epoch's samples, with intervals of zero width). A fit
+    whose draws all agree (intervals of zero width) is refused: there is no scatter to bound
+    it with, so it is no evidence of a law.
+    """
     if not reached:
         return None, "no trial reached the target"
+    bounded = [p for p in batches if p.upper_bound]
+    batches = [p for p in batches if not p.upper_bound]
+    if bounded and len(batches) < 3:
+        shown = ", ".join(format_batch(p.effective_batch_size) for p in bounded)
+        return None, (f"only {len(batches)} batch size(s) reached the target between two evaluations; at B {shown} "
+                      "the best runs reached it at their first evaluation, so their samples to the target are upper "
+                      "bounds only (evaluate more often with workload.eval_every_samples, or set a harder target)")
     runs = {t["number"]: t for t in reached}
     sizes, examples = [], []
     for point in batches:
@@ -174,12 +211,21 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
             sizes.append(point.effective_batch_size)
             examples.append(runs[number]["samples_to_target"])
     try:
-        return fit_critical_batch(sizes, examples, seed=seed), None
+        fit = fit_critical_batch(sizes, examples, seed=seed)
     except AnalysisError as exc:
         return None, str(exc)
+    if fit.e_min_interval.width == 0 and fit.s_min_interval.width == 0:
+        return None, (f"the {fit.n_runs} runs at {fit.n_batch_sizes} batch sizes lie exactly on a line, so every "
+                      "bootstrap draw gives the same fit: no scatter to bound it with, and no evidence of a law")
+    if bounded:
+        shown = ", ".join(format_batch(p.effective_batch_size) for p in bounded)
+        note = (f"B {shown} left out: their best runs reached the target at their first evaluation (an upper bound "
+                "only)")
+        fit = replace(fit, note=f"{fit.note}; {note}" if fit.note else note)
+    return fit, None
 
 
-def best_lrs(trials: Sequence[Mapping[str, Any]], target: Target) -> tuple[LRPoint, ...]:
+def best_lrs(trials: Sequence[Mapping[str, Any]], target: Target, parameters: Sequence[str] = ()) -> tuple[LRPoint, ...]:
     """The best LR at each batch where two LRs or more were tried: ``_optimum``'s where some
     run reached the target, else the LR of the run with the best value of the metric."""
     by_batch: dict[float, list[Mapping[str, Any]]] = {}
@@ -194,7 +240,7 @@ def best_lrs(trials: Sequence[Mapping[str, Any]], target: Target) -> tuple[LRPoi
             continue
         reached = [t for t in runs if t["samples_to_target"] is not None]
         if reached:
-            opt = _optimum(batch, reached)
+            opt = _optimum(batch, reached, parameters)
             lr, trial, by = opt.lr, min(opt.runs), opt.method
         else:
             valued = [t for t in runs if t["best_value"] is not None]

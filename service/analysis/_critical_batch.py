@@ -104,6 +104,18 @@ class CriticalBatchFit:
     s_min_draws: FloatArray = field(repr=False, compare=False)
     b_crit_draws: FloatArray = field(repr=False, compare=False)
 
+    @property
+    def n_draws(self) -> int:
+        """The bootstrap draws the intervals rest on: those whose resampled examples to target
+        stayed positive (the others are NaN in the draws, dropped rather than clipped).
+
+        Example:
+            >>> fit = fit_critical_batch([8, 64, 512], [100.0, 110.0, 200.0], n_boot=100)
+            >>> fit.n_draws <= 100
+            True
+        """
+        return int(np.isfinite(self.e_min_draws).sum())
+
     @overload
     def examples(self, batch_size: float) -> float: ...
     @overload
@@ -161,7 +173,8 @@ class CriticalBatchFit:
             batch_size: a batch size or an array of them (positive).
 
         Returns:
-            Array of shape ``(n_boot,) + shape(batch_size)``.
+            Array of shape ``(n_boot,) + shape(batch_size)``; NaN in the draws that left the
+            model's support (see ``n_draws``).
 
         Raises:
             AnalysisError: a batch size is not positive and finite.
@@ -279,9 +292,16 @@ def fit_critical_batch(
 
     b_crit = a / c if c > 0 else math.inf
     with np.errstate(divide="ignore", invalid="ignore"):
-        b_crit_draws = np.where(c_draws > 0, a_draws / c_draws, np.inf)
+        b_crit_draws = np.where(np.isnan(c_draws), np.nan, np.where(c_draws > 0, a_draws / c_draws, np.inf))
+    dropped = int(np.isnan(a_draws).sum())
+    if dropped == n_boot:
+        raise AnalysisError("no bootstrap draw of the critical-batch fit kept its examples to target positive: the "
+                            "runs scatter too much about the line to bound it")
     b_crit_interval = percentile_interval(b_crit_draws, level)
     notes.extend(_notes(b_crit, b_crit_interval, distinct))
+    if dropped:
+        notes.append(f"{dropped} of {n_boot} bootstrap draws left the model (examples to target of zero or less) "
+                     "and were dropped: the intervals rest on the others")
     for arr in (a_draws, c_draws, b_crit_draws):
         arr.flags.writeable = False
     return CriticalBatchFit(
@@ -336,11 +356,15 @@ def _stratified_draws(
         # the true one, which at 3 seeds per batch size cost the 90% interval ~10 points.
         scale = widen * math.sqrt(g.size / (g.size - 1))
         resampled = m + scale * (g[rng.integers(0, g.size, size=(n_boot, g.size))] - m)
-        # Widening can push a mean of a noisy batch size below zero; a non-positive number of
-        # examples has no meaning, so hold it at a sliver of the observed mean.
-        means[:, k] = np.maximum(resampled.mean(axis=1), 1e-6 * m)
+        means[:, k] = resampled.mean(axis=1)
         var[:, k] = resampled.var(axis=1, ddof=1)
-    return nonnegative_line(x, means, _seed_weights(means, var, counts))
+    # Widening can push a mean of a noisy batch size to zero or below: a number of examples
+    # that has no meaning. Such a draw is dropped (NaN), not held at a sliver of the mean,
+    # which refitted to lines that no run supports.
+    inside = (means > 0).all(axis=1)
+    means[~inside] = np.array([g.mean() for g in groups])
+    a, c = nonnegative_line(x, means, _seed_weights(means, var, counts))
+    return np.where(inside, a, np.nan), np.where(inside, c, np.nan)
 
 
 def _relative_fit(x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -367,9 +391,13 @@ def _residual_draws(
     # 84.5% of 200 synthetic studies. Drawing each draw's scale from its chi-square
     # distribution makes the draws t-like, as the exact interval of a line is.
     scale = np.sqrt(dof / rng.chisquare(dof, size=(n_boot, 1)))
-    y_star = fitted * (1.0 + scale * r[rng.integers(0, x.size, size=(n_boot, x.size))])
-    y_star = np.maximum(y_star, 1e-6 * fitted)
-    return _relative_fit(x, y_star)
+    factor = 1.0 + scale * r[rng.integers(0, x.size, size=(n_boot, x.size))]
+    # A relative error of -100% or less leaves the model (no examples at all): such a draw is
+    # dropped (NaN), not clipped to a sliver of the line, which refitted to lines no run
+    # supports (with three batch sizes, one degree of freedom, a few percent of the draws).
+    inside = (factor > 0).all(axis=1)
+    a_star, c_star = _relative_fit(x, fitted * np.where(inside[:, None], factor, 1.0))
+    return np.where(inside, a_star, np.nan), np.where(inside, c_star, np.nan)
 
 
 def _notes(b_crit: float, interval: Interval, distinct: FloatArray) -> list[str]:

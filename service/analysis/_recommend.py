@@ -5,25 +5,32 @@ Predicted time to the target of (b, W, A) is startup(W) + S(B) x step_time(b, W,
 the steps to the target of the critical-batch fit (B = b x W x A), the steady step time of the
 device kind's throughput model, and the start-up its trials measured (their first steps' extra
 cost); device-hours are W x time. Every candidate with W <= N is scored; the best
-by the chosen measure wins. Intervals come from the fits' bootstrap draws, paired draw by draw.
-Where a fit is missing, the answer falls back to the best measured trial and says so.
+by the chosen measure wins. Intervals come from the fits' bootstrap draws, paired draw by draw;
+draws that left a model's support (a sample count or step time of zero or less) are dropped,
+and the answer says how many draws its intervals rest on. Where a fit is missing, or leaves no
+scatter to bound its prediction with (intervals of zero width), the answer falls back to the
+best measured trial and says so; one that reached the target at its first evaluation is an
+upper bound, and said to be. The study's other parameters (the workload's own, optimizer
+settings) are those of the trials the answer rests on.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from hpsearch.analysis._stats import Interval, percentile_interval
+from hpsearch.analysis._batches import BatchPoint
+from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
-from hpsearch.errors import AnalysisError
+from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.search_spaces.space import LR_RULES
 
-__all__ = ["Alternative", "Recommendation", "recommend"]
+__all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
 
 Minimize = Literal["time", "device-hours"]
 
@@ -31,6 +38,12 @@ Minimize = Literal["time", "device-hours"]
 _ACCUMULATION = (1, 2, 4, 8)
 #: How far past the largest batch that reached the target the critical-batch fit is trusted.
 _BEYOND_DATA = 2.0
+
+#: ``Recommendation.basis``: predicted from the fitted laws, or read off the best measured
+#: trial (an upper bound where that trial reached the target at its first evaluation).
+FITTED = "fitted laws"
+MEASURED = "measured trials"
+MEASURED_UPPER_BOUND = "measured trials, an upper bound"
 
 
 @dataclass(frozen=True)
@@ -63,18 +76,34 @@ class Recommendation:
         lr: The LR to train with at B.
         lr_interval: Its interval from the LR law, when there is one.
         warmup_epochs: The study's warmup.
-        time_s: Predicted training time to the target (evaluations left out).
+        time_s: Predicted training time to the target (evaluations left out): the start-up
+            plus steps x step time.
         time_interval: Its interval.
         device_hours: Predicted device-hours to the target.
         device_hours_interval: Its interval.
         samples: Predicted training samples to the target.
         samples_interval: Its interval.
         steps: Predicted optimizer steps to the target.
-        basis: ``fitted laws``, or ``measured trials`` when a fit was missing.
+        basis: ``fitted laws``; ``measured trials`` when a fit was missing or left no scatter
+            to bound its prediction with; ``measured trials, an upper bound`` when that trial
+            reached the target at its first evaluation.
         extrapolated: What the prediction reads beyond the study's data.
         explanation: How the answer was reached, line by line.
         alternatives: The best configuration at each world size (powers of two and N).
         target: What "reached" means.
+        step_time_s: Predicted seconds per optimizer step (``None`` for a measured answer).
+        step_time_interval: Its interval from the step-time model's draws.
+        startup_s: The start-up seconds in ``time_s`` (paid once per run).
+        interval_draws: How many paired bootstrap draws (critical batch, step time) the
+            intervals rest on: the draws that stayed inside both models' support (``None`` for
+            a measured answer).
+        interval_draws_total: How many draws there were before those outside were dropped.
+        upper_bound: The answer's time, samples and steps are upper bounds: its trial reached
+            the target at its first evaluation, so it may have reached it sooner.
+        other_params: The study's other parameters (the workload's own, such as ``hidden``,
+            and optimizer settings), as the trials the answer rests on ran them.
+        source_trials: The trials those come from: the measured trial, or the runs of the best
+            configuration at the batch nearest the answer's.
     """
 
     devices: int
@@ -101,13 +130,24 @@ class Recommendation:
     explanation: tuple[str, ...]
     alternatives: tuple[Alternative, ...] = field(default=())
     target: Target | None = None
+    step_time_s: float | None = None
+    step_time_interval: Interval | None = None
+    startup_s: float = 0.0
+    interval_draws: int | None = None
+    interval_draws_total: int | None = None
+    upper_bound: bool = False
+    other_params: Mapping[str, Any] = field(default_factory=dict)
+    source_trials: tuple[int, ...] = ()
 
     def params(self) -> dict[str, Any]:
-        """The recommendation as the engine's parameters (a space's ``search.enqueue`` entry)."""
+        """The recommendation as the study's parameters (a space's ``search.enqueue`` entry):
+        the batch, world size, accumulation, LR rule and base LR it chose, and the study's
+        other parameters as its trials ran them, so a script can run what it says."""
         out: dict[str, Any] = {"per_device_batch_size": self.per_device_batch_size, "world_size": self.world_size,
                                "grad_accum_steps": self.grad_accum_steps}
         if self.rule is not None and self.base_lr is not None:
             out.update(lr_rule=self.rule, base_lr=self.base_lr)
+        out.update({k: v for k, v in self.other_params.items() if v is not None and k not in out})
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,7 +165,12 @@ class Recommendation:
             "time_s": self.time_s, "time_interval": iv(self.time_interval),
             "device_hours": self.device_hours, "device_hours_interval": iv(self.device_hours_interval),
             "samples": self.samples, "samples_interval": iv(self.samples_interval), "steps": self.steps,
-            "basis": self.basis, "extrapolated": list(self.extrapolated), "explanation": list(self.explanation),
+            "basis": self.basis, "upper_bound": self.upper_bound,
+            "step_time_s": self.step_time_s, "step_time_interval": iv(self.step_time_interval),
+            "startup_s": self.startup_s,
+            "interval_draws": self.interval_draws, "interval_draws_total": self.interval_draws_total,
+            "params": self.params(), "other_params": dict(self.other_params), "source_trials": list(self.source_trials),
+            "extrapolated": list(self.extrapolated), "explanation": list(self.explanation),
             "alternatives": [vars(a) for a in self.alternatives],
             "target": None if self.target is None else str(self.target),
         }
@@ -147,7 +192,10 @@ def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "ti
             the kind most trials ran on.
 
     Raises:
-        AnalysisError: ``devices`` below 1, an unknown device kind, or no trial reached the target.
+        NoAnswerError: no trial on at most ``devices`` devices reached the target and no law
+            was fitted, or every configuration's batch lies beyond what the fit covers; it
+            carries ``analysis``.
+        AnalysisError: ``devices`` below 1, an unknown device kind or ``minimize``.
     """
     if devices < 1:
         raise AnalysisError(f"devices must be 1 or more, got {devices}")
@@ -158,7 +206,9 @@ def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "ti
         known = ", ".join(sorted(analysis.throughput)) or "none"
         raise AnalysisError(f"no step-time model for device kind {device_kind!r}; kinds with one: {known}")
     if analysis.critical_batch is None or kind is None:
-        return _from_measurements(analysis, devices, minimize, kind)
+        why = analysis.critical_batch_refusal if analysis.critical_batch is None else (
+            "; ".join(analysis.throughput_refusals.values()) or "no trial recorded its step time")
+        return _from_measurements(analysis, devices, minimize, kind, str(why))
     return _from_laws(analysis, devices, minimize, allow_larger_batch, kind)
 
 
@@ -178,8 +228,8 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     batch = b * w * a
     keep = batch <= ceiling
     if not keep.any():
-        raise AnalysisError(f"every configuration on {devices} device(s) has an effective batch above {ceiling:,.0f}, "
-                            f"twice the largest batch that reached the target; the fit says nothing there")
+        raise NoAnswerError(f"every configuration on {devices} device(s) has an effective batch above {ceiling:,.0f}, "
+                            f"twice the largest batch that reached the target; the fit says nothing there", analysis)
     b, w, a, batch = b[keep], w[keep], a[keep], batch[keep]
     steps = np.asarray(cb.steps(batch), dtype=float)
     startup = np.array([analysis.startup(kind, int(x)) for x in w], dtype=float)
@@ -191,11 +241,48 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     best = int(order[0])
     bb, ww, aa, big_b = int(b[best]), int(w[best]), int(a[best]), float(batch[best])
 
-    e_draws = np.asarray(cb.examples_draws(big_b), dtype=float).ravel()
-    t_draws = np.asarray(model.step_time_draws(bb, ww, aa), dtype=float).ravel()
-    n = min(len(e_draws), len(t_draws))
-    time_draws = analysis.startup(kind, ww) + e_draws[:n] / big_b * t_draws[:n]
+    # The intervals pair the two fits' draws, draw by draw, over the draws both kept: a draw
+    # that left its model's support is NaN there (dropped, not clipped), and the answer says
+    # how many draws its intervals rest on.
+    e_all = np.asarray(cb.examples_draws(big_b), dtype=float).ravel()
+    t_all = np.asarray(model.step_time_draws(bb, ww, aa), dtype=float).ravel()
+    n = min(len(e_all), len(t_all))
+    kept = np.isfinite(e_all[:n]) & np.isfinite(t_all[:n]) & (e_all[:n] > 0) & (t_all[:n] > 0)
+    e_draws, t_draws = e_all[:n][kept], t_all[:n][kept]
+    startup_s = analysis.startup(kind, ww)
+    samples, step_s, time = float(cb.examples(big_b)), float(model.step_time(bb, ww, aa)), float(time_s[best])
+    if not kept.any():
+        return _from_measurements(analysis, devices, minimize, kind,
+                                  "no bootstrap draw of the fitted laws stayed inside their models at the best "
+                                  f"configuration (b {bb}, W {ww}, A {aa})")
+    samples_iv = percentile_interval(e_draws, cb.level).including(samples)
+    step_iv = percentile_interval(t_draws, model.level).including(step_s)
+    flat = [what for what, iv in (("samples to the target", samples_iv), ("step time", step_iv)) if iv.width == 0]
+    if flat:
+        # Zero width is not certainty: the fit went exactly through its points (as many as
+        # its coefficients, or all equal), so nothing measured its scatter. A configuration
+        # that never ran is not recommended on that.
+        return _from_measurements(analysis, devices, minimize, kind,
+                                  f"the fitted laws leave no scatter to bound their prediction of the "
+                                  f"{' and the '.join(flat)} with (every bootstrap draw agrees: "
+                                  f"{_why_exact(analysis, kind)}), so they are no evidence for a configuration")
+    # The time's draws are the two fits' draws multiplied; where the step time's draws gather on
+    # a bound of its fit (no all-reduce cost, t_ar = 0), the product's 5th percentile fell a
+    # fraction of a percent below the fewest samples at the fastest step. A time the two
+    # intervals it is made of rule out is not offered.
+    fewest = startup_s + samples_iv.low / big_b * step_iv.low
+    most = startup_s + samples_iv.high / big_b * step_iv.high
+    product = percentile_interval(startup_s + e_draws / big_b * t_draws, cb.level)
+    low, high = max(product.low, fewest), min(product.high, most)
+    time_iv = (Interval(low, high, cb.level) if low <= high else Interval(fewest, most, cb.level)).including(time)
     rule, base_lr, lr, lr_interval, lr_lines = _learning_rate(analysis, big_b)
+    if lr_interval is not None:
+        lr_interval = lr_interval.including(lr)
+    dropped = n - int(kept.sum())
+    lr_lines.append(f"intervals: {cb.level:.0%} of {int(kept.sum()):,} paired bootstrap draws of the critical batch "
+                    f"and the step time" + (f" ({dropped} of {n:,} dropped: they left a model's support, a sample "
+                                            "count or step time of zero or less)" if dropped else ""))
+    others, sources, other_lines = _params_near(analysis, big_b)
     extrapolated = _extrapolations(analysis, model, bb, ww, aa)
     if minimize == "time" and ww < devices:
         # Say why devices are left idle: the best use of all of them is predicted slower.
@@ -209,14 +296,52 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=bb, world_size=ww,
         grad_accum_steps=aa, effective_batch_size=int(big_b), rule=rule, base_lr=base_lr, lr=lr,
         lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs,
-        time_s=float(time_s[best]), time_interval=percentile_interval(time_draws, cb.level),
-        device_hours=float(hours[best]), device_hours_interval=percentile_interval(time_draws * ww / 3600, cb.level),
-        samples=float(cb.examples(big_b)), samples_interval=percentile_interval(e_draws, cb.level),
-        steps=float(cb.steps(big_b)), basis="fitted laws", extrapolated=tuple(extrapolated),
-        explanation=tuple(_explain(analysis, kind) + lr_lines),
+        time_s=time, time_interval=time_iv, device_hours=float(hours[best]),
+        device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
+        samples=samples, samples_interval=samples_iv, steps=float(cb.steps(big_b)), basis=FITTED,
+        extrapolated=tuple(extrapolated),
+        explanation=tuple(_explain(analysis, kind) + lr_lines + other_lines),
         alternatives=_alternatives(b, w, a, batch, time_s, hours, score, devices,
                                    lambda *c: _extrapolations(analysis, model, *c)),
-        target=analysis.target)
+        target=analysis.target, step_time_s=step_s, step_time_interval=step_iv, startup_s=startup_s,
+        interval_draws=int(kept.sum()), interval_draws_total=n, other_params=others, source_trials=sources)
+
+
+def _why_exact(analysis: StudyAnalysis, kind: str) -> str:
+    """Why a fit's draws all agree, in a few words."""
+    model = analysis.throughput[kind]
+    if model.note and "as many trials as coefficients" in model.note:
+        return f"the step-time model has as many configurations ({model.n_trials}) as coefficients"
+    return "the points lie exactly on the fitted laws"
+
+
+def _params_near(analysis: StudyAnalysis, batch: float) -> tuple[dict[str, Any], tuple[int, ...], list[str]]:
+    """The study's other parameters for an answer at ``batch``: those of the best configuration
+    at the batch nearest it (in ratio) that the critical-batch fit used, its runs, and a line
+    saying so, or where the best configurations of other batches ran other values."""
+    if not analysis.parameters:
+        return {}, (), []
+    points = [p for p in analysis.batches if not p.upper_bound] or list(analysis.batches)
+    nearest = min(points, key=lambda p: (abs(math.log(p.effective_batch_size / batch)), -p.effective_batch_size))
+    others = _params_of(analysis, nearest)
+    shown = ", ".join(f"{k} {v}" for k, v in others.items())
+    runs = ", ".join(f"#{n}" for n in nearest.runs[:3]) + (f" and {len(nearest.runs) - 3} more"
+                                                           if len(nearest.runs) > 3 else "")
+    lines = [f"other parameters: {shown}, as the best configuration at B {format_batch(nearest.effective_batch_size)} "
+             f"ran them (trial {runs}), the batch nearest the answer's"]
+    for name, value in others.items():
+        elsewhere = {format_batch(p.effective_batch_size): _params_of(analysis, p).get(name) for p in points
+                     if p is not nearest and _params_of(analysis, p).get(name) != value}
+        if elsewhere:
+            lines.append(f"the best configurations of other batches ran other values of {name} ("
+                         + ", ".join(f"{v} at B {b}" for b, v in elsewhere.items()) + "): the laws mix them")
+    return others, nearest.runs, lines
+
+
+def _params_of(analysis: StudyAnalysis, point: BatchPoint) -> dict[str, Any]:
+    """The other parameters of a batch's best configuration (its first run's: its runs share them)."""
+    trial = next((t for t in analysis.trials if t["number"] == point.runs[0]), None)
+    return {} if trial is None else {k: trial.get(k) for k in analysis.parameters if trial.get(k) is not None}
 
 
 def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int) -> tuple[str, ...]:
@@ -314,22 +439,36 @@ def _alternatives(b: np.ndarray, w: np.ndarray, a: np.ndarray, batch: np.ndarray
     return tuple(out)
 
 
-def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize, kind: str | None) -> Recommendation:
-    """Without a critical-batch fit or a step-time model: the measured trial that reached the
-    target fastest (or in the fewest device-seconds) on at most ``devices`` devices."""
-    why = analysis.critical_batch_refusal if analysis.critical_batch is None else (
-        "; ".join(analysis.throughput_refusals.values()) or "no trial recorded its step time")
+def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize, kind: str | None,
+                       why: str) -> Recommendation:
+    """Without a law to predict from (``why``): the measured trial that reached the target
+    fastest (or in the fewest device-seconds) on at most ``devices`` devices; an upper bound
+    where it reached the target at its first evaluation."""
     runs = [t for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED") and t["seconds_to_target"] is not None
             and t["devices"] <= devices and (kind is None or t["device"] == kind)]
     if not runs:
-        raise AnalysisError(f"no trial on at most {devices} device(s) reached the target {analysis.target}, so "
-                            f"there is nothing to recommend ({why}); lower the target or run more trials")
+        raise NoAnswerError(f"no trial on at most {devices} device(s) reached the target {analysis.target}, so "
+                            f"there is nothing to recommend ({why}); lower the target or run more trials", analysis)
     key = "seconds_to_target" if minimize == "time" else "device_seconds_to_target"
     best = min(runs, key=lambda t: (t[key], t["devices"], t["number"]))
     b0 = analysis.base_batch_size
     rule = str(best["lr_rule"]) if best["lr_rule"] in LR_RULES else None
     base_lr = best["base_lr"] if rule is not None and b0 is not None else None
     seconds = best["train_seconds_to_target"] or best["seconds_to_target"]
+    upper = bool(best["first_evaluation"])
+    others = {k: best[k] for k in analysis.parameters if best.get(k) is not None}
+    lines = [f"target: {analysis.target}" + (f" ({analysis.target.note})" if analysis.target.note else ""),
+             f"no prediction from fitted laws: {why}",
+             f"the measured trial #{best['number']} reached the target "
+             f"{'fastest' if minimize == 'time' else 'in the fewest device-seconds'} on at most {devices} "
+             f"device(s); its time is measured, so there is no interval"]
+    if upper:
+        lines.append(f"trial #{best['number']} reached the target at its first evaluation, so its time, samples and "
+                     "steps are upper bounds: it may have reached the target sooner (evaluate more often with "
+                     "workload.eval_every_samples, or set a harder target)")
+    if others:
+        lines.append("other parameters: " + ", ".join(f"{k} {v}" for k, v in others.items())
+                     + f", as trial #{best['number']} ran them")
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best["per_device_batch_size"]),
         world_size=int(best["world_size"]), grad_accum_steps=int(best["grad_accum_steps"]),
@@ -337,13 +476,8 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
         lr_interval=None, warmup_epochs=analysis.warmup_epochs, time_s=float(seconds), time_interval=None,
         device_hours=float(seconds) * best["devices"] / 3600, device_hours_interval=None,
         samples=float(best["samples_to_target"]), samples_interval=None, steps=float(best["steps_to_target"] or 0),
-        basis="measured trials", extrapolated=(),
-        explanation=(f"target: {analysis.target}" + (f" ({analysis.target.note})" if analysis.target.note else ""),
-                     f"no prediction from fitted laws: {why}",
-                     f"the measured trial #{best['number']} reached the target "
-                     f"{'fastest' if minimize == 'time' else 'in the fewest device-seconds'} on at most {devices} "
-                     f"device(s); its time is measured, so there is no interval"),
-        target=analysis.target)
+        basis=MEASURED_UPPER_BOUND if upper else MEASURED, extrapolated=(), explanation=tuple(lines),
+        target=analysis.target, upper_bound=upper, other_params=others, source_trials=(int(best["number"]),))
 
 
 def _num(value: float) -> str:
@@ -357,9 +491,9 @@ def _finite(value: float) -> float | None:
 def follow_up_space(recommendation: Recommendation, space_text: str, study: str) -> str:
     """A space file for a follow-up search on the recommendation's devices, centred on it: the
     recommended per-device batch and its neighbours, base LRs around the recommended one (x0.5
-    to x2), the recommended rule, world size and accumulation; the recommendation itself
-    enqueued to run first. Everything else (workload, scaling, objectives, resources) is the
-    study's own.
+    to x2), the recommended rule, world size and accumulation, and the study's other
+    parameters at the answer's values; the recommendation itself enqueued to run first.
+    Everything else (workload, scaling, objectives, resources) is the study's own.
 
     Raises:
         AnalysisError: the study has no space text to start from.
@@ -377,11 +511,17 @@ def follow_up_space(recommendation: Recommendation, space_text: str, study: str)
         world_size=rec.world_size,
         grad_accum_steps=rec.grad_accum_steps,
     )
-    first = rec.params()
+    # The study's other parameters the answer names (hidden, momentum...) are held at the
+    # answer's values, as W and A are: the grid is the batch and the LR around the answer.
+    parameters.update({k: v for k, v in rec.other_params.items() if k in parameters and v is not None})
     if rec.rule is not None and rec.base_lr is not None:
         lrs = sorted({float(f"{rec.base_lr * f:.3g}") for f in (0.5, 2 ** -0.5, 1.0, 2 ** 0.5, 2.0)})
-        first["base_lr"] = float(f"{rec.base_lr:.3g}")
         parameters.update(lr_rule=rec.rule, base_lr={"choices": lrs})
+    # The answer runs first: its parameters that the follow-up space declares (one it does not
+    # would not validate as an enqueued entry).
+    first = {k: v for k, v in rec.params().items() if k in parameters}
+    if rec.rule is not None and rec.base_lr is not None:
+        first["base_lr"] = float(f"{rec.base_lr:.3g}")
     search: dict[str, Any] = dict(document.get("search") or {})
     search.update(sampler="grid", n_trials=3 * (5 if rec.base_lr is not None else 1), enqueue=[first])
     search.pop("scheduler", None)

@@ -78,6 +78,17 @@ class Interval:
         """
         return self.low <= x <= self.high
 
+    def including(self, x: float) -> Interval:
+        """The smallest interval that holds this one and ``x``: a bootstrap's percentiles can
+        miss the point estimate they surround (a fit pressed against a bound), and an interval
+        printed beside its estimate must hold it.
+
+        Example:
+            >>> Interval(2.0, 3.0).including(1.5)
+            Interval(low=1.5, high=3.0, level=0.9)
+        """
+        return Interval(min(self.low, x), max(self.high, x), self.level)
+
     @property
     def width(self) -> float:
         """``high - low`` (``inf`` for an unbounded interval).

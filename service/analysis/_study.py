@@ -2,8 +2,11 @@
 regret and breaking batch, and the step-time model of each device kind (SCIENCE.md, "What the
 analysis fits").
 
-``analyze_trials`` is the one implementation; ``analyze(search)`` reads the study for it, and
-the dashboard calls it on the table and curves it keeps per revision.
+The analysis takes the study's data, not the study API: ``analyze_trials`` is the one
+implementation, on the trials table and the curves; ``analyze_study(storage, info)`` reads
+them from a store for it (``info``: the read model's ``StudyInfo``, what the study declares);
+``analyze(search)`` is that for a study as ``hpsearch.load`` returns it; the dashboard calls
+``analyze_trials`` on the table and curves it keeps per revision.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpsearch.analysis._batches import (
     COUNTED,
@@ -39,16 +42,32 @@ from hpsearch.analysis._target import (
     quality_metric,
 )
 from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
-from hpsearch.errors import AnalysisError
+from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.search_spaces import record as r
 from hpsearch.search_spaces.record import Direction
+from hpsearch.search_spaces.space import CORE_PARAMETERS
 
 if TYPE_CHECKING:
+    import optuna
     import pandas as pd
 
-    from hpsearch.search import Search
+    from hpsearch.study import StudyInfo
 
-__all__ = ["ANALYSIS_ATTRS", "CURVE_STATES", "StudyAnalysis", "analyze", "analyze_trials", "resolve_target"]
+__all__ = ["ANALYSIS_ATTRS", "CURVE_STATES", "StudyAnalysis", "StudyHandle", "analyze", "analyze_study",
+           "analyze_trials", "resolve_target"]
+
+
+class StudyHandle(Protocol):
+    """A study in its store, as ``hpsearch.load`` returns it (``hpsearch.Search``): all the
+    analysis asks of it is the store and what the study declares."""
+
+    @property
+    def backend(self) -> optuna.storages.BaseStorage:
+        """The Optuna storage the study lives in."""
+
+    @property
+    def info(self) -> StudyInfo:
+        """What the study declares: its name, objectives, their directions, its own attrs."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +96,11 @@ class StudyAnalysis:
             its steps): a run pays it once, whatever its length.
         base_batch_size: B0 of the study's LR rules.
         warmup_epochs: The study's warmup.
+        parameters: The study's parameters besides the batch, world size, accumulation, LR
+            rule and base LR (the workload's own, such as ``hidden``, and optimizer settings):
+            each is a key of every ``trials`` entry, and part of what makes a configuration.
+        diverging: Trials whose metric diverged (went non-finite, or ended worse than it
+            started): a derived target leaves them out.
     """
 
     study: str
@@ -97,6 +121,8 @@ class StudyAnalysis:
     startup_s: Mapping[str, Mapping[int, float]]
     base_batch_size: float | None
     warmup_epochs: float
+    parameters: tuple[str, ...] = ()
+    diverging: tuple[int, ...] = ()
 
     def startup(self, kind: str, world_size: int) -> float:
         """The start-up seconds of a run of ``world_size`` devices of ``kind``: measured at that
@@ -129,7 +155,7 @@ class StudyAnalysis:
                 "b_crit": cb.b_crit, "b_crit_interval": _interval(cb.b_crit_interval), "e_min": cb.e_min,
                 "e_min_interval": _interval(cb.e_min_interval), "s_min": cb.s_min,
                 "s_min_interval": _interval(cb.s_min_interval), "n_batch_sizes": cb.n_batch_sizes, "n_runs": cb.n_runs,
-                "method": cb.method, "note": cb.note},
+                "method": cb.method, "note": cb.note, "n_draws": cb.n_draws, "n_boot": len(cb.e_min_draws)},
             "critical_batch_refusal": self.critical_batch_refusal,
             "noise_scale": None if self.noise_scale is None else dict(self.noise_scale),
             "lr_points": [vars(p) for p in self.lr_points],
@@ -145,31 +171,50 @@ class StudyAnalysis:
             "throughput": {kind: {
                 "t0": m.t0, "t1": m.t1, "t_allreduce": m.t_ar, "n_trials": m.n_trials,
                 "per_device_batch_range": list(m.per_device_batch_range), "world_sizes": list(m.world_sizes),
-                "allreduce_measured": m.allreduce_measured, "relative_rmse": m.relative_rmse, "note": m.note}
+                "allreduce_measured": m.allreduce_measured, "relative_rmse": m.relative_rmse, "note": m.note,
+                "n_draws": m.n_draws, "n_boot": len(m.coefficient_draws)}
                 for kind, m in self.throughput.items()},
             "throughput_refusals": dict(self.throughput_refusals),
             "startup_s": {kind: {str(w): s for w, s in by_w.items()} for kind, by_w in self.startup_s.items()},
             "base_batch_size": self.base_batch_size,
             "warmup_epochs": self.warmup_epochs,
+            "parameters": list(self.parameters),
+            "diverging": list(self.diverging),
         })
         return data
 
 
-def analyze(search: Search, target: Target | tuple[str, float] | None = None, *, seed: int = 0) -> StudyAnalysis:
-    """Analyse a study: read its trials and their curves, and fit the laws.
+def analyze_study(storage: optuna.storages.BaseStorage, info: StudyInfo,
+                  target: Target | tuple[str, float] | None = None, *, seed: int = 0) -> StudyAnalysis:
+    """Analyse a study's data: read its trials, their params and their curves from ``storage``,
+    and fit the laws.
 
     Args:
-        search: The study.
+        storage: The Optuna storage the study lives in.
+        info: What the study declares (``hpsearch.study.study_info``): its name, its objectives
+            and their directions, its space text.
         target: A ``Target``, or ``(metric, value)`` (its direction from the study or the
             trial record); default: the space's ``analysis.target``, else one derived from the
             study (``default_target``).
         seed: Seeds the bootstrap intervals.
 
     Raises:
-        AnalysisError: the study has no trial with curves, or no target can be derived.
+        NoAnswerError: the study has no trial with curves, or no target can be derived.
+        AnalysisError: a malformed target.
     """
     with _without_cycle_collection():
-        return _analyze(search, target, seed)
+        return _analyze(storage, info, target, seed)
+
+
+def analyze(search: StudyHandle, target: Target | tuple[str, float] | None = None, *, seed: int = 0) -> StudyAnalysis:
+    """``analyze_study`` of a study as ``hpsearch.load`` returns it: its store and what it
+    declares (``search.backend``, ``search.info``) are all the analysis reads of it.
+
+    Raises:
+        NoAnswerError: the study has no trial with curves, or no target can be derived.
+        AnalysisError: a malformed target.
+    """
+    return analyze_study(search.backend, search.info, target, seed=seed)
 
 
 @contextmanager
@@ -187,35 +232,36 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _analyze(search: Search, target: Target | tuple[str, float] | None, seed: int) -> StudyAnalysis:
+def _analyze(storage: optuna.storages.BaseStorage, info: StudyInfo, target: Target | tuple[str, float] | None,
+             seed: int) -> StudyAnalysis:
     from concurrent.futures import ThreadPoolExecutor
 
     from hpsearch import study as read_model
 
     def read_curves(metric: str) -> dict[int, Any]:
-        return read_model.read_attr(search.backend, search.study_name, r.CURVES, states=CURVE_STATES,
-                                    fields=(*CURVE_FIELDS, metric))
+        return read_model.read_attr(storage, info.name, r.CURVES, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
 
     # The table (only the attrs the analysis reads: the whole table costs twice as much at
     # 10,000 trials) and the curves are read at once, each on its own connection: the database
     # works on one while Python parses the other.
     with ThreadPoolExecutor(2, thread_name_prefix="hpsearch-analysis-read") as pool:
-        table = pool.submit(read_model.read_trials, search.backend, search.study_name, search.objectives,
-                            attrs=ANALYSIS_ATTRS)
-        known = resolve_target(search, target, ()) if _metric_known(search, target) else None
+        table = pool.submit(read_model.read_trials, storage, info.name, info.objectives, attrs=ANALYSIS_ATTRS)
+        known = resolve_target(info, target, ()) if _metric_known(info, target) else None
         curves = pool.submit(read_curves, known[0]) if known is not None else None
+        names = read_model.param_names(storage, info.name)
         frame = table.result()
-        metric, resolved = known if known is not None else resolve_target(search, target, list(frame.columns))
+        metric, resolved = known if known is not None else resolve_target(info, target, list(frame.columns))
         by_number = curves.result() if curves is not None else read_curves(metric)
-    return analyze_trials(search.study_name, frame, by_number, target=resolved, metric=metric,
-                          direction=search.direction(metric), seed=seed)
+    return analyze_trials(info.name, frame, by_number, target=resolved, metric=metric,
+                          direction=read_model.direction(metric, info.objective_directions), seed=seed,
+                          parameters=[p for p in names if p not in CORE_PARAMETERS])
 
 
-def _metric_known(search: Search, target: Target | tuple[str, float] | None) -> bool:
+def _metric_known(info: StudyInfo, target: Target | tuple[str, float] | None) -> bool:
     """Whether the analysis's metric is known before the table is read (a target, the space's,
     or a quality objective)."""
-    return target is not None or _space_target(search.space_text) is not None or any(
-        m not in _COSTS and m in r.FIELDS for m in search.objectives)
+    return target is not None or _space_target(info) is not None or any(
+        m not in _COSTS and m in r.FIELDS for m in info.objectives)
 
 
 #: Metrics that measure cost, not quality: a default target is never stated in them.
@@ -232,24 +278,46 @@ ANALYSIS_ATTRS: tuple[str, ...] = (
 )
 
 
-def resolve_target(search: Search, target: Target | tuple[str, float] | None,
+def resolve_target(study: StudyInfo | StudyHandle, target: Target | tuple[str, float] | None,
                    columns: Sequence[str]) -> tuple[str, Target | None]:
     """The metric the analysis reads and the target: the one given, else the space's
     ``analysis.target``, else ``None`` (``analyze_trials`` derives one in the study's first
-    quality objective)."""
+    quality objective).
+
+    Args:
+        study: What the study declares (``StudyInfo``), or a study that has it (``Search``).
+        target: A ``Target``, ``(metric, value)`` or ``None``.
+        columns: The trials table's columns (where the study's objectives name no quality metric).
+    """
+    from hpsearch import study as read_model
+
+    info = _info(study)
+
+    def direction(metric: str) -> Direction:
+        return read_model.direction(metric, info.objective_directions)
+
     if isinstance(target, Target):
         return target.metric, target
     if target is not None:
-        return target[0], Target(target[0], target[1], search.direction(target[0]), "argument")
-    space_target = _space_target(search.space_text)
+        return target[0], Target(target[0], target[1], direction(target[0]), "argument")
+    space_target = _space_target(info)
     if space_target is not None:
-        return space_target[0], Target(space_target[0], space_target[1], search.direction(space_target[0]), "space")
-    return quality_metric(search.objectives, columns), None
+        return space_target[0], Target(space_target[0], space_target[1], direction(space_target[0]), "space")
+    return quality_metric(info.objectives, columns), None
 
 
-def _space_target(space_text: str) -> tuple[str, float] | None:
+def _info(study: StudyInfo | StudyHandle) -> StudyInfo:
+    from hpsearch.study import StudyInfo
+
+    return study if isinstance(study, StudyInfo) else study.info
+
+
+def _space_target(info: StudyInfo) -> tuple[str, float] | None:
     """The space's ``analysis.target``, when the study's space text has one."""
-    if not space_text:
+    from hpsearch.store import ATTR_SPACE_TEXT
+
+    space_text = info.user_attrs.get(ATTR_SPACE_TEXT)
+    if not isinstance(space_text, str) or not space_text:
         return None
     from hpsearch.search_spaces import SpaceError, parse_space
 
@@ -260,29 +328,49 @@ def _space_target(space_text: str) -> tuple[str, float] | None:
 
 
 def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *, target: Target | None,
-                   metric: str, direction: str, seed: int = 0) -> StudyAnalysis:
+                   metric: str, direction: str, seed: int = 0,
+                   parameters: Sequence[str] | None = None) -> StudyAnalysis:
     """``analyze`` on data already read: the trials table and each trial's curves by number.
 
+    Args:
+        study: The study's name.
+        frame: The trials table (``hpsearch.study.read_trials``), with at least the columns of
+            ``ANALYSIS_ATTRS`` and the params.
+        curves: Each trial's ``curves`` attr by trial number (COMPLETE and PRUNED trials).
+        target: What "reached" means; ``None`` derives one in ``metric`` (``default_target``).
+        metric: The metric of a derived target.
+        direction: ``metric``'s direction.
+        seed: Seeds the bootstrap intervals.
+        parameters: The study's parameters besides the batch, world size, accumulation, LR
+            rule and base LR (``hidden``, ``momentum``...); default: the table's columns that
+            are neither the trial record's names nor the table's own.
+
     Raises:
-        AnalysisError: no trial has curves, or no target can be derived.
+        NoAnswerError: no trial has curves, or no target can be derived.
     """
     if not len(frame) or r.EFFECTIVE_BATCH_SIZE not in frame.columns:
-        raise AnalysisError(f"study {study!r} has no trial with an effective batch size to analyse yet")
+        raise NoAnswerError(f"study {study!r} has no trial with an effective batch size to analyse yet")
     frame = frame[frame["state"].isin((*COUNTED, "FAIL"))].reset_index(drop=True)
+    others = _parameters(frame, parameters)
     sizes = _column(frame, r.EFFECTIVE_BATCH_SIZE)
     arrays = curve_arrays([curves.get(int(n)) for n in frame["number"].tolist()],
                           target.metric if target is not None else metric, sizes)
+    sense: Direction = "minimize" if (target.direction if target is not None else direction) == "minimize" \
+        else "maximize"
+    counted = frame["state"].isin(COUNTED).to_numpy()
+    diverging = arrays.diverging(sense) & counted
     if target is None:
-        sense: Direction = "minimize" if direction == "minimize" else "maximize"
-        counted = frame["state"].isin(COUNTED).to_numpy()
-        target = default_target([b for b, c in zip(sizes, counted) if c],
-                                [float(v) for v, c in zip(arrays.best(sense), counted) if c], metric, sense)
-    trials = _trial_costs(frame, crossings(arrays, target))
+        # A failed trial or a diverging one says nothing of what its configuration reaches.
+        usable = counted & ~diverging
+        target = default_target([b for b, u in zip(sizes, usable) if u],
+                                [float(v) for v, u in zip(arrays.best(sense), usable) if u], metric, sense,
+                                ignored=int(diverging.sum()))
+    trials = _trial_costs(frame, crossings(arrays, target), others)
     step_s, startup_s = arrays.step_lines()
     reached = [t for t in trials if t["state"] in COUNTED and t["samples_to_target"] is not None]
-    batches = best_per_batch(reached)
+    batches = best_per_batch(reached, others)
     critical, critical_refusal = critical_batch(batches, reached, seed)
-    lr_points = best_lrs(trials, target)
+    lr_points = best_lrs(trials, target, others)
     fitted_law, lr_refusal = lr_law(lr_points, seed)
     throughput, refusals, startup = _throughput(frame, step_s, startup_s, seed)
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
@@ -292,11 +380,34 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         batches=batches, critical_batch=critical, critical_batch_refusal=critical_refusal,
         noise_scale=_noise_scale(frame), lr_points=lr_points, lr_law=fitted_law, lr_law_refusal=lr_refusal,
         rules=rule_reports(trials, target), throughput=throughput, throughput_refusals=refusals, startup_s=startup,
-        base_batch_size=base_batch, warmup_epochs=warmup or 0.0)
+        base_batch_size=base_batch, warmup_epochs=warmup or 0.0, parameters=others,
+        diverging=tuple(int(n) for n, d in zip(frame["number"].tolist(), diverging) if d))
 
 
-def _trial_costs(frame: pd.DataFrame, hits: Crossings) -> list[dict[str, Any]]:
-    """Each trial's configuration and its cost to the target (``hits``: its crossing)."""
+#: The trials table's own columns, besides the params, the record's names and the objectives.
+_TABLE_COLUMNS = frozenset({"number", "state", "datetime_start", "datetime_complete", "duration_s"})
+
+
+def _parameters(frame: pd.DataFrame, parameters: Sequence[str] | None) -> tuple[str, ...]:
+    """The study's other parameters that the table holds, less any whose name a trial's cost
+    entry already uses (``_trial_costs``)."""
+    if parameters is None:
+        parameters = [c for c in frame.columns if isinstance(c, str) and c not in _TABLE_COLUMNS
+                      and c not in r.FIELDS and not c.startswith("value")]
+    return tuple(p for p in parameters if p in frame.columns and p not in CORE_PARAMETERS and p not in _COST_KEYS)
+
+
+#: The keys of a trial's entry in ``StudyAnalysis.trials`` besides its other parameters.
+_COST_KEYS = frozenset({
+    "number", "state", "status_reason", "effective_batch_size", "per_device_batch_size", "world_size",
+    "grad_accum_steps", "lr_rule", "lr", "base_lr", "device", "devices", "best_value", "samples_to_target",
+    "steps_to_target", "train_seconds_to_target", "seconds_to_target", "device_seconds_to_target", "first_evaluation",
+})
+
+
+def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Each trial's configuration (with its values of the study's other ``parameters``) and its
+    cost to the target (``hits``: its crossing)."""
     numbers = [int(n) for n in frame["number"].tolist()]
     batch = _column(frame, r.EFFECTIVE_BATCH_SIZE)
     states = frame["state"].tolist()
@@ -305,11 +416,13 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings) -> list[dict[str, Any]]:
     columns = {name: _column(frame, name) for name in (r.PER_DEVICE_BATCH_SIZE, r.GRAD_ACCUM_STEPS, r.LR, r.BASE_LR)}
     texts = {name: (frame[name].tolist() if name in frame.columns else [None] * len(frame))
              for name in (r.LR_RULE, r.DEVICE, r.STATUS_REASON)}
+    others = {name: _param_values(frame[name]) for name in parameters}
     out = []
     for i, number in enumerate(numbers):
         devices = max(1.0, world[i] / emulated[i])
         runtime = _finite_or_none(hits.runtime_s[i])
         out.append({
+            **{name: values[i] for name, values in others.items()},
             "number": number, "state": states[i], "status_reason": _text(texts[r.STATUS_REASON][i]),
             "effective_batch_size": batch[i], "per_device_batch_size": columns[r.PER_DEVICE_BATCH_SIZE][i],
             "world_size": world[i], "grad_accum_steps": columns[r.GRAD_ACCUM_STEPS][i] or 1.0,
@@ -338,6 +451,26 @@ def _column(frame: pd.DataFrame, name: str) -> list[float | None]:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _param_values(column: pd.Series) -> list[Any]:
+    """A param's values as plain Python, ``None`` where a trial has none. Where some trials
+    have none, the table holds an integer param as floats (NaN beside them): integral values
+    are given back as the integers they were (a workload may check ``isinstance(v, int)``)."""
+    values = [_scalar(v) for v in column.tolist()]
+    if column.isna().any() and all(isinstance(v, float) and v.is_integer() for v in values if v is not None):
+        values = [None if v is None else int(v) for v in values]
+    return values
+
+
+def _scalar(value: object) -> Any:
+    """A param's value as plain Python (numpy scalars unwrapped), ``None`` where the trial has
+    none (NaN in the table)."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hpsearch.errors import AnalysisError
+from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
 
@@ -213,6 +213,25 @@ class CurveArrays:
         enough = (count >= 2) & np.isfinite(slope) & (slope > 0)
         return np.where(enough, slope, np.nan), np.where(enough, np.maximum(intercept, 0.0), np.nan)
 
+    def diverging(self, direction: Direction) -> BoolArray:
+        """Which trials' metric went non-finite at an evaluation (the trial records ``None``
+        there) while it was finite at another, or ended worse than at its first evaluation:
+        training that moved away from the target. Such a trial's best value is where it
+        started, not what its configuration can reach (a derived target leaves it out)."""
+        import numpy as np
+
+        evaluated = np.isfinite(self.samples)
+        finite = evaluated & np.isfinite(self.values)
+        lost = (evaluated & ~np.isfinite(self.values)).any(axis=1) & finite.any(axis=1)
+        rows = np.arange(len(self.values))
+        first = finite.argmax(axis=1)
+        last = finite.shape[1] - 1 - finite[:, ::-1].argmax(axis=1)
+        start, end = self.values[rows, first], self.values[rows, last]
+        with np.errstate(invalid="ignore"):
+            worse = (end < start) if direction == "maximize" else (end > start)
+        out: BoolArray = lost | ((finite.sum(axis=1) >= 2) & worse)
+        return out
+
     def best(self, direction: Direction) -> FloatArray:
         """Each trial's best value of the metric at any evaluation (NaN: none)."""
         import numpy as np
@@ -311,19 +330,25 @@ def _finite(value: object) -> bool:
 
 
 def default_target(batches: Sequence[float | None], best_values: Sequence[float], metric: str,
-                   direction: Direction) -> Target:
+                   direction: Direction, *, ignored: int = 0) -> Target:
     """A target derived from the study, for when none is given: the best value that the best
     trials of two thirds of the effective batch sizes tried reach (at least three batch sizes
     where three or more were tried), rounded to three significant digits toward the easier
     side. So most batch sizes enter the critical-batch fit, and the target is one the study
     shows to be reachable.
 
+    The caller leaves out the trials that say nothing of what a configuration can reach:
+    failed ones, and ones whose training diverged (``CurveArrays.diverging``). A diverging
+    trial's best value is its first evaluation's; a target taken from it was met by every
+    other trial at its first evaluation, and gave an answer with no evidence behind it.
+
     Args:
         batches: Each trial's effective batch.
         best_values: Each trial's best value of ``metric`` at any evaluation (NaN: none).
+        ignored: How many diverging trials the caller left out (said in the target's note).
 
     Raises:
-        AnalysisError: no trial recorded ``metric`` at any evaluation.
+        NoAnswerError: no trial recorded ``metric`` at any evaluation.
     """
     best: dict[float, float] = {}
     for batch, value in zip(batches, best_values):
@@ -333,13 +358,15 @@ def default_target(batches: Sequence[float | None], best_values: Sequence[float]
         if batch not in best or (value > best[batch] if direction == "maximize" else value < best[batch]):
             best[batch] = value
     if not best:
-        raise AnalysisError(f"no trial recorded {metric} at any evaluation, so no target can be derived; "
+        diverged = f" ({ignored} diverging trial(s) left out)" if ignored else ""
+        raise NoAnswerError(f"no trial recorded {metric} at any evaluation{diverged}, so no target can be derived; "
                             "give one (analysis.target in the space, or --target METRIC=VALUE)")
     ranked = sorted(best.values(), reverse=direction == "maximize")
     need = max(min(3, len(ranked)), math.ceil(DEFAULT_TARGET_SHARE * len(ranked)))
     value = _round_easier(ranked[need - 1], direction)
+    diverged = f", {ignored} diverging trial(s) left out" if ignored else ""
     note = (f"derived: the best value that the best trials of {need} of the {len(ranked)} effective batch sizes "
-            "reach; set analysis.target in the space or --target METRIC=VALUE to choose")
+            f"reach{diverged}; set analysis.target in the space or --target METRIC=VALUE to choose")
     return Target(metric, value, direction, "default", note)
 
 

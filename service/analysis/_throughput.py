@@ -82,7 +82,15 @@ class ThroughputModel:
     level: float
     note: str | None
     coefficient_draws: FloatArray = field(repr=False, compare=False)
-    """Bootstrap draws of ``(t0, t1, t_ar)``, shape ``(n_boot, 3)``."""
+    """Bootstrap draws of ``(t0, t1, t_ar)``, shape ``(n_boot, 3)``; a row of NaN is a draw that
+    left the model's support and was dropped (``n_draws``)."""
+
+    @property
+    def n_draws(self) -> int:
+        """The bootstrap draws the intervals rest on: those whose resampled step times stayed
+        positive and whose refit predicts a positive step time at every configuration that ran
+        (the others are dropped, not clipped: a clipped draw predicted steps of ~1e-10 s)."""
+        return int(np.isfinite(self.coefficient_draws).all(axis=1).sum())
 
     @overload
     def step_time(self, per_device_batch: float, world_size: float, accum_steps: float) -> float: ...
@@ -148,7 +156,8 @@ class ThroughputModel:
             accum_steps: micro-steps per optimizer step.
 
         Returns:
-            Array of shape ``(n_boot,) + broadcast shape of the arguments``.
+            Array of shape ``(n_boot,) + broadcast shape of the arguments``; NaN in the draws
+            that left the model's support (see ``n_draws``).
 
         Raises:
             AnalysisError: as :meth:`step_time`.
@@ -306,6 +315,15 @@ def fit_throughput(
     rng = np.random.default_rng(seed)
     if dof > 0:
         draws = _residual_draws(design, fitted, rel, dof, n_boot, rng)
+        dropped = n_boot - int(np.isfinite(draws).all(axis=1).sum())
+        if dropped == n_boot:
+            raise AnalysisError(
+                f"no bootstrap draw of the step-time fit stayed inside its model (positive step times): the "
+                f"{b.size} trials scatter too much about it (relative error {math.sqrt(np.mean(rel**2)):.0%})"
+            )
+        if dropped:
+            notes.append(f"{dropped} of {n_boot} bootstrap draws left the model (a step time of zero or less) and "
+                         "were dropped: the intervals rest on the others")
     else:
         notes.append("as many trials as coefficients: the fit is exact and its intervals carry no uncertainty")
         draws = np.tile(coef, (n_boot, 1))
@@ -339,12 +357,25 @@ def _nnls_relative(design: FloatArray, t: FloatArray) -> FloatArray:
 def _residual_draws(
     design: FloatArray, fitted: FloatArray, rel: FloatArray, dof: int, n_boot: int, rng: np.random.Generator
 ) -> FloatArray:
-    """Refit on the fitted times times resampled relative residuals."""
+    """Refit on the fitted times times resampled relative residuals; a draw that leaves the
+    model's support is a row of NaN (dropped)."""
     n = fitted.size
     # As for the critical batch: residuals rescaled to the errors they estimate, and each
     # draw's noise scale drawn from its chi-square distribution (few trials, uncertain scale).
     r = (rel - rel.mean()) * math.sqrt(n / dof)
     scale = np.sqrt(dof / rng.chisquare(dof, size=(n_boot, 1)))
-    t_star = np.maximum(fitted * (1.0 + scale * r[rng.integers(0, n, size=(n_boot, n))]), 1e-6 * fitted)
+    factor = 1.0 + scale * r[rng.integers(0, n, size=(n_boot, n))]
+    # A relative error of -100% or less is a step of no time at all: outside the model, whose
+    # step times are positive. With one degree of freedom (four configurations, three
+    # coefficients) the chi-square scale sends a few percent of the draws there; clipped to a
+    # sliver of the fitted time, they refitted to step times of ~1e-10 s and put the low end of
+    # a recommendation's time interval at a fortieth of what its fewest samples need. Such
+    # draws are dropped, as are refits that predict no time for a configuration that ran.
+    inside = (factor > 0).all(axis=1)
+    draws = np.full((n_boot, design.shape[1]), np.nan)
     # nnls has no batched form; 1,000 refits of a 3-column problem take ~20 ms.
-    return np.array([_nnls_relative(design, row) for row in t_star])
+    for k in np.flatnonzero(inside):
+        coef = _nnls_relative(design, fitted * factor[k])
+        if (design @ coef > 0).all():
+            draws[k] = coef
+    return draws

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hpsearch import Search, load
-from hpsearch.dashboards.plots import accuracy_vs_batch_info
+from hpsearch.dashboards.accuracy_vs_batch import accuracy_vs_batch_info
 from hpsearch.errors import StudyExistsError
 from hpsearch.search_spaces import parse_space, record
 from hpsearch.store import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
