@@ -201,6 +201,11 @@ function analysisSection(base) {
   async function draw(latest) {
     if (latest) summary = latest;
     if (!summary) return;
+    // The example is the study's own objective at its best trial's value: a study of val_loss
+    // is not asked for an accuracy.
+    const objective = summary.objectives.find((m) => !["runtime_s", "device_seconds"].includes(m));
+    const best = summary.best_trial && summary.best_trial.values[objective];
+    if (objective && typeof best === "number") target.placeholder = `target, e.g. ${objective}=${fmt(best)}`;
     const query = new URLSearchParams({ minimize: minimize.value });
     if (devices.value) query.set("devices", devices.value);
     if (target.value.trim()) query.set("target", target.value.trim());
@@ -214,12 +219,15 @@ function analysisSection(base) {
       notes.replaceChildren();
     }
     const figureQuery = target.value.trim() ? `?${new URLSearchParams({ target: target.value.trim() })}` : "";
+    // Every box first, then the plots (as the study's figures): a box added after a plot was
+    // drawn narrows its grid cell, and the plot, drawn at the old width, was cut off on the right.
     for (const figure of summary.analysis_figures || []) {
-      let figureBox = document.getElementById(`figure-${figure}`);
-      if (!figureBox) {
-        figureBox = el("div", { class: "figure", id: `figure-${figure}` });
-        figures.append(figureBox);
+      if (!document.getElementById(`figure-${figure}`)) {
+        figures.append(el("div", { class: "figure", id: `figure-${figure}` }));
       }
+    }
+    for (const figure of summary.analysis_figures || []) {
+      const figureBox = document.getElementById(`figure-${figure}`);
       try {
         const fig = await api(`${base}/figures/${figure}${figureQuery}`);
         await Plotly.react(figureBox, fig.data, fig.layout, PLOT_CONFIG);
@@ -290,16 +298,19 @@ async function trialPage(main, { name, number }) {
       el("h2", {}, "Times"), kv({ started: t.datetime_start, completed: t.datetime_complete }));
     const c = t.curves || {};
     if (c.samples_seen && c.samples_seen.length) {
-      const traces = [
-        { x: c.samples_seen, y: c.val_accuracy, name: "val_accuracy", mode: "lines+markers" },
-        { x: c.samples_seen, y: c.val_loss, name: "val_loss", mode: "lines+markers", yaxis: "y2" },
-        { x: c.samples_seen, y: c.train_loss, name: "train_loss", mode: "lines+markers", yaxis: "y2" },
-      ];
-      await Plotly.react(curves, traces, {
+      // The series the trial recorded: accuracy on the left axis, losses on the right one, or on
+      // the left when there is no accuracy (a regression workload records val_loss only).
+      const hasAccuracy = (c.val_accuracy || []).some((v) => v !== null);
+      const lossAxis = hasAccuracy ? "y2" : "y";
+      const traces = [["val_accuracy", "y"], ["val_loss", lossAxis], ["train_loss", lossAxis]]
+        .filter(([name]) => (c[name] || []).some((v) => v !== null))
+        .map(([name, yaxis]) => ({ x: c.samples_seen, y: c[name], name, mode: "lines+markers", yaxis }));
+      const layout = {
         title: { text: "learning curves" }, xaxis: { title: { text: "samples seen" } },
-        yaxis: { title: { text: "val accuracy" } },
-        yaxis2: { title: { text: "loss" }, overlaying: "y", side: "right" }, legend: { orientation: "h" },
-      }, PLOT_CONFIG);
+        yaxis: { title: { text: hasAccuracy ? "val accuracy" : "loss" } }, legend: { orientation: "h" },
+      };
+      if (hasAccuracy) layout.yaxis2 = { title: { text: "loss" }, overlaying: "y", side: "right" };
+      await Plotly.react(curves, traces, layout, PLOT_CONFIG);
     } else {
       curves.replaceChildren(el("p", { class: "note" }, "no epoch reported"));
     }

@@ -5,15 +5,18 @@ API, shows the study's own objective, lower being better, instead of refusing a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from click.testing import CliRunner
 from conftest import loss_study
 from starlette.testclient import TestClient
 
 from hpsearch import ColumnError, Search
+from hpsearch.cli import cli
 from hpsearch.dashboards import (
     plot_accuracy_vs_batch,
     plot_device_seconds_frontier,
@@ -112,3 +115,21 @@ def test_the_dashboard_refuses_the_missing_accuracy_when_asked_for_it(app: TestC
     response = app.get("/api/studies/loss/figures/accuracy_vs_batch?metric=val_accuracy")
     assert response.status_code == 400
     assert "'val_accuracy'" in response.json()["error"]
+
+
+def test_hpsearch_frontier_writes_the_loss_frontier_small_or_self_contained(store: tuple[str, Search],
+                                                                           tmp_path: Path) -> None:
+    url = store[0]
+    result = CliRunner().invoke(cli, ["frontier", "loss", "--storage", url, "-o", str(tmp_path / "small.html")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "small.html").read_text()
+    assert len(page) < 100_000 and "validation loss" in page
+    [bundle] = tmp_path.glob("plotly-*.min.js")
+    assert f'src="{bundle.name}"' in page
+
+    alone = tmp_path / "alone"
+    result = CliRunner().invoke(cli, ["frontier", "loss", "--storage", url, "-o", str(alone / "big.html"),
+                                      "--self-contained"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in alone.iterdir()] == ["big.html"]
+    assert (alone / "big.html").stat().st_size > 1_000_000

@@ -1,0 +1,117 @@
+"""What a newcomer's first studies show in a real headless Chromium: a study of ``val_loss`` (a
+regression workload) drawn on its own objective, a refused LR-law fit whose reason stays inside
+its figure, and the frontier page ``hpsearch start`` writes, opened offline from disk."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import loss_study
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from test_dashboard_browser import Dashboard, _check_page, _wait
+
+from hpsearch import load
+from hpsearch.dashboards import plot_frontier, write_figure_html
+from hpsearch.testing import SyntheticTruth, synthetic_study
+
+pytestmark = pytest.mark.usefixtures("chromium")
+
+# The figure box and each note across it, in page pixels.
+NOTES_JS = """
+const box = document.getElementById(arguments[0]).getBoundingClientRect();
+return [...document.querySelectorAll(`#${arguments[0]} .annotation-text`)].map((note) => {
+  const r = note.getBoundingClientRect();
+  return {text: note.textContent, inside: r.left >= box.left && r.right <= box.right, left: r.left,
+          right: r.right, box: [box.left, box.right]};
+});
+"""
+
+
+@pytest.fixture(scope="module")
+def store(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('pages') / 'store.db'}"
+    loss_study(url, "loss", n_trials=80)
+    # Two batch sizes: too few for an LR law, whose refusal is a long sentence.
+    two = SyntheticTruth(per_device_batches=(32, 64), world_sizes=(1,), accum_steps=(1,))
+    synthetic_study(url, "two-batches", n_trials=60, seed=3, truth=two)
+    return url
+
+
+@pytest.fixture(scope="module")
+def dashboard(store: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    log = tmp_path_factory.mktemp("dashboard") / "dashboard.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "dashboard", "--storage", store, "--port", "0"],
+                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not (m := re.search(r" at (http://127\.0\.0\.1:\d+/) ", log.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield Dashboard(url=m[1], origin=m[1].rstrip("/"), log=log)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def test_a_study_of_val_loss_draws_every_figure_on_val_loss(browser: WebDriver, dashboard: Dashboard,
+                                                            tmp_path: Path) -> None:
+    browser.get(f"{dashboard.url}studies/loss?refresh=0")
+    figures = ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves", "throughput", "noise_scale")
+    for figure in figures:
+        _wait(browser, lambda d, f=figure: d.find_elements(By.CSS_SELECTOR, f"#figure-{f} .main-svg"),
+              f"the {figure} figure")
+    # No box says "no column 'val_accuracy'": each is a figure, and the quality ones are of val_loss.
+    assert browser.find_elements(By.CSS_SELECTOR, ".figure p.note") == []
+    for figure in ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves"):
+        title = browser.execute_script(f"return document.getElementById('figure-{figure}').layout.yaxis.title.text")
+        assert title == "validation loss", figure
+        assert browser.execute_script(f"return document.getElementById('figure-{figure}').data.length") > 0, figure
+    assert "val_loss=" in browser.find_element(By.ID, "target").get_attribute("placeholder")
+    _check_page(browser, dashboard, tmp_path / "loss.png")
+
+    # A trial's own curves: its losses, with no empty accuracy series.
+    browser.get(f"{dashboard.url}studies/loss/trials/0?refresh=0")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#curves .main-svg"), "the trial's curves")
+    names = browser.execute_script("return document.getElementById('curves').data.map((t) => t.name)")
+    assert names == ["val_loss", "train_loss"]
+    _check_page(browser, dashboard, tmp_path / "loss-trial.png")
+
+
+def test_a_refused_lr_law_says_why_inside_its_figure(browser: WebDriver, dashboard: Dashboard, tmp_path: Path) -> None:
+    browser.get(f"{dashboard.url}studies/two-batches?refresh=0")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#figure-lr_law .annotation-text"), "the LR-law note")
+    [note] = browser.execute_script(NOTES_JS, "figure-lr_law")
+    assert "needs at least 3 batch sizes" in note["text"]
+    assert note["inside"], note
+    for note in browser.execute_script(NOTES_JS, "figure-tradeoff"):
+        assert note["inside"], note
+    _check_page(browser, dashboard, tmp_path / "refused.png")
+
+
+def test_the_frontier_page_opens_offline_and_says_so_when_moved_without_plotly(
+        browser: WebDriver, store: str, tmp_path: Path) -> None:
+    page = write_figure_html(plot_frontier(load("loss", storage=store)), tmp_path / "written" / "loss-frontier.html")
+    browser.get(page.as_uri())
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".main-svg .point"), "the frontier's points")
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe
+
+    alone = tmp_path / "mailed" / page.name
+    alone.parent.mkdir()
+    shutil.copy(page, alone)
+    browser.get(alone.as_uri())
+    note = _wait(browser, lambda d: (p := d.find_elements(By.TAG_NAME, "p")) and p[0].text, "the missing-bundle note")
+    assert re.search(r"plotly-[\d.]+\.min\.js, which must sit in the same folder", note), note
+    assert "--self-contained" in note
+    browser.get_log("browser")  # the failed script load is expected here
