@@ -72,7 +72,7 @@ def redact_url(url: str) -> str:
 
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is no number
         return _PASSWORD.sub(r"\1***@", url)
 
 
@@ -100,11 +100,11 @@ def parse_storage_url(url: str) -> str:
     - A file path, ``sqlite:/x.db``, ``sqlite:x.db`` or ``sqlite://x.db`` (an in-memory
       database named ``x.db``: the study would vanish) is refused with the URL meant: SQLite
       takes three slashes before a relative path and four before an absolute one.
-    - A database kind SQLAlchemy does not know (``sqllite``, ``postgresl+psycopg``) is refused
-      with the nearest one it knows.
+    - A kind of database SQLAlchemy does not know (``sqllite``, ``postgresl+psycopg``) is
+      refused with the nearest one it knows.
 
     Raises:
-        StoreError: the text is no URL, or names a database SQLAlchemy does not know. The
+        StoreError: the text is no URL, or names a kind of database SQLAlchemy does not know. The
             message quotes what was typed (its password masked) and the URL it was probably
             meant to be.
 
@@ -115,7 +115,7 @@ def parse_storage_url(url: str) -> str:
         ...     parse_storage_url("sqllite:///hpsearch.db")
         ... except StoreError as exc:
         ...     print(exc)
-        storage 'sqllite:///hpsearch.db': SQLAlchemy knows no database 'sqllite'; did you mean 'sqlite:///hpsearch.db'?
+        storage 'sqllite:///hpsearch.db' names an unknown kind of database, 'sqllite'; did you mean 'sqlite:///hpsearch.db'?
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -144,14 +144,14 @@ def parse_storage_url(url: str) -> str:
     text = scheme + ":" + rest
     try:
         parsed = make_url(text)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is no number
         raise StoreError(f"storage {typed!r} is not a database URL ({_EXAMPLES})") from None
     try:
         parsed.get_dialect()
     except NoSuchModuleError:
         near = difflib.get_close_matches(scheme, _KNOWN_SCHEMES, n=1, cutoff=0.5)
         hint = f"; did you mean {near[0] + ':' + typed.partition(':')[2]!r}?" if near else f"; {_EXAMPLES}"
-        raise StoreError(f"storage {typed!r}: SQLAlchemy knows no database {scheme!r}{hint}") from None
+        raise StoreError(f"storage {typed!r} names an unknown kind of database, {scheme!r}{hint}") from None
     if parsed.get_backend_name() == "sqlite" and parsed.host:
         path = (parsed.host + "/" + (parsed.database or "")).rstrip("/")
         raise StoreError(f"storage {typed!r} is an in-memory SQLite database named {parsed.host!r}, which vanishes "
@@ -166,7 +166,7 @@ def sqlite_file(url: str) -> Path | None:
 
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is no number
         return None
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
         return None

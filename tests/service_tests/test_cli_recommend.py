@@ -67,3 +67,17 @@ def test_a_bad_target_is_one_line_and_exit_code_2(store: str, args: tuple[str, .
 def test_an_unknown_study_is_exit_code_2(store: str) -> None:
     code, _, err = _run("recommend", "nope", "-n", "2", "--storage", store)
     assert code == 2 and "no study named 'nope'" in err
+
+
+def test_a_study_that_cannot_answer_is_exit_code_5_and_json_says_why_with_the_analysis(store: str) -> None:
+    # A target no trial reached: the question is well formed (not exit 2), the study has no answer.
+    code, out, err = _run("recommend", "demo", "-n", "2", "--storage", store, "--target", "val_accuracy=0.999",
+                          "--json")
+    assert code == 5
+    data = json.loads(out)
+    assert data["recommendation"] is None and "reached the target" in data["refusal"]
+    assert data["analysis"]["n_trials"] == 600 and data["analysis"]["n_reached"] == 0
+    assert err == f"error: {data['refusal']}\n"
+
+    code, out, err = _run("recommend", "demo", "-n", "2", "--storage", store, "--target", "val_accuracy=0.999")
+    assert (code, out) == (5, "") and err.startswith("error: no trial") and len(err.splitlines()) == 1

@@ -58,6 +58,14 @@ def test_a_second_writer_of_one_sqlite_file_is_refused_until_the_first_dies(tmp_
     _assert_free(url, "second")  # kill -9 released it: resume never waits on a dead owner
 
 
+def test_a_released_lock_leaves_no_file_beside_the_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'hp.db'}"
+    for study in ("first", "second"):  # each search takes the lock anew
+        with study_lock(url, study):
+            assert (tmp_path / "hp.db.lock").is_file()
+        assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.postgres
 def test_postgres_locks_one_study_and_lets_others_run(postgres_url: str, unique_name: str, tmp_path: Path) -> None:
     study = optuna.create_study(study_name=unique_name, storage=open_storage(postgres_url))

@@ -14,7 +14,7 @@ import optuna
 import pytest
 
 from hpsearch.errors import StoreError, StudyNotFoundError
-from hpsearch.store import load_study, open_storage, redact_url, write_trial_record
+from hpsearch.store import load_study, open_storage, parse_storage_url, redact_url, write_trial_record
 from hpsearch.study import list_studies
 
 
@@ -45,6 +45,35 @@ def test_malformed_url_is_a_store_error_with_exit_code_2() -> None:
 
 def test_passwords_never_appear_in_redacted_urls() -> None:
     assert "secret" not in redact_url("postgresql+psycopg://me:secret@db.example/hp")
+    # Text SQLAlchemy cannot parse comes back as typed, its password masked all the same.
+    assert redact_url("postgresql+psycopg://me:secret@db:port/hp") == "postgresql+psycopg://me:***@db:port/hp"
+    assert redact_url("sqlite:/hp.db") == "sqlite:/hp.db"
+
+
+def test_a_url_with_a_port_that_is_no_number_is_a_store_error_quoting_it() -> None:
+    with pytest.raises(StoreError, match=r"storage 'postgresql\+psycopg://me:\*\*\*@db:port/hp' is not a database URL"):
+        open_storage("postgresql+psycopg://me:secret@db:port/hp")
+
+
+@pytest.mark.parametrize(("typed", "opened"), [
+    ("sqlite:///hp.db", "sqlite:///hp.db"),
+    ("sqlite:////abs/hp.db", "sqlite:////abs/hp.db"),
+    ("sqlite://", "sqlite://"),  # in-memory, asked for as such
+    ("  sqlite:///hp.db ", "sqlite:///hp.db"),
+    ("postgres://me@db/hp", "postgresql+psycopg://me@db/hp"),
+    ("postgresql://me@db/hp", "postgresql+psycopg://me@db/hp"),
+    ("postgres+psycopg://me@db/hp", "postgresql+psycopg://me@db/hp"),
+    ("postgresql+psycopg2://me@db/hp", "postgresql+psycopg2://me@db/hp"),  # a driver named is kept
+    ("mysql+pymysql://me@db/hp", "mysql+pymysql://me@db/hp"),
+])
+def test_storage_urls_open_as_written_or_with_the_installed_postgresql_driver(typed: str, opened: str) -> None:
+    assert parse_storage_url(typed) == opened
+
+
+@pytest.mark.postgres
+def test_the_same_store_under_another_spelling_is_the_same_storage(postgres_url: str) -> None:
+    typed = postgres_url.replace("postgresql+psycopg://", "postgres://")
+    assert open_storage(typed) is open_storage(postgres_url)
 
 
 def test_a_trial_record_reads_back_through_optuna_as_if_optuna_wrote_it(storage_url: str, unique_name: str) -> None:
