@@ -4,9 +4,9 @@ For docstring examples, tests and benchmarks that need a study of a given size n
 10,000-trial search takes a cluster and days), and for checking that the analysis finds back
 the laws a study was drawn from. :func:`synthetic_study` writes the same params, user attrs,
 per-evaluation ``curves``, intermediate values, objectives and study user attrs as
-``hpsearch start`` (DESIGN.md, "What each trial must record"), with numbers drawn from a model
-of data-parallel training whose laws are those the analysis fits (SCIENCE.md), held in a
-:class:`SyntheticTruth`:
+``hpsearch start`` (docs/design.md, "What each trial must record"), with numbers drawn from a
+model of data-parallel training whose laws are those the analysis fits (docs/science.md), held
+in a :class:`SyntheticTruth`:
 
 - samples to reach the target at the best LR follow E(B) = E_min (1 + B / B_crit) (McCandlish
   et al. 2018), each trial with a seed's noise; an LR off the best one by a factor f costs
@@ -14,7 +14,8 @@ of data-parallel training whose laws are those the analysis fits (SCIENCE.md), h
   diverges;
 - the best LR follows lr_opt(B) = lr_at_base (B / B0)^alpha, or, with ``b_noise``, the bent form
   eps_max / (1 + B_noise / B);
-- a step takes A (t0 + t1 b) + t_allreduce 2 (W - 1) / W seconds (SCIENCE.md, "Throughput");
+- a step takes A (t0 + t1 b) + t_allreduce 2 (W - 1) / W seconds (docs/science.md, "What the
+  analysis fits");
 - the gradient noise scale sits near B_crit; trials of W x A = 1 record none;
 - the worst trials are PRUNED with ``early_stopped`` (cut at 1 or 3 of 10 epochs);
 - with ``hidden_choices``, the workload's own parameter ``hidden`` is searched too: the largest

@@ -1,4 +1,4 @@
-"""The analysis: a study's trials turned into an answer (SCIENCE.md, "What the analysis fits").
+"""The analysis: a study's trials turned into an answer (docs/science.md, "What the analysis fits").
 
 - **Time to target**: for a target (a metric and a threshold), each trial's samples, steps,
   training seconds, wall seconds and device-seconds at its first crossing, interpolated between

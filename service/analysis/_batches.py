@@ -197,9 +197,10 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
     batches = [p for p in batches if not p.upper_bound]
     if bounded and len(batches) < 3:
         shown = ", ".join(format_batch(p.effective_batch_size) for p in bounded)
-        return None, (f"only {len(batches)} batch size(s) reached the target between two evaluations; at B {shown} "
-                      "the best runs reached it at their first evaluation, so their samples to the target are upper "
-                      "bounds only (evaluate more often with workload.eval_every_samples, or set a harder target)")
+        return None, (f"a critical-batch fit needs 3 batch sizes whose best runs reached the target between two "
+                      f"evaluations; {len(batches)} did: at B {shown} the best runs reached it at their first "
+                      "evaluation, so their samples to the target are upper bounds only (evaluate more often with "
+                      "workload.eval_every_samples, or set a harder target)")
     runs = {t["number"]: t for t in reached}
     sizes, examples = [], []
     for point in batches:
@@ -214,7 +215,8 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
         fit = fit_critical_batch(sizes, examples, seed=seed)
     except AnalysisError as exc:
         return None, str(exc)
-    if fit.e_min_interval.width == 0 and fit.s_min_interval.width == 0:
+    # Zero width up to rounding: draws that agree to a part in a billion all agree.
+    if fit.e_min_interval.width <= 1e-9 * fit.e_min and fit.s_min_interval.width <= 1e-9 * max(fit.s_min, 1e-300):
         return None, (f"the {fit.n_runs} runs at {fit.n_batch_sizes} batch sizes lie exactly on a line, so every "
                       "bootstrap draw gives the same fit: no scatter to bound it with, and no evidence of a law")
     if bounded:

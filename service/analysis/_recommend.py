@@ -17,13 +17,12 @@ settings) are those of the trials the answer rests on.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from hpsearch.analysis._batches import BatchPoint
 from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
@@ -44,6 +43,9 @@ _BEYOND_DATA = 2.0
 FITTED = "fitted laws"
 MEASURED = "measured trials"
 MEASURED_UPPER_BOUND = "measured trials, an upper bound"
+
+#: An interval narrower than this share of its estimate has no width: its draws all agree.
+_NO_WIDTH = 1e-9
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,8 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
                                   f"configuration (b {bb}, W {ww}, A {aa})")
     samples_iv = percentile_interval(e_draws, cb.level).including(samples)
     step_iv = percentile_interval(t_draws, model.level).including(step_s)
-    flat = [what for what, iv in (("samples to the target", samples_iv), ("step time", step_iv)) if iv.width == 0]
+    flat = [what for what, iv, point in (("samples to the target", samples_iv, samples), ("step time", step_iv, step_s))
+            if iv.width <= _NO_WIDTH * point]
     if flat:
         # Zero width is not certainty: the fit went exactly through its points (as many as
         # its coefficients, or all equal), so nothing measured its scatter. A configuration
@@ -319,29 +322,30 @@ def _params_near(analysis: StudyAnalysis, batch: float) -> tuple[dict[str, Any],
     """The study's other parameters for an answer at ``batch``: those of the best configuration
     at the batch nearest it (in ratio) that the critical-batch fit used, its runs, and a line
     saying so, or where the best configurations of other batches ran other values."""
-    if not analysis.parameters:
-        return {}, (), []
     points = [p for p in analysis.batches if not p.upper_bound] or list(analysis.batches)
     nearest = min(points, key=lambda p: (abs(math.log(p.effective_batch_size / batch)), -p.effective_batch_size))
-    others = _params_of(analysis, nearest)
+    if not analysis.parameters:
+        return {}, nearest.runs, []
+    trials = {t["number"]: t for t in analysis.trials}
+    of = {p.effective_batch_size: _params_of(analysis.parameters, trials.get(p.runs[0])) for p in points}
+    others = of[nearest.effective_batch_size]
     shown = ", ".join(f"{k} {v}" for k, v in others.items())
     runs = ", ".join(f"#{n}" for n in nearest.runs[:3]) + (f" and {len(nearest.runs) - 3} more"
                                                            if len(nearest.runs) > 3 else "")
     lines = [f"other parameters: {shown}, as the best configuration at B {format_batch(nearest.effective_batch_size)} "
              f"ran them (trial {runs}), the batch nearest the answer's"]
     for name, value in others.items():
-        elsewhere = {format_batch(p.effective_batch_size): _params_of(analysis, p).get(name) for p in points
-                     if p is not nearest and _params_of(analysis, p).get(name) != value}
+        elsewhere = {format_batch(b): params.get(name) for b, params in of.items() if params.get(name) != value}
         if elsewhere:
             lines.append(f"the best configurations of other batches ran other values of {name} ("
                          + ", ".join(f"{v} at B {b}" for b, v in elsewhere.items()) + "): the laws mix them")
     return others, nearest.runs, lines
 
 
-def _params_of(analysis: StudyAnalysis, point: BatchPoint) -> dict[str, Any]:
-    """The other parameters of a batch's best configuration (its first run's: its runs share them)."""
-    trial = next((t for t in analysis.trials if t["number"] == point.runs[0]), None)
-    return {} if trial is None else {k: trial.get(k) for k in analysis.parameters if trial.get(k) is not None}
+def _params_of(parameters: Sequence[str], trial: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A trial's values of the study's other parameters (of a batch's best configuration: its
+    first run's, which its runs share)."""
+    return {} if trial is None else {k: trial[k] for k in parameters if trial.get(k) is not None}
 
 
 def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """A study's trials turned into laws: time-to-target, the critical batch, the LR law, each rule's
-regret and breaking batch, and the step-time model of each device kind (SCIENCE.md, "What the
-analysis fits").
+regret and breaking batch, and the step-time model of each device kind (docs/science.md, "What
+the analysis fits").
 
 The analysis takes the study's data, not the study API: ``analyze_trials`` is the one
 implementation, on the trials table and the curves; ``analyze_study(storage, info)`` reads

@@ -16,9 +16,9 @@ from hpsearch.dashboards.accuracy_vs_batch import accuracy_vs_batch_info
 from hpsearch.errors import StudyExistsError
 from hpsearch.search_spaces import parse_space, record
 from hpsearch.store import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
-from hpsearch.testing import synthetic_study
+from hpsearch.testing import HIDDEN_PENALTY, SyntheticTruth, synthetic_study
 
-# DESIGN.md, "What each trial must record".
+# docs/design.md, "What each trial must record".
 PARAMS = {"per_device_batch_size", "world_size", "grad_accum_steps", "lr_rule", "base_lr"}
 COMPLETE_ATTRS = {
     "effective_batch_size", "base_batch_size", "lr", "warmup_epochs", "val_accuracy", "val_loss", "train_loss",
@@ -117,6 +117,22 @@ def test_same_seed_writes_the_same_study_and_another_seed_does_not() -> None:
 
     pd.testing.assert_frame_equal(frame(7), frame(7))
     assert not frame(7)["base_lr"].equals(frame(8)["base_lr"])
+
+
+def test_a_searched_workload_parameter_is_written_and_its_largest_width_trains_fastest() -> None:
+    plain = synthetic_study(optuna.storages.InMemoryStorage(), "s", n_trials=40, seed=7)
+    truth = SyntheticTruth(hidden_choices=(16, 64))
+    wide = synthetic_study(optuna.storages.InMemoryStorage(), "w", n_trials=400, seed=7, truth=truth)
+    assert "hidden" not in plain.trials_dataframe().columns  # studies without it keep their draws
+    assert parse_space(wide.space_text).parameters["hidden"].choices == (16, 64)  # type: ignore[union-attr]
+    df = wide.trials_dataframe()
+    assert set(df["hidden"]) == {16, 64}
+    # At the best configurations, the narrower width needs HIDDEN_PENALTY more samples: lower
+    # accuracy at the first evaluation of the trials that share a batch.
+    first = df[df["state"] == "COMPLETE"].assign(
+        first=[wide.study.trials[n].user_attrs["curves"]["val_accuracy"][0] for n in df[df["state"] == "COMPLETE"]["number"]])
+    best = first.groupby(["effective_batch_size", "hidden"])["first"].max().unstack().dropna()
+    assert (best[64] > best[16]).mean() > 0.8 and HIDDEN_PENALTY > 0
 
 
 def test_bulk_written_store_reads_back_like_optunas_own_writes(storage_url: str, unique_name: str) -> None:
