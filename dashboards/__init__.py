@@ -36,6 +36,7 @@ Example:
     [0, 1]
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,8 +106,6 @@ _HOMES = {
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     module = importlib.import_module(f"hpsearch.dashboards.{_HOMES[name]}")
     return getattr(module, name)
 

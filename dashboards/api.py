@@ -408,6 +408,7 @@ def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
     Raises:
         AnalysisError: a malformed target, or nothing to analyse yet.
     """
+    # scipy (the fits): loaded with the first analysis, not with the dashboard
     from hpsearch.analysis import CURVE_FIELDS, CURVE_STATES, analyze_trials, parse_target, resolve_target
 
     parsed = parse_target(target) if target else None
@@ -431,7 +432,7 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
     A study with nothing to analyse yet (it has just started) is a normal answer:
     ``analysis`` is ``None`` and ``analysis_error`` says why. A bad parameter is a 400.
     """
-    from hpsearch.analysis import parse_target, recommend
+    from hpsearch.analysis import parse_target, recommend  # scipy: see _analysis
 
     target = query.get("target") or None
     if target:

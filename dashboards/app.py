@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from functools import cache
@@ -67,6 +68,7 @@ from hpsearch.dashboards.security import (
 from hpsearch.dashboards.server import login_url, serve
 from hpsearch.dashboards.shared_reads import SharedReads
 from hpsearch.errors import HPSearchError
+from hpsearch.settings import resolve_settings
 
 __all__ = [
     "TOKEN_ENV",
@@ -295,10 +297,6 @@ def create_app_from_environment() -> Starlette:
     Example:
         ``uvicorn --factory hpsearch.dashboards.app:create_app_from_environment``
     """
-    import os
-
-    from hpsearch.settings import resolve_settings
-
     # The token is not a search setting (hpsearch.settings): like the CLI's --token, it is read
     # from its own variable, here and nowhere else in the package.
     return create_app(resolve_settings().storage, token=os.environ.get(TOKEN_ENV) or None)

@@ -14,12 +14,12 @@ command runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from hpsearch.search import Search
+from hpsearch.search import Search, frontier_axes, frontier_path, load
+from hpsearch.settings import resolve_settings
+from hpsearch.store import open_storage, redact_url
 
 __all__ = ["dashboard", "frontier", "frontier_report"]
 
@@ -42,9 +42,8 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
     It prints the URL to open on stderr; with a token, that URL carries it (?token=...), as
     Jupyter's does, and the browser keeps it in a cookie.
     """
+    # starlette, uvicorn and the figures: only when the command runs, not for `hpsearch --help`
     from hpsearch.dashboards.app import require_token_off_loopback, serve
-    from hpsearch.settings import resolve_settings
-    from hpsearch.store import open_storage, redact_url
 
     token = token or None
     require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
@@ -74,12 +73,11 @@ def frontier(study: str, storage: str | None, output: Path | None, x: str | None
     The page is small and draws with plotly.js from a file beside it (plotly-VERSION.min.js,
     written once per folder and shared by its pages); --self-contained puts it inside the page.
     """
-    import hpsearch
-    from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy: only when a command runs
+    # pandas, numpy and plotly: only when the command runs, not for `hpsearch --help`
+    from hpsearch.dashboards.frontier import plot_frontier
     from hpsearch.dashboards.standalone import write_figure_html
-    from hpsearch.search import frontier_axes, frontier_path
 
-    search = hpsearch.load(study, storage=storage)
+    search = load(study, storage=storage)
     default_x, default_y = frontier_axes(search.objectives)
     path = output or frontier_path(search)
     write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path, self_contained=self_contained)
@@ -90,9 +88,8 @@ def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
     beside the SQLite store (or in the working folder), a few kilobytes that draw with the
     plotly.js copy beside it; returns where it went."""
-    from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy: only when a search ends
+    from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy, plotly: see frontier
     from hpsearch.dashboards.standalone import write_figure_html
-    from hpsearch.search import frontier_axes, frontier_path
 
     x, y = frontier_axes(search.objectives)
     path = frontier_path(search)
