@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["rank_device", "run_rank"]
+__all__ = ["die_with_parent", "import_modules", "rank_device", "run_rank"]
 
 _ALWAYS = ("torch", "torch.distributed", "torch.nn.parallel", "hpsearch.trials.loop",
            # what an optimizer's first construction imports (about 1 s)
@@ -38,20 +38,11 @@ _ALWAYS = ("torch", "torch.distributed", "torch.nn.parallel", "hpsearch.trials.l
 
 def main(argv: list[str]) -> None:
     conn = Connection(int(os.environ.pop("HPSEARCH_WORKER_FD")))
-    _die_with_parent()
+    die_with_parent()
     # Ctrl-C in a terminal reaches every process of the foreground group; a rank stops only
     # when its pool stops it, so that the trial's end is recorded as the search decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for name in _ALWAYS:
-        try:
-            importlib.import_module(name)
-        except Exception:  # a broken install: each trial fails on it and says why
-            traceback.print_exc(file=sys.stderr)
-    for name in argv:
-        # A workload module that cannot import: the search's workload check reports it before
-        # any trial runs (a warm process may start before that check), and so does each trial.
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+    import_modules(argv)  # already done in a process forked by the zygote (hpsearch.trials.zygote)
     fresh = _FreshState.capture()
     # What was imported stays for the process's life: keep the collector from walking it again
     # after every rank (a full collection over torch's objects took 0.2-0.5 s a trial).
@@ -76,6 +67,21 @@ def main(argv: list[str]) -> None:
         # until this process is clean.
         conn.send(("done", task["rank"]))
         _forget(added, fresh)
+
+
+def import_modules(modules: list[str]) -> None:
+    """Import torch, the training loop and ``modules`` (the workload's): what makes a rank
+    process warm."""
+    for name in _ALWAYS:
+        try:
+            importlib.import_module(name)
+        except Exception:  # a broken install: each trial fails on it and says why
+            traceback.print_exc(file=sys.stderr)
+    for name in modules:
+        # A workload module that cannot import: the search's workload check reports it before
+        # any trial runs (a warm process may start before that check), and so does each trial.
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 def _called(target: str, args: tuple[Any, ...]) -> tuple[str, Any]:
@@ -284,10 +290,11 @@ def _write_failure(run: Path, rank: int, reason: str, detail: str) -> None:
     os.replace(partial, final)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to kill this process when the pool's thread that started it ends (even by
-    SIGKILL of its process), so a killed search never leaves rank processes behind. Elsewhere
-    a no-op: the closed socket ends an idle worker instead."""
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when the thread that started it ends (the pool's thread,
+    or the zygote that forked it; even by SIGKILL of its process), so a killed search never
+    leaves rank processes behind. Elsewhere a no-op: the closed socket ends an idle worker
+    instead."""
     if sys.platform.startswith("linux"):
         import ctypes
 
