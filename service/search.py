@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import study as read_model
-from hpsearch.errors import AnalysisError, ColumnError, NoAnswerError, TrialNotFoundError
+from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
 from hpsearch.search_spaces.record import CURVES, MODEL_PATH, STATUS_DETAIL, Direction
@@ -377,15 +377,10 @@ class Search:
             >>> str(analysis.target), analysis.critical_batch.n_batch_sizes >= 3
             ('val_accuracy >= 0.9', True)
         """
-        from hpsearch.analysis import analyze, parse_target  # heavy: numpy and scipy
+        from hpsearch.analysis import analyze_study, parse_target  # heavy: numpy and scipy
 
-        goal = parse_target(target) if isinstance(target, str) else target  # bad input: AnalysisError
-        try:
-            return analyze(self, goal)
-        except NoAnswerError:
-            raise
-        except AnalysisError as exc:  # the target was well formed: the study cannot answer it
-            raise NoAnswerError(str(exc), getattr(exc, "analysis", None)) from None
+        goal = parse_target(target) if isinstance(target, str) else target
+        return analyze_study(self.backend, self.info, goal)
 
     def time_to_target(self, target: str | tuple[str, float] | None = None) -> pd.DataFrame:
         """One row per trial: its configuration and the samples, steps, training seconds, wall
@@ -436,6 +431,7 @@ class Search:
         """
         from hpsearch.analysis import recommend  # heavy: numpy and scipy
 
+        # Bad input is refused before the analysis reads and fits the study (a second or more).
         if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
             raise AnalysisError(f"devices must be a whole number of 1 or more, got {devices!r}")
         if minimize not in ("time", "device-hours"):
@@ -444,13 +440,8 @@ class Search:
             raise AnalysisError("give a target or an analysis, not both: an analysis carries its own target")
         if analysis is None:
             analysis = self.analyze(target)
-        try:
-            return recommend(analysis, devices, minimize=minimize,  # type: ignore[arg-type]
-                             allow_larger_batch=allow_larger_batch)
-        except NoAnswerError:
-            raise
-        except AnalysisError as exc:  # the input was checked above: the study cannot answer it
-            raise NoAnswerError(str(exc), getattr(exc, "analysis", None) or analysis) from None
+        return recommend(analysis, devices, minimize=minimize,  # type: ignore[arg-type]
+                         allow_larger_batch=allow_larger_batch)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ user sees them), finished counts and the study listing, on every store."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import optuna
 from click.testing import CliRunner
@@ -84,3 +85,12 @@ def test_export_writes_every_trial_once_as_csv_or_json(storage_url: str, unique_
     code, out = _run("export", unique_name, "--storage", storage_url, "--format", "json")
     [row] = json.loads(out)
     assert row["curves"] == {"samples_seen": [8, 16], "val_accuracy": [0.5, 0.9]} and row["val_accuracy"] == 0.9
+
+
+def test_one_trial_is_one_trial(storage_url: str, unique_name: str, tmp_path: Path) -> None:
+    study = _two_objective_study(storage_url, unique_name)
+    study.add_trial(create_trial(params={"lr_rule": "linear"}, distributions=_DISTS, values=[0.9, 1.0]))
+    code, out = _run("status", unique_name, "--storage", storage_url)
+    assert code == 0 and f"study {unique_name!r} in " in out and ": 1 trial (complete 1)\n" in out
+    code, out = _run("export", unique_name, "--storage", storage_url, "-o", str(tmp_path / "one.csv"))
+    assert code == 0 and out == f"wrote 1 trial to {tmp_path / 'one.csv'}\n"
