@@ -187,8 +187,9 @@ def new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go.
 def with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "paper") -> go.Figure:
     """The figure (or the subplot of axes ``xref``, ``yref``) with ``note``, plain text, across
     its middle, wrapped to fit (:func:`wrap_text`)."""
+    # On a white ground: a note over a subplot that still draws points (a refused fit) stays legible.
     fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
-                       font={"size": 16})
+                       font={"size": 16}, bgcolor="rgba(255, 255, 255, 0.85)")
     return fig
 
 
