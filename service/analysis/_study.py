@@ -248,13 +248,15 @@ def _analyze(storage: optuna.storages.BaseStorage, info: StudyInfo, target: Targ
         table = pool.submit(read_model.read_trials, storage, info.name, info.objectives, attrs=ANALYSIS_ATTRS)
         known = resolve_target(info, target, ()) if _metric_known(info, target) else None
         curves = pool.submit(read_curves, known[0]) if known is not None else None
-        names = read_model.param_names(storage, info.name)
         frame = table.result()
         metric, resolved = known if known is not None else resolve_target(info, target, list(frame.columns))
         by_number = curves.result() if curves is not None else read_curves(metric)
+    # The table holds the params and only the attrs asked for: every other column is a param
+    # (one query fewer than asking the store for the study's param names).
+    read = {*_TABLE_COLUMNS, *ANALYSIS_ATTRS, r.TRAINING_STARTED, *info.objectives}
     return analyze_trials(info.name, frame, by_number, target=resolved, metric=metric,
                           direction=read_model.direction(metric, info.objective_directions), seed=seed,
-                          parameters=[p for p in names if p not in CORE_PARAMETERS])
+                          parameters=[c for c in frame.columns if c not in read and c not in CORE_PARAMETERS])
 
 
 def _metric_known(info: StudyInfo, target: Target | tuple[str, float] | None) -> bool:
