@@ -44,7 +44,7 @@ from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompl
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import no_completion_summary
 from hpsearch.search import Search, frontier_axes
-from hpsearch.search_spaces import ENGINE_PARAMETERS, load_space, parse_budget_text
+from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
 from hpsearch.search_spaces.record import REASON_BUDGET
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
@@ -311,9 +311,11 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     click.echo(f"  run   b {answer.per_device_batch_size} x W {answer.world_size} x A {answer.grad_accum_steps} "
                f"= B {answer.effective_batch_size}, lr {answer.lr:.4g}{_interval(answer.lr_interval)}{rule}, "
                f"warmup {answer.warmup_epochs:g} epochs")
-    own = {k: v for k, v in answer.params().items() if k not in ENGINE_PARAMETERS}
-    if own:
-        click.echo("  with  " + ", ".join(f"{k} {_fmt(v)}" for k, v in own.items()))
+    # The study's other parameters (the workload's own, such as hidden; momentum...), so that
+    # what is printed can be run as it stands.
+    others = {k: v for k, v in answer.params().items() if k not in CORE_PARAMETERS}
+    if others:
+        click.echo("  with  " + ", ".join(f"{k} {_fmt(v)}" for k, v in others.items()))
     click.echo(f"  cost  {_duration(answer.time_s)}{_interval(answer.time_interval, _duration)} of training, "
                f"{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
                f"{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "

@@ -73,14 +73,14 @@ def redact_url(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):  # ValueError: a port that is no number
-        return _PASSWORD.sub(r"\1***@", url)
+        return re.sub(_PASSWORD, r"\1***@", url)
 
 
+# Patterns compiled on first use (the re module caches them), not by every ``import hpsearch``.
 #: ``user:password@`` in text SQLAlchemy cannot parse.
-_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
-
+_PASSWORD = r"(://[^/@:]*:)[^/@]*@"
 #: The scheme of a URL (``sqlite``, ``postgresql+psycopg``) and what follows its colon.
-_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*):(?P<rest>.*)$", re.DOTALL)
+_SCHEME = r"^(?P<scheme>[A-Za-z][\w+.-]*):(?P<rest>.*)$"
 
 #: Schemes a store URL is most often meant to have, for "did you mean": SQLAlchemy's own
 #: database kinds and the drivers people write with them.
@@ -122,7 +122,7 @@ def parse_storage_url(url: str) -> str:
 
     text = url.strip()
     typed = redact_url(text)
-    match = _SCHEME.match(text)
+    match = re.match(_SCHEME, text, re.DOTALL)
     if match is None or len(match["scheme"]) == 1:  # no scheme, or a Windows drive letter
         looks_like_a_file = Path(text).suffix in (".db", ".sqlite", ".sqlite3") or "/" in text or "\\" in text
         hint = f"; for an SQLite file write {'sqlite:///' + typed!r}" if looks_like_a_file else f" ({_EXAMPLES})"

@@ -81,3 +81,16 @@ def test_a_study_that_cannot_answer_is_exit_code_5_and_json_says_why_with_the_an
 
     code, out, err = _run("recommend", "demo", "-n", "2", "--storage", store, "--target", "val_accuracy=0.999")
     assert (code, out) == (5, "") and err.startswith("error: no trial") and len(err.splitlines()) == 1
+
+
+def test_the_answer_names_the_studys_other_parameters_to_run_it_as_it_stands(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'hidden.db'}"
+    synthetic_study(url, "widths", n_trials=300, seed=4, truth=SyntheticTruth(hidden_choices=(16, 64)))
+    args = ("recommend", "widths", "-n", "4", "--storage", url, "--target", "val_accuracy=0.9")
+    code, out, err = _run(*args, "--json")
+    assert code == 0, err
+    params = json.loads(out)["recommendation"]["params"]
+    code, out, err = _run(*args)
+    assert code == 0, err
+    # The workload's own width and the optimizer's momentum, beside the batch and LR of the run line.
+    assert f"  with  momentum 0.9, hidden {params['hidden']}\n" in out
