@@ -329,7 +329,7 @@ class Search:
                 is deleted.
 
         Example:
-            >>> import optuna
+            >>> import hpsearch, optuna
             >>> from hpsearch.testing import synthetic_study
             >>> storage = optuna.storages.InMemoryStorage()
             >>> deleted = synthetic_study(storage, "demo", n_trials=4).delete()
@@ -603,7 +603,7 @@ def list_studies(storage: str | optuna.storages.BaseStorage | None = None) -> li
         StoreError: the storage URL is malformed, or the server does not answer.
 
     Example:
-        >>> import optuna
+        >>> import hpsearch, optuna
         >>> from hpsearch.testing import synthetic_study
         >>> storage = optuna.storages.InMemoryStorage()
         >>> _ = synthetic_study(storage, "demo", n_trials=40)

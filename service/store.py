@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import SpaceError, StoreError, StoreLostError, StudyNotFoundError
 from hpsearch.search_spaces import SearchSpace, parse_space
+from hpsearch.study import direct_sql
 
 # optuna and sqlalchemy are imported inside the functions that open or read a store: together
 # they take about 0.3 s to import, and ``import hpsearch`` and ``hpsearch --help`` stay light.
@@ -382,8 +383,6 @@ def write_trial_record(
         optuna.exceptions.UpdateFinishedTrialError: the trial is finished (nothing is written).
     """
     import optuna
-
-    from hpsearch.study import direct_sql
 
     backend = getattr(storage, "_backend", storage)  # under Optuna's cache, writes pass through
     if not (isinstance(backend, optuna.storages.RDBStorage) and direct_sql(backend)

@@ -173,7 +173,8 @@ def user_modules(spec: TrialSpec) -> tuple[str, ...]:
     ``"pkg.module:function"`` workload, and those of a Lightning workload's classes.
 
     Example:
-        >>> user_modules(TrialSpec(workload="my_workload:make_workload")), user_modules(TrialSpec())
+        >>> plugin = TrialSpec(per_device_batch_size=16, base_lr=0.1, workload="my_workload:make_workload")
+        >>> user_modules(plugin), user_modules(TrialSpec(per_device_batch_size=16, base_lr=0.1))
         (('my_workload',), ())
     """
     names = [spec.workload, *(spec.workload_options.get(k) for k in _CLASS_OPTIONS)]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
 
+# numpy and pandas are imported where a front is computed (``import hpsearch`` stays light).
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd

@@ -11,6 +11,7 @@ from hpsearch.study._schema import direct_sql
 from hpsearch.study._summary import StudyListing, study_listing
 from hpsearch.study._table import read_trials
 
+# optuna and sqlalchemy are imported where a store is read (``import hpsearch`` stays light).
 if TYPE_CHECKING:
     import optuna
 

@@ -22,6 +22,9 @@ import orjson
 from hpsearch.search_spaces import record
 from hpsearch.study._schema import direct_sql
 
+# pandas, optuna and sqlalchemy (half a second together) are imported inside the functions
+# that read a store, so that ``import hpsearch`` stays light; so are hashlib (OpenSSL, 2 ms) for
+# the dashboard's revision and hpsearch.models for the studies that keep weights.
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
