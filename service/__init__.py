@@ -37,10 +37,23 @@ from hpsearch.errors import (
 from hpsearch.search import DeletedStudy, Search, delete_study, list_studies, load, resume, start
 from hpsearch.search_spaces import SearchSpace, load_space
 
-try:
-    __version__ = version("hpsearch")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0"
+#: The installed version (``__getattr__`` reads it on first use).
+__version__: str
+
+
+def __getattr__(name: str) -> str:
+    """``hpsearch.__version__``, read from the installed package's metadata when first asked:
+    finding it scans the import path, 2 ms that every ``import hpsearch`` and every ``hpsearch``
+    command paid for a string few of them read."""
+    if name != "__version__":
+        raise AttributeError(f"module 'hpsearch' has no attribute {name!r}")
+    try:
+        found = version("hpsearch")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        found = "0.0.0"
+    globals()["__version__"] = found
+    return found
+
 
 __all__ = [
     "ColumnError",
