@@ -31,6 +31,7 @@ from hpsearch.search_spaces._rules import (
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     LR_RULES,
+    PRECISIONS,
     Choice,
     Fixed,
     FloatRange,
@@ -172,6 +173,8 @@ def _check_value(doc: Document, name: str, value: Any, path: KeyPath) -> Scalar:
         return check_int(doc, value, path, minimum=1, maximum=_INT_CAPS[name], label=name)
     if name == "lr_rule":
         return check_one_of(doc, value, path, LR_RULES, label=name)
+    if name == "precision":
+        return check_one_of(doc, value, path, PRECISIONS, label=name)
     if name == "base_lr":
         return check_number(doc, value, path, above=0, label=name)
     if value is None or (not isinstance(value, (str, bool)) and not is_number(value)):
@@ -217,6 +220,8 @@ def _parse_range(
             path,
             f"lr_rule names a rule, it cannot be a range; write {{choices: {list(LR_RULES)}}}",
         )
+    if name == "precision":
+        fail(doc, path, f"precision names an arithmetic, it cannot be a range; write {{choices: {list(PRECISIONS)}}}")
     kind_ = (
         check_one_of(doc, form["type"], path + ("type",), ("int", "float"))
         if "type" in form

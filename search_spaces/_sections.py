@@ -28,7 +28,9 @@ from hpsearch.search_spaces._rules import (
 )
 from hpsearch.search_spaces.record import METRICS
 from hpsearch.search_spaces.space import (
+    DATA_PATHS,
     LR_SCHEDULES,
+    PRECISIONS,
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
     SAVE_MODEL_MODES,
@@ -37,6 +39,7 @@ from hpsearch.search_spaces.space import (
     Constraints,
     Fixed,
     IntRange,
+    LoaderSpec,
     Objective,
     Parameter,
     ResourceSpec,
@@ -69,7 +72,9 @@ TOP_KEYS = (
     "constraints",
     "analysis",
 )
-_WORKLOAD_KEYS = ("name", "lightning", "epochs", "options", "eval_every_samples", "save_model")
+_WORKLOAD_KEYS = ("name", "lightning", "epochs", "options", "eval_every_samples", "save_model", "data", "loader",
+                  "precision", "compile", "keep_data")
+_LOADER_KEYS = ("workers", "pin_memory", "prefetch_factor", "persistent_workers")
 _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
@@ -144,7 +149,48 @@ def parse_workload(doc: Document, root: Mapping[str, Any]) -> WorkloadSpec:
     save_model = WorkloadSpec.save_model
     if section.get("save_model") is not None:
         save_model = check_one_of(doc, section["save_model"], path + ("save_model",), SAVE_MODEL_MODES)
-    return WorkloadSpec(name=name, epochs=epochs, options=options, eval_every_samples=every, save_model=save_model)
+    data = WorkloadSpec.data
+    if section.get("data") is not None:
+        data = check_one_of(doc, section["data"], path + ("data",), DATA_PATHS)
+    precision = WorkloadSpec.precision
+    if section.get("precision") is not None:
+        precision = check_one_of(doc, section["precision"], path + ("precision",), PRECISIONS)
+    flags = {key: getattr(WorkloadSpec, key) for key in ("compile", "keep_data")}
+    for key in flags:
+        if section.get(key) is not None:
+            flags[key] = check_bool(doc, section[key], path + (key,))
+    return WorkloadSpec(name=name, epochs=epochs, options=options, eval_every_samples=every, save_model=save_model,
+                        data=data, loader=_loader(doc, section.get("loader"), path + ("loader",)),
+                        precision=precision, **flags)
+
+
+def _loader(doc: Document, raw: Any, path: KeyPath) -> LoaderSpec:
+    """``workload.loader``: ``{workers: auto | N, pin_memory: auto | bool, prefetch_factor: N,
+    persistent_workers: bool}``, each optional."""
+    if raw is None:
+        return LoaderSpec()
+    section = check_mapping(doc, raw, path)
+    check_keys(doc, section, path, _LOADER_KEYS)
+    spec = LoaderSpec()
+    workers = spec.workers
+    if section.get("workers") not in (None, "auto"):
+        if not is_int(section["workers"]):
+            fail(doc, path + ("workers",), f"workers must be 'auto' or an integer >= 0, got "
+                                           f"{kind(section['workers'])}: {show(section['workers'])}")
+        workers = check_int(doc, section["workers"], path + ("workers",), minimum=0, maximum=256)
+    pin = spec.pin_memory
+    if section.get("pin_memory") not in (None, "auto"):
+        if not isinstance(section["pin_memory"], bool):
+            fail(doc, path + ("pin_memory",), f"pin_memory must be 'auto', true or false, got "
+                                              f"{kind(section['pin_memory'])}: {show(section['pin_memory'])}")
+        pin = section["pin_memory"]
+    prefetch = spec.prefetch_factor
+    if section.get("prefetch_factor") is not None:
+        prefetch = check_int(doc, section["prefetch_factor"], path + ("prefetch_factor",), minimum=1, maximum=64)
+    persistent = spec.persistent_workers
+    if section.get("persistent_workers") is not None:
+        persistent = check_bool(doc, section["persistent_workers"], path + ("persistent_workers",))
+    return LoaderSpec(workers=workers, pin_memory=pin, prefetch_factor=prefetch, persistent_workers=persistent)
 
 
 def parse_analysis(doc: Document, root: Mapping[str, Any]) -> AnalysisSpec:

@@ -193,6 +193,10 @@ def _build(doc: Document, *, default_study: str, source_path: str | None) -> Sea
     workload = parse_workload(doc, root)
     scaling = parse_scaling(doc, root)
     parameters = parse_parameters(doc, root["parameters"], ("parameters",))
+    if "precision" in parameters and isinstance(root.get("workload"), Mapping) \
+            and root["workload"].get("precision") is not None:
+        fail(doc, ("parameters", "precision"), "precision is set both here and at workload.precision; set it in one "
+                                               "place (under parameters to search it)")
     objectives = parse_objectives(doc, root)
     return SearchSpace(
         study=study,

@@ -76,6 +76,21 @@ NODE_ID = "node_id"
 GPU_IDS = "gpu_ids"
 #: Where rank 0 wrote the trial's final weights (``workload.save_model``).
 MODEL_PATH = "model_path"
+#: How the batches reached the device (``device`` or ``loader``, ``workload.data``), and why.
+DATA_PATH = "data_path"
+DATA_PATH_REASON = "data_path_reason"
+#: Whether the rank process built the workload's data (``built``), took the copy it kept from an
+#: earlier trial (``kept``), or builds it every trial (``off``: ``workload.keep_data: false``;
+#: ``not declared``: the factory does not say which options its data depend on).
+DATA_CACHE = "data_cache"
+#: Seconds rank 0 spent before its first step: the workload built (or taken from the kept
+#: copy), the model on its device, the data placed.
+SETUP_S = "setup_s"
+#: The arithmetic the trial trained and evaluated in (``workload.precision``).
+PRECISION = "precision"
+#: With ``workload.compile``: seconds of the steps and evaluations that compiled the model,
+#: left out of ``train_s``.
+COMPILE_S = "compile_s"
 
 # ---- bookkeeping written by the searcher ----
 #: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
@@ -193,6 +208,13 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(GPU_IDS, "GPUs (rank order)", "bookkeeping"),
     Field(MODEL_PATH, "saved model", "measured",
           doc="the trial's final weights (a torch state dict), on the node of its rank 0"),
+    Field(DATA_PATH, "data path", "measured", doc="device (tensors on the device) or loader (a DataLoader)"),
+    Field(DATA_PATH_REASON, "why this data path", "measured"),
+    Field(DATA_CACHE, "workload data", "measured", doc="built, kept (from an earlier trial), off or not declared"),
+    Field(SETUP_S, "setup time (s)", "measured", _MIN, doc="rank 0's time from its start to its first step"),
+    Field(PRECISION, "precision", "derived", doc="fp32, tf32 or bf16 (autocast): workload.precision or a parameter"),
+    Field(COMPILE_S, "compile time (s)", "measured", _MIN,
+          doc="torch.compile's share of the wall time (the steps that compiled), left out of train_s"),
     Field(STATUS_REASON, "status reason", "bookkeeping"),
     Field(STATUS_DETAIL, "status detail", "bookkeeping"),
     Field(CURVES, "curves", "bookkeeping"),
@@ -210,7 +232,7 @@ CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, T
 RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
-    NODE_ID, GPU_IDS, LR,
+    NODE_ID, GPU_IDS, LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S,
 )
 
 

@@ -12,11 +12,14 @@ from typing import Any, Literal
 
 __all__ = [
     "CORE_PARAMETERS",
+    "DATA_PATHS",
     "ENGINE_PARAMETERS",
     "LR_RULES",
     "LR_SCHEDULES",
     "OPTIMIZER_PARAMETERS",
+    "PRECISIONS",
     "SAVE_MODEL_MODES",
+    "TRAINING_PARAMETERS",
     "AnalysisSpec",
     "Budget",
     "Choice",
@@ -24,6 +27,7 @@ __all__ = [
     "Fixed",
     "FloatRange",
     "IntRange",
+    "LoaderSpec",
     "Objective",
     "Parameter",
     "ResourceSpec",
@@ -51,9 +55,23 @@ CORE_PARAMETERS: tuple[str, ...] = (
 #: Parameters the engine hands to the optimizer it builds (docs/workloads.md lists their defaults).
 OPTIMIZER_PARAMETERS: tuple[str, ...] = ("optimizer", "momentum", "nesterov", "weight_decay")
 
+#: Parameters of how the engine computes, searchable like any parameter: ``precision`` (the
+#: space's ``workload.precision`` otherwise).
+TRAINING_PARAMETERS: tuple[str, ...] = ("precision",)
+
 #: Every parameter the engine owns. Any other parameter of a space is a workload setting: it
 #: reaches the workload factory as an option, over the same-named entry of ``workload.options``.
-ENGINE_PARAMETERS: tuple[str, ...] = CORE_PARAMETERS + OPTIMIZER_PARAMETERS
+ENGINE_PARAMETERS: tuple[str, ...] = CORE_PARAMETERS + OPTIMIZER_PARAMETERS + TRAINING_PARAMETERS
+
+#: How a trial's batches reach its device (``workload.data``): ``device`` keeps tensor data on
+#: the device and gathers each micro-batch there by index; ``loader`` loads them through a
+#: ``DataLoader``; ``auto`` picks ``device`` where the data is tensors and fits
+#: (docs/trials.md, "Data on the device").
+DATA_PATHS: tuple[str, ...] = ("auto", "device", "loader")
+
+#: The arithmetic of training and evaluation (``workload.precision``): float32 throughout,
+#: float32 with TF32 matrix products on CUDA, or bfloat16 autocast with float32 weights.
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 
 #: Which finished trials keep their final weights (``workload.save_model``): none, every
 #: COMPLETE trial, or only the trials no other COMPLETE trial beats on every objective.
@@ -100,6 +118,22 @@ Parameter = Fixed | Choice | FloatRange | IntRange
 
 
 @dataclass(frozen=True)
+class LoaderSpec:
+    """The ``DataLoader`` of the loader path (``workload.loader``), for data that is not tensors.
+
+    ``None`` means ``auto``: ``workers`` is the rank's other CPUs on CUDA (``cpus_per_worker``
+    - 1, at most 8) and 0 on the CPU, whose cores train; ``pin_memory`` is on for CUDA.
+    ``prefetch_factor`` batches per worker are loaded ahead; ``persistent_workers`` keeps the
+    workers from one epoch to the next (never from one trial to the next).
+    """
+
+    workers: int | None = None
+    pin_memory: bool | None = None
+    prefetch_factor: int = 2
+    persistent_workers: bool = True
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """What each trial trains: a built-in workload name or ``"pkg.module:function"``.
 
@@ -113,6 +147,12 @@ class WorkloadSpec:
     ``best`` only those of the trials no other COMPLETE trial beats on every objective (the
     Pareto front; the best trial of a single-objective study), deleting the others' as they fall
     behind.
+
+    ``data`` (one of ``DATA_PATHS``) says how batches reach the device, ``loader`` how the
+    ``DataLoader`` of the loader path runs; ``precision`` (one of ``PRECISIONS``) and
+    ``compile`` (``torch.compile`` of the model) how the trial computes; ``keep_data: false``
+    makes every trial build its workload's data afresh instead of taking the copy a warm rank
+    process kept from an earlier trial (docs/trials.md, "Data on the device").
     """
 
     name: str = "digits_cnn"
@@ -120,6 +160,11 @@ class WorkloadSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     eval_every_samples: int | None = None
     save_model: str = "none"
+    data: str = "auto"
+    loader: LoaderSpec = LoaderSpec()
+    precision: str = "fp32"
+    compile: bool = False
+    keep_data: bool = True
 
 
 @dataclass(frozen=True)

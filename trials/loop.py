@@ -8,6 +8,11 @@ samples when set) and reports; with ``save_model`` it writes the final weights b
 report, which says where (``model_path``). A workload with ``WorkloadHooks`` (a LightningModule)
 computes each micro-batch's loss itself and brings its own validation and optimizer; the rest
 of the loop is the same.
+
+The batches come from ``hpsearch.trials.data`` (tensors on the device, or a ``DataLoader``),
+in the same order either way. On CUDA the loop never waits for the device inside a step: the
+losses and the gradient norms of the noise scale stay on the device and are read at the next
+evaluation, and the clock is read after a synchronisation.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +28,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import MODEL_PATH
+from hpsearch.trials.compute import CompileClock, set_precision, synchronize
 from hpsearch.trials.context import RankContext
+from hpsearch.trials.data import EVAL_BATCH, EpochPlan, Feed, choose_data_path, copy_to, open_feed
+from hpsearch.trials.data_cache import kept_data, warm_workload
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.measure import (
     CommStats,
@@ -35,7 +45,7 @@ from hpsearch.trials.measure import (
 )
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.trials.workloads.base import Workload, build_workload
+from hpsearch.trials.workloads.base import Workload
 
 __all__ = ["MODEL_FILE", "build_optimizer", "evaluate", "train"]
 
@@ -65,28 +75,47 @@ def build_optimizer(params: Any, spec: TrialSpec) -> torch.optim.Optimizer:
     raise WorkloadError(f"optimizer must be one of sgd, adam, adamw, got {name!r}")
 
 
+Autocast = Callable[[], contextlib.AbstractContextManager[Any]]
+
+
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
+             batches: Iterable[Any] | None = None, *, autocast: Autocast = contextlib.nullcontext,
+             clock: CompileClock | None = None) -> dict[str, float]:
     """Mean validation loss and, for classifiers, accuracy over the whole validation set (a
-    workload with hooks validates itself)."""
+    workload with hooks validates itself).
+
+    ``batches`` are the validation set's batches on ``device`` (default: a plain ``DataLoader``
+    of ``EVAL_BATCH``). The sums stay on the device until the end: one read per evaluation.
+    """
     if workload.hooks is not None:
-        return workload.hooks.evaluate(model, device)
+        with autocast():
+            return workload.hooks.evaluate(model, device)
+    if batches is None:
+        batches = ((x.to(device), y.to(device)) for x, y in DataLoader(workload.val_set, batch_size=EVAL_BATCH))
     model.eval()
-    loss_sum, correct, count = 0.0, 0, 0
-    for x, y in DataLoader(workload.val_set, batch_size=1024):
-        x, y = x.to(device), y.to(device)
-        out = model(x)
-        loss = workload.loss_fn(out, y)
+    # float64 sums of float32 losses: the same numbers as summing Python floats.
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    count = 0
+    for x, y in batches:
+        with _compiling(clock, ("eval", tuple(x.shape))), autocast():
+            out = model(x)
+            loss = workload.loss_fn(out, y)
         # Turn either reduction into a per-sample sum so the average is over samples.
-        loss_sum += float(loss) * (len(y) if workload.loss_reduction == "mean" else 1)
+        loss_sum += loss.detach().double() * (len(y) if workload.loss_reduction == "mean" else 1)
         if workload.num_classes is not None:
-            correct += int((out.argmax(dim=1) == y).sum())
+            correct += (out.argmax(dim=1) == y).sum()
         count += len(y)
     model.train()
-    metrics = {"val_loss": loss_sum / max(count, 1)}
+    metrics = {"val_loss": float(loss_sum) / max(count, 1)}
     if workload.num_classes is not None:
-        metrics["val_accuracy"] = correct / max(count, 1)
+        metrics["val_accuracy"] = int(correct) / max(count, 1)
     return metrics
+
+
+def _compiling(clock: CompileClock | None, key: Any) -> contextlib.AbstractContextManager[None]:
+    return clock.step(key) if clock is not None else contextlib.nullcontext()
 
 
 @dataclass
@@ -98,10 +127,26 @@ class _Progress:
     steps: int = 0
     evaluations: int = 0
     eval_seconds: float = 0.0  # rank 0's time in evaluation, left out of ``train_s``
+    compile_seconds: float = 0.0  # training steps that compiled the model, left out of ``train_s``
     epoch_start: float = 0.0
     epoch_eval_seconds: float = 0.0
-    train_loss_sum: float = 0.0  # this epoch's, as a per-sample sum
+    epoch_compile_seconds: float = 0.0
+    # This epoch's training loss as a per-sample sum: a float64 tensor on the device (0.0 before
+    # the first step), read at evaluations.
+    train_loss_sum: Any = 0.0
     train_count: int = 0
+
+
+@dataclass
+class _StepNorms:
+    """One step's squared gradient norms for the noise scale, still on the device: the step's
+    whole gradient (``big``), and either this process's own before the all-reduce (``local``,
+    under DDP) or each micro-batch's with the divisor that makes it a mean (``micro``)."""
+
+    big: torch.Tensor
+    samples: int
+    local: Any = None
+    micro: list[tuple[torch.Tensor, float]] = field(default_factory=list)
 
 
 def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
@@ -119,49 +164,75 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
         TrialFailed: ``diverged`` when a loss becomes non-finite.
         WorkloadError: the workload or optimizer cannot be built.
     """
+    began = time.perf_counter()
     device = torch.device(ctx.device)
     P, V, A, b = ctx.world_size, spec.emulated_ranks, spec.grad_accum_steps, spec.per_device_batch_size
     W = P * V
     if spec.world_size != W:
         raise WorkloadError(f"{P} processes x {V} emulated ranks must equal world_size {spec.world_size}")
 
-    # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's).
+    # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's). The
+    # data come from the process's kept copy where they can (built with the generators put
+    # back), so the model draws the same weights either way.
     torch.manual_seed(spec.seed)
     # The factory gets workload.options with the workload's own parameters (hidden...) over them.
-    workload = build_workload(spec.workload, spec.factory_options)
-    model: torch.nn.Module = workload.model.to(device)
+    workload, data_cache = warm_workload(spec.workload, spec.factory_options, keep=spec.keep_data)
+    path = choose_data_path(spec.data, workload, device)
+    autocast = set_precision(spec.precision, device)
+    raw_model: torch.nn.Module = workload.model.to(device)
+    # The compiled module is what trains and evaluates; raw_model keeps the weights' own names
+    # for model.pt. DDP wraps the compiled module, so no_sync and the comm hook stay DDP's own.
+    net: torch.nn.Module = torch.compile(raw_model) if spec.compile else raw_model  # type: ignore[assignment]
+    clock = CompileClock(enabled=spec.compile, device=device)
+    model: torch.nn.Module = net
     comm = CommStats(world_size=P)
     if P > 1:
-        model = DistributedDataParallel(model)
+        model = DistributedDataParallel(net)
         model.register_comm_hook(comm, timed_allreduce_hook)
-    raw_model = model.module if isinstance(model, DistributedDataParallel) else model
     mean_loss = workload.loss_reduction == "mean"
 
-    # Logical rank r reads indices r, r+W, r+2W... of a per-epoch seeded shuffle (set_epoch).
-    samplers: list[DistributedSampler[Any]] = [
-        DistributedSampler(workload.train_set, num_replicas=W, rank=ctx.rank * V + v, shuffle=True, seed=spec.seed)
-        for v in range(V)]
-    collate = workload.hooks.collate_fn if workload.hooks is not None else None
-    loaders = [DataLoader(workload.train_set, batch_size=b, sampler=s, drop_last=False, collate_fn=collate)
-               for s in samplers]
-    per_rank = len(samplers[0])  # DistributedSampler pads, so every logical rank gets as many
-    micro_sizes = [min(b, per_rank - i) for i in range(0, per_rank, b)]
-    steps_per_epoch = math.ceil(len(micro_sizes) / A)
-    # A workload with its own optimizer (a LightningModule's configure_optimizers) builds it now,
-    # with the model on its device; the loop sets its LR at every step all the same.
-    own_optimizer = workload.hooks.optimizer if workload.hooks is not None else None
-    optimizer = own_optimizer() if own_optimizer is not None else build_optimizer(model.parameters(), spec)
+    # Logical rank r reads indices r, r+W, r+2W... of a per-epoch seeded shuffle (set_epoch),
+    # in micro-batches of b; both data paths take them from this one plan.
+    plan = EpochPlan(workload.train_set, world_size=W, first_rank=ctx.rank * V, virtual_ranks=V, batch_size=b,
+                     accum=A, seed=spec.seed)
+    feed = open_feed(path, workload, plan, device, loader=spec.loader, cpus=spec.cpus_per_worker, seed=spec.seed,
+                     to_device=kept_data().on_device if spec.keep_data else copy_to)
+    try:
+        # A workload with its own optimizer (a LightningModule's configure_optimizers) builds it
+        # now, with the model on its device; the loop sets its LR at every step all the same.
+        own_optimizer = workload.hooks.optimizer if workload.hooks is not None else None
+        optimizer = own_optimizer() if own_optimizer is not None else build_optimizer(model.parameters(), spec)
+        synchronize(device)  # the weights and data copied: the clock starts with training
+        setup = {record.DATA_PATH: path.kind, record.DATA_PATH_REASON: path.reason,
+                 record.DATA_CACHE: data_cache, record.PRECISION: spec.precision,
+                 record.SETUP_S: time.perf_counter() - began}
+        return _epochs(spec, ctx, workload, model, net, raw_model, optimizer, feed, plan, comm, clock, autocast,
+                       setup, device, P=P, V=V, A=A, mean_loss=mean_loss)
+    finally:
+        feed.close()
 
+
+def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.nn.Module, net: torch.nn.Module,
+            raw_model: torch.nn.Module, optimizer: torch.optim.Optimizer, feed: Feed, plan: EpochPlan,
+            comm: CommStats, clock: CompileClock, autocast: Autocast, setup: dict[str, Any], device: torch.device,
+            *, P: int, V: int, A: int, mean_loss: bool) -> dict[str, Any] | None:
+    """The epochs of ``train``, its objects built."""
+    W = P * V
+    steps_per_epoch = plan.steps_per_epoch
     # Noise scale pairs: under DDP, each process's gradient (small) against the reduced one (big);
     # on one process, each micro-batch against the accumulated step. W x A = 1 has no pair.
     noise = NoiseScale()
     per_micro = P == 1 and A * V > 1
     measurable = W * A > 1
-    # Under DDP each step's pair needs the mean of the processes' local squared norms. The
-    # estimators only sum, so the steps' pairs wait here and their local norms are reduced in
-    # one all-reduce at the next evaluation: the same values as one scalar all-reduce per step,
-    # without a blocking collective in every step.
-    pending: list[tuple[float, float, int]] = []  # (local squared norm, big_sq, step_samples)
+    # The steps' norms wait here, on the device, until the next evaluation: under DDP their
+    # local norms are reduced there in one all-reduce (the same values as one scalar all-reduce
+    # per step, without a blocking collective in every step), and on CUDA no step waits to
+    # read a number.
+    pending: list[_StepNorms] = []
+    # On the CPU reading a loss costs nothing, so a non-finite one stops the trial in its step;
+    # on CUDA it would stall the device's queue at every micro-step, so losses are read at the
+    # evaluations (every epoch's end at least).
+    check_every_step = device.type != "cuda"
 
     save_to = ctx.run_dir / MODEL_FILE if spec.save_model and ctx.run_dir is not None else None
     every = spec.eval_every_samples
@@ -172,30 +243,24 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
         noise.reset()
         comm.seconds = 0.0
         progress.epoch_start = time.perf_counter()
-        progress.epoch_eval_seconds = 0.0
+        progress.epoch_eval_seconds = progress.epoch_compile_seconds = 0.0
         progress.train_loss_sum, progress.train_count = 0.0, 0
-        for sampler in samplers:
-            sampler.set_epoch(epoch)
-        batches = [iter(loader) for loader in loaders]
+        batches = feed.epoch(epoch)
         for step in range(steps_per_epoch):
-            micro = range(step * A, min((step + 1) * A, len(micro_sizes)))
+            order = plan.step_order(step)
             # This process's samples in the step: its micro-batches times its virtual ranks.
-            step_samples = sum(micro_sizes[i] for i in micro) * V
-            order = [(v, i, micro_sizes[i]) for i in micro for v in range(V)]
+            step_samples = sum(n for _, _, n in order)
             comm.local_sq_norm = 0.0
-            micro_sq, micro_n = _accumulate(model, raw_model, workload, batches, order, step_samples, device,
-                                            progress, P=P, mean_loss=mean_loss, per_micro=per_micro, epoch=epoch)
+            micro = _accumulate(model, raw_model, workload, batches, order, step_samples, progress, clock, autocast,
+                                P=P, mean_loss=mean_loss, per_micro=per_micro, check=check_every_step, epoch=epoch)
             # The LR for this step is the schedule at the step's start, in epochs done.
             lr = lr_at(epoch + step / steps_per_epoch, base_lr=spec.base_lr, peak_lr=spec.lr,
                        warmup_epochs=spec.warmup_epochs, schedule=spec.schedule, total_epochs=spec.epochs)
             if measurable:
-                big_sq = float(grad_vector(raw_model).pow(2).sum())
-                # Turn both into squared norms of mean gradients (a sum loss gives sums).
-                big_sq = big_sq if mean_loss else big_sq / (step_samples * P) ** 2
-                if per_micro:
-                    noise.add(micro_sq / micro_n, step_samples / len(order), big_sq, step_samples)
-                elif P > 1:
-                    pending.append((comm.local_sq_norm, big_sq, step_samples))
+                norms = _StepNorms(grad_vector(raw_model).pow(2).sum(), step_samples, micro=micro)
+                if P > 1:
+                    norms.local = comm.local_sq_norm
+                pending.append(norms)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             optimizer.step()
@@ -209,16 +274,18 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
                 continue
             while every and next_eval is not None and next_eval <= progress.samples_seen:
                 next_eval += every
+            if not check_every_step:
+                _check_finite(progress, epoch)
             # Every rank knows when an evaluation is due (the samples are counted alike), so
             # each joins the one all-reduce of the pending noise-scale norms.
-            _flush_noise(pending, noise, P, mean_loss)
+            _flush_noise(pending, noise, P, mean_loss, device)
             if ctx.is_main:
                 metrics = _evaluate_and_report(
-                    ctx, raw_model, workload, device, progress, comm, noise, optimizer,
+                    ctx, net, workload, feed, device, progress, comm, noise, optimizer, clock, autocast, setup,
                     epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
                     epochs_completed=epoch + 1 if end_of_epoch else epoch,
                     final=end_of_epoch and epoch == spec.epochs - 1, P=P, measurable=measurable,
-                    save_to=save_to)
+                    save_to=save_to, raw_model=raw_model)
     if P > 1:
         # Hold every rank until rank 0 finished its last evaluation, so no rank tears the group
         # down while another still runs.
@@ -226,81 +293,119 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     return metrics if ctx.is_main else None
 
 
-def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Workload, batches: list[Any],
-                order: list[tuple[int, int, int]], step_samples: int, device: torch.device, progress: _Progress, *,
-                P: int, mean_loss: bool, per_micro: bool, epoch: int) -> tuple[float, int]:
+def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Workload, batches: Iterator[Any],
+                order: list[tuple[int, int, int]], step_samples: int, progress: _Progress, clock: CompileClock,
+                autocast: Autocast, *, P: int, mean_loss: bool, per_micro: bool, check: bool,
+                epoch: int) -> list[tuple[torch.Tensor, float]]:
     """Forward and backward over one optimizer step's micro-batches (``order`` names the virtual
-    rank, the index in the epoch and the size of each), leaving the step's gradient in the
-    model. Returns the per-micro-batch squared gradient norms' sum and count, for the noise
-    scale on one process."""
+    rank, the index in the epoch and the size of each; ``batches`` yields them in that order),
+    leaving the step's gradient in the model. Returns each micro-batch's squared gradient norm
+    and the divisor that makes it a mean's, for the noise scale on one process (on the device)."""
     previous = None
-    micro_sq, micro_n = 0.0, 0
-    loss_sum, count = 0.0, 0  # this step's, added to the epoch's once
-    for j, (v, batch_idx, n) in enumerate(order):
-        batch = next(batches[v])
+    micro: list[tuple[torch.Tensor, float]] = []
+    step_loss: torch.Tensor | None = None  # this step's, added to the epoch's once
+    count = 0
+    for j, (_, batch_idx, n) in enumerate(order):
+        batch = next(batches)
         last = j == len(order) - 1
         # Skip the all-reduce on all but the last micro-step: gradients accumulate locally and
         # are reduced once (SCIENCE.md, the "DDP slower than one process" caveat). The forward
         # pass must sit inside no_sync too.
         sync = model.no_sync() if (P > 1 and not last) else contextlib.nullcontext()  # type: ignore[operator]
-        with sync:
-            if workload.hooks is None:
-                x, y = batch
-                loss = workload.loss_fn(model(x.to(device)), y.to(device))
-            else:
-                # The model computes the loss from the whole batch (a LightningModule's
-                # training_step, called through DDP's forward so the gradients are reduced).
-                loss = model(batch, batch_idx)
+        shape = tuple(batch[0].shape) if workload.hooks is None else n
+        began = clock.seconds
+        with sync, _compiling(clock, ("train", shape)):
+            with autocast():
+                if workload.hooks is None:
+                    x, y = batch
+                    loss = workload.loss_fn(model(x), y)
+                else:
+                    # The model computes the loss from the whole batch (a LightningModule's
+                    # training_step, called through DDP's forward so the gradients are reduced).
+                    loss = model(batch, batch_idx)
             # Make the step's gradient equal one process's gradient on all B samples.
             # mean: weight each micro-batch by its share of this process's samples (exact also
             # for a short last batch); DDP then averages the P processes.
             # sum: accumulation already sums; multiply by P to undo DDP's averaging.
             scale = n / step_samples if mean_loss else float(P)
             (loss * scale).backward()  # type: ignore[no-untyped-call]
+        progress.compile_seconds += clock.seconds - began
+        progress.epoch_compile_seconds += clock.seconds - began
         if per_micro:
             # This micro-batch's own gradient is the change it made to the accumulated one;
-            # rescale it to a mean over its len(y) samples.
+            # its squared norm over (scale or n)^2 is the squared norm of a mean gradient
+            # (mean loss: delta = scale x the micro-batch's mean gradient; sum loss: delta is
+            # the micro-batch's gradient sum).
             current = grad_vector(raw_model)
             delta = current if previous is None else current - previous
             previous = current
-            # mean loss: delta = scale x (micro-batch mean gradient); sum loss: delta is the
-            # micro-batch's gradient sum.
-            micro_sq += float(delta.pow(2).sum()) / (scale if mean_loss else n) ** 2
-            micro_n += 1
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise TrialFailed("diverged", f"non-finite training loss {value} in epoch {epoch + 1}, "
+            micro.append((delta.pow(2).sum(), scale if mean_loss else n))
+        value = loss.detach()
+        if check and not math.isfinite(number := float(value)):
+            raise TrialFailed("diverged", f"non-finite training loss {number} in epoch {epoch + 1}, "
                                           f"step {progress.steps + 1}")
-        loss_sum += value * (n if mean_loss else 1)
+        # A float64 sum of the float32 losses: the numbers a sum of Python floats gives.
+        term = value.double() * (n if mean_loss else 1)
+        step_loss = term if step_loss is None else step_loss + term
         count += n
-    progress.train_loss_sum += loss_sum
+    progress.train_loss_sum = progress.train_loss_sum + step_loss
     progress.train_count += count
-    return micro_sq, micro_n
+    return micro
 
 
-def _flush_noise(pending: list[tuple[float, float, int]], noise: NoiseScale, P: int, mean_loss: bool) -> None:
-    """Reduce the waiting steps' local squared norms over the processes (one all-reduce) and
-    add each step's pair to the noise-scale estimate."""
+def _check_finite(progress: _Progress, epoch: int) -> None:
+    """Raise ``diverged`` if a training loss since the epoch began was not finite (CUDA reads
+    the losses here, at an evaluation, rather than in every step)."""
+    total = float(progress.train_loss_sum)
+    if not math.isfinite(total):
+        raise TrialFailed("diverged", f"non-finite training loss in epoch {epoch + 1}, found at the evaluation "
+                                      f"after step {progress.steps} (on CUDA the losses are read at evaluations, "
+                                      "so it turned non-finite in that step or an earlier one of the epoch)")
+
+
+def _flush_noise(pending: list[_StepNorms], noise: NoiseScale, P: int, mean_loss: bool, device: torch.device) -> None:
+    """Read the waiting steps' norms in one go (reducing their local norms over the processes in
+    one all-reduce under DDP) and add each step's pair to the noise-scale estimate."""
     if not pending:
         return
-    local = torch.tensor([p[0] for p in pending], dtype=torch.float64)
-    dist.all_reduce(local)
-    for local_sum, (_, big_sq, step_samples) in zip(local.tolist(), pending):
-        local_sq = local_sum / P
-        local_sq = local_sq if mean_loss else local_sq / (P * step_samples) ** 2
-        noise.add(local_sq, step_samples, big_sq, step_samples * P)
+    norms = [p.big for p in pending] + [t for p in pending for t, _ in p.micro]
+    # float64 holds every float32 norm exactly: the numbers float() of each would give.
+    numbers = iter(torch.stack([t.double() for t in norms]).tolist())
+    big = [next(numbers) for _ in pending]
+    local: list[float] = []
+    if P > 1:
+        # On the device: NCCL reduces CUDA tensors only.
+        reduced = torch.stack([torch.as_tensor(p.local, dtype=torch.float64, device=device) for p in pending])
+        dist.all_reduce(reduced)
+        local = reduced.tolist()
+    for k, p in enumerate(pending):
+        # Turn both into squared norms of mean gradients (a sum loss gives sums).
+        big_sq = big[k] if mean_loss else big[k] / (p.samples * P) ** 2
+        if p.micro:
+            micro_sq = 0.0
+            for _, divisor in p.micro:
+                micro_sq += next(numbers) / divisor ** 2
+            noise.add(micro_sq / len(p.micro), p.samples / len(p.micro), big_sq, p.samples)
+        elif P > 1:
+            local_sq = local[k] / P
+            local_sq = local_sq if mean_loss else local_sq / (P * p.samples) ** 2
+            noise.add(local_sq, p.samples, big_sq, p.samples * P)
     pending.clear()
 
 
-def _evaluate_and_report(ctx: RankContext, raw_model: torch.nn.Module, workload: Workload, device: torch.device,
+def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workload, feed: Feed, device: torch.device,
                          progress: _Progress, comm: CommStats, noise: NoiseScale, optimizer: torch.optim.Optimizer,
-                         *, epoch: float, epochs_completed: int, final: bool, P: int,
-                         measurable: bool, save_to: Path | None = None) -> dict[str, Any]:
+                         clock: CompileClock, autocast: Autocast, setup: dict[str, Any], *, epoch: float,
+                         epochs_completed: int, final: bool, P: int, measurable: bool, save_to: Path | None = None,
+                         raw_model: torch.nn.Module) -> dict[str, Any]:
     """Rank 0: evaluate the model and report where training stands; at the final evaluation,
     write the weights to ``save_to`` first."""
+    synchronize(device)  # the steps queued so far count as training time
     began = time.perf_counter()
-    epoch_seconds = began - progress.epoch_start - progress.epoch_eval_seconds  # training time of the epoch so far
+    # Training time of the epoch so far: the evaluations and the compiling steps left out.
+    epoch_seconds = began - progress.epoch_start - progress.epoch_eval_seconds - progress.epoch_compile_seconds
     progress.evaluations += 1
+    batches = feed.evaluation() if workload.hooks is None else None
     metrics = {
         "epoch": epoch,
         "epochs_completed": epochs_completed,
@@ -308,21 +413,26 @@ def _evaluate_and_report(ctx: RankContext, raw_model: torch.nn.Module, workload:
         "final": final,
         "samples_seen": progress.samples_seen,
         "steps": progress.steps,
-        "train_loss": progress.train_loss_sum / max(progress.train_count, 1),
-        **evaluate(raw_model, workload, device),
+        "train_loss": float(progress.train_loss_sum) / max(progress.train_count, 1),
+        **evaluate(net if workload.hooks is None else raw_model, workload, device, batches, autocast=autocast,
+                   clock=clock),
         "lr": optimizer.param_groups[0]["lr"],
         "comm_fraction": min(1.0, comm.seconds / epoch_seconds) if P > 1 and epoch_seconds > 0 else 0.0,
         "allreduce_calls": comm.calls,
         "noise_scale": noise.value() if measurable else None,
+        **setup,
     }
+    if clock.enabled:
+        metrics[record.COMPILE_S] = clock.seconds
     if not math.isfinite(metrics["val_loss"]):
         raise TrialFailed("diverged", f"non-finite validation loss after {epoch:g} epochs")
     now = time.perf_counter()
     progress.eval_seconds += now - began
     progress.epoch_eval_seconds += now - began
-    # The evaluation's own time counts in the wall time, not in the training time.
+    # The evaluation's own time counts in the wall time, not in the training time; nor do the
+    # steps that compiled the model.
     metrics["runtime_s"] = now - progress.start
-    metrics["train_s"] = metrics["runtime_s"] - progress.eval_seconds
+    metrics["train_s"] = metrics["runtime_s"] - progress.eval_seconds - progress.compile_seconds
     if final:
         metrics["device"] = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
     if final and save_to is not None:

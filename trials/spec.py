@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces.space import CORE_PARAMETERS, OPTIMIZER_PARAMETERS
+from hpsearch.search_spaces.space import (
+    CORE_PARAMETERS,
+    DATA_PATHS,
+    OPTIMIZER_PARAMETERS,
+    PRECISIONS,
+    TRAINING_PARAMETERS,
+)
 from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 
 if TYPE_CHECKING:
@@ -50,6 +56,15 @@ class TrialSpec:
         save_model: Rank 0 writes the final weights to ``model.pt`` in the run folder.
         eval_every_samples: Rank 0 also evaluates each time this many more samples were seen
             (``None``: at the end of each epoch only).
+        data: How batches reach the device: ``auto``, ``device`` (tensor data kept on the
+            device, micro-batches gathered there by index) or ``loader`` (a ``DataLoader``).
+        loader: The loader path's ``DataLoader`` settings: ``workers``, ``pin_memory`` (``None``
+            or absent: auto), ``prefetch_factor``, ``persistent_workers``.
+        precision: ``fp32``, ``tf32`` or ``bf16`` (autocast, float32 weights). A ``precision``
+            in ``hyperparameters`` (a searched parameter) sets it.
+        compile: ``torch.compile`` the model; the compiling steps' time is ``compile_s``.
+        keep_data: A warm rank process keeps the data it built for the next trial with the same
+            workload and data options (``False``: build it every trial).
     """
 
     per_device_batch_size: int
@@ -70,6 +85,11 @@ class TrialSpec:
     emulated_ranks: int = 1
     save_model: bool = False
     eval_every_samples: int | None = None
+    data: str = "auto"
+    loader: Mapping[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
+    compile: bool = False
+    keep_data: bool = True
 
     @property
     def effective_batch_size(self) -> int:
@@ -91,7 +111,8 @@ class TrialSpec:
             ...           hyperparameters={"hidden": 32, "momentum": 0.9}).factory_options
             {'hidden': 32, 'samples': 64}
         """
-        workload_parameters = {k: v for k, v in self.hyperparameters.items() if k not in OPTIMIZER_PARAMETERS}
+        owned = OPTIMIZER_PARAMETERS + TRAINING_PARAMETERS
+        workload_parameters = {k: v for k, v in self.hyperparameters.items() if k not in owned}
         return {**self.workload_options, **workload_parameters}
 
     @property
@@ -102,6 +123,14 @@ class TrialSpec:
     def __post_init__(self) -> None:
         if self.emulated_ranks < 1 or self.world_size % self.emulated_ranks:
             raise ValueError(f"emulated_ranks must divide world_size {self.world_size}, got {self.emulated_ranks}")
+        if "precision" in self.hyperparameters:
+            # A searched precision is a parameter like the optimizer's keys (recorded with the
+            # trial's params, compared by skip_equivalent); the field follows it.
+            object.__setattr__(self, "precision", str(self.hyperparameters["precision"]))
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.data not in DATA_PATHS:
+            raise ValueError(f"data must be one of {', '.join(DATA_PATHS)}, got {self.data!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form (for logs and the trial's record)."""
@@ -144,6 +173,11 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
         epochs=space.workload.epochs,
         eval_every_samples=space.workload.eval_every_samples,
         save_model=space.workload.save_model != "none",
+        data=space.workload.data,
+        loader=asdict(space.workload.loader),
+        precision=space.workload.precision,
+        compile=space.workload.compile,
+        keep_data=space.workload.keep_data,
         device=device,
         cpus_per_worker=space.resources.cpus_per_worker,
         seed=space.search.seed,

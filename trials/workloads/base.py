@@ -6,8 +6,11 @@ space file's ``workload.options`` with every parameter the engine does not own (
 registered by name; a user's own factory is named as ``"my_pkg.module:function"`` and gets the
 same DDP loop, scaling rules and measurements. A factory decorated with ``@takes_options(...)``
 says which options it takes, so a misspelt name in a space file is refused before any trial runs.
-A workload whose model computes its own loss from whole batches (a LightningModule's
-``training_step``) brings ``WorkloadHooks``: its own validation and optimizer.
+A factory decorated with ``@builds_data(load, options=...)`` builds its data apart from its
+model, from the options named there only, so that a warm rank process can keep the data for the
+next trial with the same data options (``hpsearch.trials.data_cache``) while the model is built
+fresh every trial. A workload whose model computes its own loss from whole batches (a
+LightningModule's ``training_step``) brings ``WorkloadHooks``: its own validation and optimizer.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import functools
 import importlib
 import os
 import re
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,14 +33,18 @@ if TYPE_CHECKING:
     from torch.utils.data import Dataset
 
 __all__ = [
+    "DataBuilder",
     "Workload",
     "WorkloadFactory",
     "WorkloadHooks",
     "accepted_options",
+    "build_data",
     "build_workload",
+    "builds_data",
     "builtin_workloads",
     "check_options",
     "check_workload",
+    "data_builder",
     "describe_failure",
     "import_user_module",
     "resolve_workload",
@@ -110,6 +118,9 @@ _OPTIONS_ATTR = "hpsearch_options"
 #: A factory whose options depend on the options it is given (the ``lightning`` workload's are
 #: its classes' init arguments) carries a function ``options -> names | None`` here instead.
 _OPTIONS_OF_ATTR = "hpsearch_options_of"
+#: The attribute ``builds_data`` sets on a factory: its ``DataBuilder``.
+_DATA_ATTR = "hpsearch_data"
+_NO_DATA: Any = object()
 
 
 def check_options(options: Mapping[str, Any], known: set[str]) -> None:
@@ -170,6 +181,90 @@ def takes_options_from(options_of: Callable[[Mapping[str, Any]], Iterable[str] |
         return factory
 
     return decorate
+
+
+@dataclass(frozen=True)
+class DataBuilder:
+    """How a factory's data are built apart from its model (``builds_data``).
+
+    Attributes:
+        load: ``load(data_options) -> data``: what the factory receives as its ``data``.
+        options: The names of the options the data depend on; ``load`` gets only those.
+    """
+
+    load: Callable[[Mapping[str, Any]], Any]
+    options: frozenset[str]
+
+    def select(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The data options among ``options``."""
+        return {k: v for k, v in options.items() if k in self.options}
+
+
+def builds_data(load: Callable[[Mapping[str, Any]], Any], *, options: Iterable[str]) -> Callable[[_Factory], _Factory]:
+    """Declare that a factory's data depend on ``options`` only and are built by ``load``.
+
+    The decorated factory is written as ``factory(options, data)``: ``data`` is what
+    ``load(data_options)`` returned, ``data_options`` being the entries of ``options`` named in
+    ``options=``. Called as a plain factory, ``factory(options)``, it builds its data itself
+    first. A trial gets the data from its rank process, which keeps what it built for the next
+    trial with the same data options (``workload.keep_data``, docs/workloads.md "Data kept
+    warm"), so a grid builds its data once per process instead of once per trial.
+
+    The promises that make keeping the data safe: ``load`` depends on those options only (not
+    on the trial's seed, nor on torch's global random generator: it runs with the random
+    generators restored after it, so the model's initial weights do not depend on whether the
+    data were built or kept), and the factory does not change ``data`` in place.
+
+    Example:
+        >>> def load(options):
+        ...     return list(range(options.get("samples", 3)))
+        >>> @builds_data(load, options=["samples"])
+        ... def make(options, data):
+        ...     return (options["hidden"], data)
+        >>> make({"samples": 2, "hidden": 8})
+        (8, [0, 1])
+        >>> sorted(data_builder(make).options)
+        ['samples']
+    """
+    builder = DataBuilder(load, frozenset(options))
+
+    def decorate(factory: _Factory) -> _Factory:
+        @functools.wraps(factory)
+        def with_data(options_: Mapping[str, Any], data: Any = _NO_DATA) -> Any:
+            if data is _NO_DATA:
+                data = build_data(builder.load, builder.select(options_))
+            return factory(options_, data)
+
+        setattr(with_data, _DATA_ATTR, builder)
+        return cast("_Factory", with_data)
+
+    return decorate
+
+
+def data_builder(factory: Callable[..., Any]) -> DataBuilder | None:
+    """The ``DataBuilder`` a factory declared with ``builds_data``, or ``None``."""
+    builder = getattr(factory, _DATA_ATTR, None)
+    return builder if isinstance(builder, DataBuilder) else None
+
+
+def build_data(load: Callable[[Mapping[str, Any]], Any], options: Mapping[str, Any]) -> Any:
+    """``load(options)`` with torch's (CPU), Python's and NumPy's global random generators put
+    back as they were: building the data, or taking a kept copy, leaves the same state for the
+    model's initialisation."""
+    import random
+
+    import torch
+
+    python_state = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return load(dict(options))
+    finally:
+        random.setstate(python_state)
+        if numpy is not None:
+            numpy.random.set_state(numpy_state)
 
 
 def accepted_options(factory: Callable[..., Any], options: Mapping[str, Any] | None = None) -> frozenset[str] | None:

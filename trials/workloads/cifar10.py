@@ -2,8 +2,9 @@
 
 The folder holds ``data_batch_1`` .. ``data_batch_5`` and ``test_batch``, each a pickled dict
 with ``b"data"`` (uint8, shape (N, 3072), channel-major rows of 32x32 images) and ``b"labels"``
-(a list of N ints in 0..9). Images stay uint8 in memory (150 MB for the full training set) and
-are scaled to float [0, 1], shape (3, 32, 32), one sample at a time.
+(a list of N ints in 0..9). Images stay uint8 in memory (150 MB for the full training set, on
+the device too) and are scaled to float [0, 1], shape (3, 32, 32), as they are used: a sample
+at a time through a loader, a whole batch at a time on the device (``TensorData``'s transform).
 
 The files are read with an unpickler that only admits what a numpy array needs, so a tampered
 file fails with ``WorkloadError`` instead of running code.
@@ -19,12 +20,12 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
+from hpsearch.trials.data import TensorData
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, takes_options
+from hpsearch.trials.workloads.base import Workload, builds_data, takes_options
 
-__all__ = ["TRAIN_BATCHES", "CifarImages", "cifar10", "load_cifar10", "read_batch"]
+__all__ = ["TRAIN_BATCHES", "CifarImages", "cifar10", "cifar10_data", "load_cifar10", "read_batch"]
 
 TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 _BATCHES = (*TRAIN_BATCHES, "test_batch")
@@ -51,18 +52,24 @@ class _ArrayUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-class CifarImages(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+def _unit_float(images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 pixels to float in [0, 1], an image or a batch of them."""
+    return images.float().div_(255.0), labels
+
+
+class CifarImages(TensorData):
     """uint8 images (N, 3, 32, 32) and int64 labels; items are ``(float image in [0, 1], label)``."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        self.images = images
-        self.labels = labels
+        super().__init__(images, labels, transform=_unit_float)
 
-    def __len__(self) -> int:
-        return len(self.labels)
+    @property
+    def images(self) -> torch.Tensor:
+        return self.tensors[0]
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.images[index].float().div_(255.0), self.labels[index]
+    @property
+    def labels(self) -> torch.Tensor:
+        return self.tensors[1]
 
 
 def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -127,8 +134,16 @@ def load_cifar10(
     return train, val
 
 
+def cifar10_data(options: Mapping[str, Any]) -> tuple[CifarImages, CifarImages]:
+    """The (train, validation) data ``cifar10`` trains on for these options."""
+    if not isinstance(options.get("path"), str) or not options["path"]:
+        raise WorkloadError("the cifar10 workload needs option 'path': the CIFAR-10 python folder")
+    return load_cifar10(options["path"], options.get("limit"), options.get("val_source", "test_batch"))
+
+
 @takes_options("path", "limit", "val_source", "channels")
-def cifar10(options: Mapping[str, Any]) -> Workload:
+@builds_data(cifar10_data, options=("path", "limit", "val_source"))
+def cifar10(options: Mapping[str, Any], data: tuple[CifarImages, CifarImages]) -> Workload:
     """A small CNN (two convolutions, two linear layers) on a local CIFAR-10 copy.
 
     Options:
@@ -137,12 +152,10 @@ def cifar10(options: Mapping[str, Any]) -> Workload:
         val_source (str, "test_batch"): the batch file used for validation.
         channels (int, 32): width of the first convolution (the second has twice as many).
     """
-    if not isinstance(options.get("path"), str) or not options["path"]:
-        raise WorkloadError("the cifar10 workload needs option 'path': the CIFAR-10 python folder")
     c = options.get("channels", 32)
     if isinstance(c, bool) or not isinstance(c, int) or c < 1:
         raise WorkloadError(f"channels must be a positive integer, got {c!r}")
-    train, val = load_cifar10(options["path"], options.get("limit"), options.get("val_source", "test_batch"))
+    train, val = data
     model = nn.Sequential(
         nn.Conv2d(3, c, 3, padding=1),
         nn.ReLU(),

@@ -18,9 +18,12 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, takes_options
+from hpsearch.trials.workloads.base import Workload, builds_data, takes_options
 
-__all__ = ["digits_cnn", "digits_mlp", "load_digits_split"]
+__all__ = ["digits_cnn", "digits_data", "digits_mlp", "load_digits_split"]
+
+#: The options the data depend on (both models train on the same data).
+_DATA = ("val_fraction", "split_seed")
 
 
 def load_digits_split(
@@ -62,8 +65,14 @@ def _bundled_digits() -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1], table[:, -1].astype(int)
 
 
-@takes_options("channels", "val_fraction", "split_seed", "loss_reduction")
-def digits_cnn(options: Mapping[str, Any]) -> Workload:
+def digits_data(options: Mapping[str, Any]) -> tuple[TensorDataset, TensorDataset]:
+    """The (train, validation) split of the digits for these options."""
+    return load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
+
+
+@takes_options("channels", *_DATA, "loss_reduction")
+@builds_data(digits_data, options=_DATA)
+def digits_cnn(options: Mapping[str, Any], data: tuple[TensorDataset, TensorDataset]) -> Workload:
     """A small two-layer CNN on digits (the default workload).
 
     Options:
@@ -72,7 +81,7 @@ def digits_cnn(options: Mapping[str, Any]) -> Workload:
         loss_reduction ("mean" or "sum", "mean"): how the cross-entropy reduces over a batch.
     """
     c = int(options.get("channels", 16))
-    train, val = load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
+    train, val = data
     model = nn.Sequential(
         nn.Conv2d(1, c, 3, padding=1),
         nn.ReLU(),
@@ -87,8 +96,9 @@ def digits_cnn(options: Mapping[str, Any]) -> Workload:
     return _classifier(model, train, val, options)
 
 
-@takes_options("hidden", "val_fraction", "split_seed", "loss_reduction")
-def digits_mlp(options: Mapping[str, Any]) -> Workload:
+@takes_options("hidden", *_DATA, "loss_reduction")
+@builds_data(digits_data, options=_DATA)
+def digits_mlp(options: Mapping[str, Any], data: tuple[TensorDataset, TensorDataset]) -> Workload:
     """A one-hidden-layer MLP on digits.
 
     Options:
@@ -97,7 +107,7 @@ def digits_mlp(options: Mapping[str, Any]) -> Workload:
         loss_reduction ("mean" or "sum", "mean"): how the cross-entropy reduces over a batch.
     """
     h = int(options.get("hidden", 64))
-    train, val = load_digits_split(options.get("val_fraction", 0.2), options.get("split_seed", 0))
+    train, val = data
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, h), nn.ReLU(), nn.Linear(h, 10))
     return _classifier(model, train, val, options)
 

@@ -39,7 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
 
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, WorkloadHooks, takes_options_from
+from hpsearch.trials.workloads.base import Workload, WorkloadHooks, import_user_module, takes_options_from
 
 __all__ = ["RESERVED_OPTIONS", "lightning", "lightning_options"]
 
@@ -108,10 +108,8 @@ def _load_class(options: Mapping[str, Any], key: str, bases: tuple[type[Any], ..
     if not isinstance(ref, str) or not _CLASS_REF.match(ref):
         raise WorkloadError(f"workload.lightning.{key} must be 'package.module:Class', got {ref!r}")
     module_name, _, attr = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise WorkloadError(f"cannot import the {kind}'s module {module_name!r}: {exc}") from exc
+    # Whatever the module raises at import (not only ImportError) is one line naming where.
+    module = import_user_module(module_name, f"the {kind}'s module")
     cls = getattr(module, attr, None)
     if cls is None:
         raise WorkloadError(f"module {module_name!r} has no {attr!r} (workload.lightning.{key})")

@@ -16,11 +16,13 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.workloads.base import Workload, takes_options
+from hpsearch.trials.workloads.base import Workload, builds_data, takes_options
 
-__all__ = ["make_teacher_data", "teacher_mlp"]
+__all__ = ["make_teacher_data", "teacher_data", "teacher_mlp"]
 
 _KNOWN = ("samples", "features", "width", "depth", "classes", "val_fraction", "data_seed")
+#: Every option shapes the data: the teacher has the student's architecture.
+_DATA = _KNOWN
 
 
 def _int(options: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
@@ -77,8 +79,17 @@ def make_teacher_data(
     return TensorDataset(x[:n_train], y[:n_train]), TensorDataset(x[n_train:], y[n_train:])
 
 
+def teacher_data(options: Mapping[str, Any]) -> tuple[TensorDataset, TensorDataset]:
+    """The (train, validation) data ``teacher_mlp`` trains on for these options."""
+    return make_teacher_data(
+        _int(options, "samples", 4096, 2), _int(options, "features", 32, 1), _int(options, "width", 64, 1),
+        _int(options, "depth", 2, 0), _int(options, "classes", 10, 2), options.get("val_fraction", 0.2),
+        _int(options, "data_seed", 0, 0))
+
+
 @takes_options(*_KNOWN)
-def teacher_mlp(options: Mapping[str, Any]) -> Workload:
+@builds_data(teacher_data, options=_DATA)
+def teacher_mlp(options: Mapping[str, Any], data: tuple[TensorDataset, TensorDataset]) -> Workload:
     """A student MLP learning a random teacher MLP's labels; size and length set by the options.
 
     Options:
@@ -90,15 +101,11 @@ def teacher_mlp(options: Mapping[str, Any]) -> Workload:
         val_fraction (float, 0.2): share of ``samples`` held out for validation.
         data_seed (int, 0): seeds the teacher and the inputs (not the student's weights).
     """
-    samples = _int(options, "samples", 4096, 2)
     features = _int(options, "features", 32, 1)
     width = _int(options, "width", 64, 1)
     depth = _int(options, "depth", 2, 0)
     classes = _int(options, "classes", 10, 2)
-    data_seed = _int(options, "data_seed", 0, 0)
-    train, val = make_teacher_data(
-        samples, features, width, depth, classes, options.get("val_fraction", 0.2), data_seed
-    )
+    train, val = data
     layers: list[nn.Module] = []
     fan_in = features
     for _ in range(depth):

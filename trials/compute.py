@@ -1,0 +1,78 @@
+"""How a trial computes: the arithmetic it trains and evaluates in (``workload.precision``), and
+the clock of its compiled model (``workload.compile``).
+
+- ``fp32``: float32 throughout, TF32 off on CUDA, in matrix products and in cuDNN's
+  convolutions alike (torch's own default lets cuDNN use TF32).
+- ``tf32``: float32 tensors, TF32 tensor cores for CUDA's matrix products and convolutions
+  (about 10 bits of mantissa in the products). On the CPU it is ``fp32``.
+- ``bf16``: ``torch.autocast`` to bfloat16 around each forward pass and loss (training and
+  evaluation); the weights, their gradients and the optimizer stay float32 (no loss scaling
+  needed: bfloat16 has float32's range).
+
+The settings are the process's: a warm rank process puts them back before its next trial
+(``hpsearch.trials.worker``, ``_FreshState``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["CompileClock", "set_precision", "synchronize"]
+
+
+def set_precision(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """Set this process's float32 flags for ``precision`` on ``device``; returns the context
+    each forward pass runs in (autocast for ``bf16``)."""
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    if precision == "bf16":
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA), so that a clock read now counts it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class CompileClock:
+    """The wall time of the steps that compiled a ``torch.compile``'d model: the first forward
+    and backward of each batch shape (and of evaluation), which trace and compile before they
+    run. Their time, compute included, is ``compile_s``, left out of ``train_s`` so the step-time
+    model sees only compiled steps.
+
+    Example:
+        >>> clock = CompileClock(enabled=True, device=torch.device("cpu"))
+        >>> with clock.step(("train", 32)):
+        ...     pass
+        >>> with clock.step(("train", 32)):  # seen: not timed again
+        ...     pass
+        >>> len(clock.seen)
+        1
+    """
+
+    def __init__(self, *, enabled: bool, device: torch.device) -> None:
+        self.enabled = enabled
+        self.device = device
+        self.seen: set[Hashable] = set()
+        self.seconds = 0.0
+
+    @contextlib.contextmanager
+    def step(self, key: Hashable) -> Iterator[None]:
+        """Time the block if it is the first of ``key``."""
+        if not self.enabled or key in self.seen:
+            yield
+            return
+        self.seen.add(key)
+        synchronize(self.device)
+        start = time.perf_counter()
+        yield
+        synchronize(self.device)
+        self.seconds += time.perf_counter() - start

@@ -1,0 +1,443 @@
+"""How a trial's batches reach its device: tensor data kept on the device, or a ``DataLoader``.
+
+Two data paths feed the DDP loop (``workload.data``, docs/trials.md "Data on the device"):
+
+- **device**: a workload whose data are tensors (a ``TensorDataset``, or ``TensorData`` for data
+  that needs a transform per batch, such as uint8 images turned into floats) has them copied
+  to the rank's device once, and each micro-batch is gathered there by index. Nothing per
+  sample runs in Python, nothing crosses the PCIe bus during training.
+- **loader**: any map-style dataset, through one ``DataLoader`` per trial with worker
+  processes, pinned memory and non-blocking copies (``workload.loader``); a dataset with
+  ``__getitems__`` is fetched a batch at a time (the ``DataLoader`` calls it).
+
+Both read each logical rank's samples for the epoch from the same seeded
+``DistributedSampler`` (``set_epoch`` every epoch, padded so every rank has as many), cut them
+into micro-batches of b in order, the last one short when b does not divide them, and feed
+them in the order the loop consumes them (each step's micro-batches, each of this process's
+emulated ranks in turn). So the two paths train on the same samples in the same order, and on
+the CPU, where gathering rows by index and stacking them one by one give the same bits, to
+the same weights. Validation runs in batches of ``EVAL_BATCH`` in both.
+
+``auto`` picks the device path where both data sets are tensors and, on CUDA, fit
+``DEVICE_MEMORY_SHARE`` of the device's memory; the trial records the path and why
+(``data_path``, ``data_path_reason``).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, TensorDataset
+
+from hpsearch.trials.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from hpsearch.trials.workloads.base import Workload
+
+__all__ = [
+    "DEVICE_MEMORY_SHARE",
+    "EVAL_BATCH",
+    "DataPath",
+    "EpochPlan",
+    "Feed",
+    "LoaderSettings",
+    "TensorData",
+    "choose_data_path",
+    "copy_to",
+    "open_feed",
+    "tensor_parts",
+]
+
+#: Validation batch size of both paths (the same chunks, so the same sums).
+EVAL_BATCH = 1024
+#: ``auto`` keeps data on a CUDA device when the training and validation tensors together take
+#: at most this share of the device's memory; the rest is the model's, its activations' and
+#: the optimizer's.
+DEVICE_MEMORY_SHARE = 0.25
+#: At most this many loader workers per rank with ``workers: auto``.
+_AUTO_WORKERS_CAP = 8
+
+Transform = Callable[..., Sequence[torch.Tensor]]
+
+
+class TensorData(Dataset[tuple[torch.Tensor, ...]]):
+    """A map-style dataset held as tensors that share their first dimension, with an optional
+    transform: the data contract of the device path for data a ``TensorDataset`` cannot hold
+    as the model takes it.
+
+    Sample ``i`` is ``transform(*(t[i] for t in tensors))``; on the device path the transform
+    runs on a whole gathered batch instead, on the device, so it must treat each sample on its
+    own (a dtype conversion, a scaling, a normalisation by fixed constants; no batch
+    statistics, no randomness): then a batch is the stack of its samples, bit for bit on the
+    CPU. The data stay compact where they live (uint8 images: a quarter of float32's bytes).
+
+    Args:
+        *tensors: The columns, e.g. ``(images, labels)``.
+        transform: ``transform(*columns) -> columns``, applied to one sample or one batch.
+
+    Example:
+        >>> images = torch.tensor([[0, 255], [51, 102]], dtype=torch.uint8)
+        >>> data = TensorData(images, torch.tensor([0, 1]), transform=lambda x, y: (x.float() / 255, y))
+        >>> data[1]
+        (tensor([0.2000, 0.4000]), tensor(1))
+    """
+
+    def __init__(self, *tensors: torch.Tensor, transform: Transform | None = None) -> None:
+        if not tensors:
+            raise ValueError("TensorData needs at least one tensor")
+        sizes = {int(t.shape[0]) for t in tensors}
+        if len(sizes) != 1:
+            raise ValueError(f"TensorData's tensors must share their first dimension, got sizes {sorted(sizes)}")
+        self.tensors = tuple(tensors)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return int(self.tensors[0].shape[0])
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
+        sample = tuple(t[index] for t in self.tensors)
+        return tuple(self.transform(*sample)) if self.transform is not None else sample
+
+
+def tensor_parts(dataset: object) -> tuple[tuple[torch.Tensor, ...], Transform | None] | None:
+    """The tensors and transform of a dataset the device path can hold, or ``None``: a
+    ``TensorDataset`` or ``TensorData`` whose class keeps their own ``__getitem__`` (a subclass
+    that changes what a sample is cannot be gathered by index)."""
+    if isinstance(dataset, TensorData) and type(dataset).__getitem__ is TensorData.__getitem__:
+        return dataset.tensors, dataset.transform
+    if isinstance(dataset, TensorDataset) and type(dataset).__getitem__ is TensorDataset.__getitem__:
+        return tuple(dataset.tensors), None
+    return None
+
+
+@dataclass(frozen=True)
+class DataPath:
+    """The path a trial's batches take (``device`` or ``loader``) and why, as recorded."""
+
+    kind: str
+    reason: str
+
+
+def choose_data_path(requested: str, workload: Workload, device: torch.device) -> DataPath:
+    """Where ``workload``'s batches come from for ``requested`` (``auto``, ``device``, ``loader``).
+
+    Raises:
+        WorkloadError: ``device`` was asked for data the device path cannot hold.
+    """
+    if requested == "loader":
+        return DataPath("loader", "workload.data is loader")
+    why_not = None
+    if workload.hooks is not None:
+        why_not = "the workload makes its own batches (collate_fn) and validates itself (WorkloadHooks)"
+    else:
+        for name in ("train_set", "val_set"):
+            data = getattr(workload, name)
+            if tensor_parts(data) is None:
+                why_not = (f"its {name} is a {type(data).__module__}.{type(data).__qualname__}, not tensors (a "
+                           "TensorDataset, or hpsearch.trials.data.TensorData)")
+                break
+    if why_not is not None:
+        if requested == "device":
+            raise WorkloadError(f"workload.data is device, but {why_not}; use data: auto or loader")
+        return DataPath("loader", why_not)
+    size = _data_bytes(workload)
+    if requested == "device":
+        return DataPath("device", f"workload.data is device ({_size(size)} of tensors)")
+    if device.type != "cuda":
+        return DataPath("device", f"the data are tensors ({_size(size)}), used where they are on the {device.type}")
+    total = torch.cuda.get_device_properties(device).total_memory
+    share = f"{DEVICE_MEMORY_SHARE:.0%} of the GPU's {_size(total)}"
+    if size <= DEVICE_MEMORY_SHARE * total:
+        return DataPath("device", f"the data are tensors ({_size(size)}), within {share}")
+    return DataPath("loader", f"the data are tensors of {_size(size)}, more than {share}")
+
+
+def _data_bytes(workload: Workload) -> int:
+    seen: dict[int, int] = {}
+    for data in (workload.train_set, workload.val_set):
+        parts = tensor_parts(data)
+        for t in parts[0] if parts is not None else ():
+            seen[id(t)] = t.numel() * t.element_size()
+    return sum(seen.values())
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    raise AssertionError("unreachable")
+
+
+class EpochPlan:
+    """Which samples each micro-batch of this process holds, epoch by epoch: the one source of
+    the sample order for both data paths.
+
+    Logical rank r of W reads the indices ``DistributedSampler(num_replicas=W, rank=r,
+    shuffle=True, seed=seed)`` gives after ``set_epoch(epoch)`` (r, r+W, r+2W... of a seeded
+    shuffle, padded); this process plays ranks ``first_rank .. first_rank + virtual_ranks - 1``.
+    Each rank's indices are cut into micro-batches of ``batch_size`` in order (the last one
+    short when it does not divide them), ``accum`` micro-batches to a step.
+
+    Example:
+        >>> plan = EpochPlan(10, world_size=2, first_rank=0, virtual_ranks=2, batch_size=2, accum=2, seed=0)
+        >>> plan.micro_sizes, plan.steps_per_epoch, plan.step_order(0)
+        ([2, 2, 1], 2, [(0, 0, 2), (1, 0, 2), (0, 1, 2), (1, 1, 2)])
+    """
+
+    def __init__(self, dataset: Any, *, world_size: int, first_rank: int, virtual_ranks: int, batch_size: int,
+                 accum: int, seed: int) -> None:
+        size = dataset if isinstance(dataset, int) else len(dataset)
+        self.samplers = [DistributedSampler(range(size), num_replicas=world_size, rank=first_rank + v, shuffle=True,
+                                            seed=seed) for v in range(virtual_ranks)]
+        self.batch_size = batch_size
+        self.accum = accum
+        self.virtual_ranks = virtual_ranks
+        per_rank = len(self.samplers[0])  # DistributedSampler pads, so every logical rank gets as many
+        self.micro_sizes = [min(batch_size, per_rank - i) for i in range(0, per_rank, batch_size)]
+        self.steps_per_epoch = math.ceil(len(self.micro_sizes) / accum)
+
+    def step_order(self, step: int) -> list[tuple[int, int, int]]:
+        """The step's micro-batches as ``(virtual rank, index in the rank's epoch, size)``, in
+        the order the loop runs them: each micro-batch index, then each virtual rank."""
+        micro = range(step * self.accum, min((step + 1) * self.accum, len(self.micro_sizes)))
+        return [(v, i, self.micro_sizes[i]) for i in micro for v in range(self.virtual_ranks)]
+
+    def indices(self, epoch: int) -> list[list[int]]:
+        """Each virtual rank's sample indices for ``epoch``."""
+        out = []
+        for sampler in self.samplers:
+            sampler.set_epoch(epoch)
+            out.append(list(iter(sampler)))
+        return out
+
+    def batches(self, epoch: int) -> Iterator[list[int]]:
+        """The epoch's micro-batches as index lists, in the loop's order."""
+        indices, b = self.indices(epoch), self.batch_size
+        for step in range(self.steps_per_epoch):
+            for v, i, n in self.step_order(step):
+                yield indices[v][i * b: i * b + n]
+
+    def __len__(self) -> int:
+        return len(self.micro_sizes) * self.virtual_ranks
+
+
+class Feed(Protocol):
+    """A trial's batches, whichever path brings them."""
+
+    path: DataPath
+
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        """The epoch's training micro-batches of this process, in the loop's order: on the device,
+        except a hooks workload's, which its model moves itself."""
+
+    def evaluation(self) -> Iterable[Any]:
+        """The validation set in batches of ``EVAL_BATCH``, on the device."""
+
+    def close(self) -> None:
+        """Stop whatever the feed started (loader worker processes)."""
+
+
+# ---- the device path ------------------------------------------------------------------------
+
+
+class _OnDevice:
+    """A data set's tensors on the device, and its transform."""
+
+    def __init__(self, tensors: tuple[torch.Tensor, ...], transform: Transform | None) -> None:
+        self.tensors = tensors
+        self.transform = transform
+
+    def gather(self, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        # index_select copies: the model gets a batch of its own, never a view of the kept data.
+        batch = tuple(t.index_select(0, index) for t in self.tensors)
+        return tuple(self.transform(*batch)) if self.transform is not None else batch
+
+
+class _DeviceFeed:
+    def __init__(self, train: _OnDevice, val: _OnDevice, plan: EpochPlan, device: torch.device,
+                 path: DataPath) -> None:
+        self.train, self.val, self.plan, self.device, self.path = train, val, plan, device, path
+
+    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, ...]]:
+        # A few thousand ints per rank, put on the device once an epoch; every micro-batch is
+        # then a slice of them and a gather, queued without waiting for the device.
+        b = self.plan.batch_size
+        indices = [torch.tensor(rank, dtype=torch.long).to(self.device) for rank in self.plan.indices(epoch)]
+        for step in range(self.plan.steps_per_epoch):
+            for v, i, n in self.plan.step_order(step):
+                yield self.train.gather(indices[v][i * b: i * b + n])
+
+    def evaluation(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        size = int(self.val.tensors[0].shape[0])
+        everything = torch.arange(size, device=self.device)
+        for start in range(0, size, EVAL_BATCH):
+            yield self.val.gather(everything[start: start + EVAL_BATCH])
+
+    def close(self) -> None:
+        pass
+
+
+# ---- the loader path ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """The loader path's ``DataLoader`` settings, resolved for one rank (``workload.loader``).
+
+    Example:
+        >>> LoaderSettings.resolve({"workers": None}, torch.device("cpu"), cpus=4)
+        LoaderSettings(workers=0, pin_memory=False, prefetch_factor=2, persistent_workers=True)
+    """
+
+    workers: int
+    pin_memory: bool
+    prefetch_factor: int
+    persistent_workers: bool
+
+    @classmethod
+    def resolve(cls, spec: Mapping[str, Any], device: torch.device, cpus: int) -> LoaderSettings:
+        """``auto`` (``None``) made concrete: workers are the rank's other CPUs on CUDA
+        (``cpus - 1``, at most 8) and none on the CPU, whose cores train; memory is pinned
+        for CUDA only."""
+        cuda = device.type == "cuda"
+        workers = spec.get("workers")
+        if workers is None:
+            workers = min(_AUTO_WORKERS_CAP, max(cpus - 1, 0)) if cuda else 0
+        pin = spec.get("pin_memory")
+        # Pinning needs an accelerator to pin for (torch warns and ignores it without one).
+        pin = cuda if pin is None else bool(pin) and cuda
+        return cls(int(workers), pin, int(spec.get("prefetch_factor") or 2),
+                   bool(spec.get("persistent_workers", True)))
+
+
+class _PlannedBatches(Sampler[list[int]]):
+    """The plan's micro-batches as a ``batch_sampler``: the loader fetches exactly those
+    indices, in the loop's order, one epoch per iteration (``epoch`` set before each)."""
+
+    def __init__(self, plan: EpochPlan) -> None:
+        self.plan = plan
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self.plan.batches(self.epoch)
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+
+class _LoaderFeed:
+    def __init__(self, workload: Workload, plan: EpochPlan, device: torch.device, settings: LoaderSettings,
+                 seed: int, path: DataPath) -> None:
+        self.device, self.settings, self.path = device, settings, path
+        self.hooks = workload.hooks is not None
+        self.sampler = _PlannedBatches(plan)
+        collate = workload.hooks.collate_fn if workload.hooks is not None else None
+        self.train = self._loader(workload.train_set, seed, batch_sampler=self.sampler, collate_fn=collate)
+        self.val = self._loader(workload.val_set, seed, batch_size=EVAL_BATCH) if workload.hooks is None else None
+        self._live: dict[int, Iterator[Any]] = {}
+
+    def _loader(self, dataset: Dataset[Any], seed: int, **kwargs: Any) -> DataLoader[Any]:
+        s = self.settings
+        workers = s.workers > 0
+        return DataLoader(
+            dataset, num_workers=s.workers, pin_memory=s.pin_memory,
+            persistent_workers=s.persistent_workers and workers, prefetch_factor=s.prefetch_factor if workers else None,
+            worker_init_fn=_die_with_rank if workers else None,
+            multiprocessing_context=_START_METHOD if workers else None,
+            # Each iterator draws its workers' base seed from this generator, not from torch's
+            # global one: the model's random draws (dropout) are then the same on both paths.
+            generator=torch.Generator().manual_seed(seed), **kwargs)
+
+    def _iterate(self, loader: DataLoader[Any]) -> Iterator[Any]:
+        with warnings.catch_warnings():
+            # Python 3.12 warns on every fork of a process with threads (a rank has gloo's and
+            # the pin thread's); the workers only read the dataset and exit with the rank.
+            warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks", category=DeprecationWarning)
+            it = iter(loader)
+        self._live[id(it)] = it  # a persistent loader hands out the same iterator every epoch
+        return it
+
+    def _moved(self, batch: Any) -> Any:
+        if self.hooks:
+            return batch  # the workload's model moves its own batches
+        return tuple(t.to(self.device, non_blocking=self.settings.pin_memory) for t in batch)
+
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        self.sampler.epoch = epoch
+        for batch in self._iterate(self.train):
+            yield self._moved(batch)
+
+    def evaluation(self) -> Iterator[Any]:
+        if self.val is None:
+            raise WorkloadError("a workload with hooks validates itself")
+        for batch in self._iterate(self.val):
+            yield self._moved(batch)
+
+    def close(self) -> None:
+        # Loader workers never outlive their trial: the rank process is reused by the next one.
+        for it in self._live.values():
+            shutdown = getattr(it, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+        self._live.clear()
+        for loader in (self.train, self.val):
+            if loader is not None:
+                loader._iterator = None  # a persistent iterator, shut down above
+
+
+#: Loader workers are forked from the rank process (its imports and data are already there:
+#: no second import of torch, no pickled dataset); where fork is not offered, the default.
+_START_METHOD = "fork" if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods() \
+    else None
+
+
+def _die_with_rank(_worker_id: int) -> None:
+    """In each loader worker: ask Linux to kill it when its rank process ends, however it ends
+    (a rank that fails leaves with ``os._exit``; the pool SIGKILLs a stuck one)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import os
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(1)
+
+
+# ---- either ---------------------------------------------------------------------------------
+
+
+DeviceCopy = Callable[[tuple[torch.Tensor, ...], torch.device], tuple[torch.Tensor, ...]]
+
+
+def copy_to(tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The tensors on ``device`` (the same objects where they already are); a tensor given twice
+    is copied once."""
+    copies: dict[int, torch.Tensor] = {}
+    for t in tensors:
+        if id(t) not in copies:
+            copies[id(t)] = t.to(device)
+    return tuple(copies[id(t)] for t in tensors)
+
+
+def open_feed(path: DataPath, workload: Workload, plan: EpochPlan, device: torch.device, *,
+              loader: Mapping[str, Any], cpus: int, seed: int, to_device: DeviceCopy = copy_to) -> Feed:
+    """The trial's batches along ``path``. ``to_device`` puts tensors on the device (the warm
+    process's kept copies, ``hpsearch.trials.data_cache``, or a fresh copy)."""
+    if path.kind == "device":
+        train, val = tensor_parts(workload.train_set), tensor_parts(workload.val_set)
+        if train is None or val is None:
+            raise WorkloadError("the device path needs tensor data")  # choose_data_path said so first
+        columns = to_device(train[0] + val[0], device)
+        return _DeviceFeed(_OnDevice(columns[:len(train[0])], train[1]), _OnDevice(columns[len(train[0]):], val[1]),
+                           plan, device, path)
+    return _LoaderFeed(workload, plan, device, LoaderSettings.resolve(loader, device, cpus), seed, path)
+
