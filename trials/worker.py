@@ -175,7 +175,10 @@ def _announced(sink: Callable[[dict[str, Any]], None],
 @dataclass
 class _FreshState:
     """What a task may change in the process and the next task must not see changed: the RNGs,
-    the default dtype, autograd's modes, determinism flags, the import path and modules."""
+    the default dtype, autograd's modes, determinism and TF32 flags, the float32 matmul
+    precision, torch.compile's caches, the import path and modules. The workload data the
+    process keeps (``hpsearch.trials.data_cache``) are not state a result depends on: the model
+    is built fresh and seeded every trial, and the data are what the factory would build."""
 
     torch_rng: Any
     python_rng: Any
@@ -210,6 +213,8 @@ class _FreshState:
                                            warn_only=self.flags["deterministic_warn_only"])
         torch.backends.cudnn.benchmark = self.flags["cudnn_benchmark"]
         torch.backends.cudnn.deterministic = self.flags["cudnn_deterministic"]
+        # workload.precision sets both (tf32 on, fp32 off): the next trial starts from torch's own.
+        torch.backends.cudnn.allow_tf32 = self.flags["cudnn_allow_tf32"]
         torch.set_float32_matmul_precision(self.flags["matmul_precision"])
         if "torch._dynamo" in sys.modules:
             torch._dynamo.reset()  # compiled graphs and their guards
@@ -225,6 +230,7 @@ def _flags() -> dict[str, Any]:
                 deterministic_warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
                 cudnn_benchmark=torch.backends.cudnn.benchmark,
                 cudnn_deterministic=torch.backends.cudnn.deterministic,
+                cudnn_allow_tf32=torch.backends.cudnn.allow_tf32,
                 matmul_precision=torch.get_float32_matmul_precision())
 
 
@@ -248,10 +254,15 @@ def _forget(added: list[str], fresh: _FreshState) -> None:
     """Release the finished rank's memory, and forget the modules it imported from the trial's
     own import path: the next trial may come with another module of the same name."""
     roots = [os.path.abspath(p) + os.sep for p in added if p]
+    forgotten = []
     for name in set(sys.modules) - fresh.modules:
         origin = getattr(sys.modules[name], "__file__", None) or ""
         if origin and any(os.path.abspath(origin).startswith(root) for root in roots):
             del sys.modules[name]
+            forgotten.append(name)
+    if forgotten and "hpsearch.trials.data_cache" in sys.modules:
+        # Data their functions built go with them: another module of the same name may come.
+        sys.modules["hpsearch.trials.data_cache"].kept_data().forget(forgotten)
     sys.path[:] = fresh.sys_path
     gc.collect()
     import torch
