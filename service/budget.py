@@ -172,6 +172,10 @@ def trial_devices(params: Mapping[str, Any], space: SearchSpace) -> int:
     return trial_spec(space, params).processes
 
 
+def _trials(n: int) -> str:
+    return f"{n} completed trial{'' if n == 1 else 's'}"
+
+
 def settle_orphans(study: optuna.Study, space: SearchSpace) -> None:
     """Give each trial a dead search left RUNNING the device-seconds it used, as far as its
     last evaluation measured (``runtime_s`` x devices), so the budget counts it on resume."""
@@ -215,8 +219,7 @@ def predict_trial(trials: Iterable[optuna.trial.FrozenTrial], params: Mapping[st
     done = [t for t in trials if t.state.name == "COMPLETE" and t.datetime_start and t.datetime_complete]
     shape = tuple(params.get(k) for k in _SHAPE)
     same = [t for t in done if tuple(t.params.get(k) for k in _SHAPE) == shape]
-    pool, basis = (same, f"{len(same)} completed trial(s) of the same shape") if same else \
-        (done, f"{len(done)} completed trial(s) of other shapes")
+    pool, basis = (same, f"{_trials(len(same))} of the same shape") if same else (done, f"{_trials(len(done))} of other shapes")
     if not pool:
         return None
     wall = statistics.median((t.datetime_complete - t.datetime_start).total_seconds() for t in pool)  # type: ignore[operator]

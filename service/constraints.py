@@ -29,7 +29,7 @@ def violation(spec: TrialSpec, constraints: Constraints) -> str | None:
 
 
 def equivalence_key(spec: TrialSpec) -> Hashable:
-    """What makes two trials train the same optimisation (SCIENCE.md, accumulation equivalence):
+    """What makes two trials train the same optimisation (docs/science.md, accumulation equivalence):
     the effective batch, the applied peak LR and every other setting, but not how B is split
     into b x W x A nor which rule produced the LR.
 

@@ -1,6 +1,6 @@
 """One orchestrator per study: a lock held for the whole of a search.
 
-SQLite takes one writer (DESIGN.md: four writers gave "database is locked", trials stuck
+SQLite takes one writer (docs/design.md: four writers gave "database is locked", trials stuck
 RUNNING and one queued trial taken twice), so a search locks the database file, with an
 ``flock`` on ``<db>.lock``. PostgreSQL serves concurrent studies, so a search takes a session
 advisory lock on its study's name. Both are released by the operating system or the server

@@ -112,7 +112,7 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
         else:
             kinds["failed"] += 1
     parts = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
-    line = f"no trial completed: {len(trials)} trials, {parts}"
+    line = f"no trial completed: {len(trials)} trial{'' if len(trials) == 1 else 's'}, {parts}"
     if reasons:
         (reason, n), = reasons.most_common(1)
         line += f"; most common reason {reason!r} ({n} of {sum(reasons.values())})"

@@ -1,5 +1,5 @@
 """The package's dependencies run one way: search_spaces <- trials <- service <- dashboards
-(DESIGN.md). The service never imports the dashboard package; the dashboard is its client, as
+(docs/design.md). The service never imports the dashboard package; the dashboard is its client, as
 ``optuna.visualization`` is of Optuna's core. import-linter checks it on the package laid out as
 installed (``linktree.py``), with the contract in pyproject.toml."""
 

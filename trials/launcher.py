@@ -43,6 +43,7 @@ def run_trial(
     timeout_s: float | None = None,
     ranks: Ranks | None = None,
     gpu_ids: Sequence[str] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Run one trial: W ranks of the DDP loop, and return rank 0's final metrics.
 
@@ -57,6 +58,10 @@ def run_trial(
         ranks: The pool whose processes run the ranks (default: this process's own,
             ``hpsearch.trials.pool.local_pool``).
         gpu_ids: On CUDA, the trial's assigned GPUs, one per rank.
+        phases: Filled in as the trial goes, also when it fails: the wall-clock times its ranks
+            were ``handed`` to workers, every rank was ``ready``, rank 0's loop started and
+            ended training (``training_started``, ``training_ended``), and the trial's process
+            had the ``last_report`` (``hpsearch.search_spaces.record.PHASE_NAMES``).
 
     Returns:
         The last epoch's metrics plus the trial's derived measurements (``device_seconds``,
@@ -72,15 +77,24 @@ def run_trial(
         module = workload_module(spec.workload)
         ranks = local_pool([module] if module else [])
     reports: list[dict[str, Any]] = []
+    phases = {} if phases is None else phases
 
     def take(status: Status) -> None:
-        for line in status.reports:
+        if status.ready_at is not None:
+            phases.setdefault("ready", status.ready_at)
+        for line, at in zip(status.reports, status.report_times or [time.time()] * len(status.reports)):
+            if not reports and isinstance(line.get("runtime_s"), (int, float)):
+                phases["training_started"] = at - float(line["runtime_s"])
             reports.append(line)
+            if line.get("final"):
+                phases["training_ended"] = at
+                phases["last_report"] = time.time()
             if report is not None:
                 report(line)
 
     ticket = ranks.start(spec, os.fspath(run_dir), gpu_ids=gpu_ids, collective_timeout_s=collective_timeout_s,
                          watch_pid=os.getpid(), sys_path=sys.path)
+    phases["handed"] = time.time()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     codes = None
     try:
@@ -114,7 +128,7 @@ def run_trial(
     if gpu_ids is not None and spec.device.startswith("cuda"):
         final["gpu_ids"] = [str(g) for g in gpu_ids[: spec.processes]]
     if spec.world_size * spec.grad_accum_steps == 1:
-        # One process, one micro-batch per step: no two batch sizes to compare (SCIENCE.md).
+        # One process, one micro-batch per step: no two batch sizes to compare (docs/science.md).
         final["noise_scale"] = None
         final["noise_scale_note"] = "not measurable: world_size x grad_accum_steps = 1"
     return final

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
+from hpsearch.trials.zygote import Zygote
 
 __all__ = ["RankPool", "local_pool"]
 
@@ -54,15 +55,19 @@ __all__ = ["RankPool", "local_pool"]
 # in a row, instead of being restarted forever.
 _MAX_START_FAILURES = 3
 _TICK_S = 0.05
+# Workers are forked from a warm template (hpsearch.trials.zygote) where the OS can fork.
+_FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
 
 _T = TypeVar("_T")
 
 
 @dataclass
 class _Worker:
-    proc: subprocess.Popen[bytes]
     conn: Connection
     gpu: str | None
+    proc: subprocess.Popen[bytes] | None = None  # started on its own (no zygote)
+    request: int = 0  # the zygote's fork request, for a forked worker
+    pid: int | None = None  # a forked worker's, once the zygote said it
     state: str = "starting"  # starting -> idle <-> busy; any -> gone
     ticket: int | None = None
     rank: int = -1
@@ -88,18 +93,29 @@ class _Ticket:
     offset: int = 0  # of metrics.jsonl read so far
     reported: int = 0  # reports rank 0 said it wrote
     taken: int = 0  # of those, how many a ``wait`` has returned
+    began: list[float | None] = field(default_factory=list)  # when each rank's worker began it
+    report_at: list[float] = field(default_factory=list)  # when rank 0 said it wrote each report
+    read: int = 0  # reports returned so far
 
-    def new_reports(self) -> list[dict[str, Any]]:
-        """The complete JSON lines rank 0 appended since the last call."""
+    def status(self, codes: list[int] | None = None, failures: list[dict[str, Any]] | None = None) -> Status:
+        """What rank 0 appended since the last call (the complete JSON lines of
+        ``metrics.jsonl``), with when each came, and whether every rank has begun."""
+        reports: list[dict[str, Any]] = []
         path = self.run / "metrics.jsonl"
-        if not path.exists():
-            return []
-        with path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        complete = data[: data.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+        if path.exists():
+            with path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self.offset += len(complete)
+            reports = [json.loads(line) for line in complete.splitlines() if line.strip()]
+        # A line read before its message came (the rank writes, then says so) is stamped now.
+        now = time.time()
+        times = [self.report_at[i] if i < len(self.report_at) else now
+                 for i in range(self.read, self.read + len(reports))]
+        self.read += len(reports)
+        ready = None if any(b is None for b in self.began) else max(self.began, default=None)
+        return Status(reports, codes, failures or [], report_times=times, ready_at=ready)
 
 
 class RankPool:
@@ -132,6 +148,9 @@ class RankPool:
         self._wanted: dict[str | None, int] = dict(prestart or {})
         self._start_failures = 0
         self._broken: str | None = None
+        # The template the workers are forked from (hpsearch.trials.zygote), started with the
+        # first worker; ``None`` where fork is not available (workers are then started anew).
+        self._zygote: Zygote | None = None
         self._closed = False
         self._cond = threading.Condition()
         self._monitor = threading.Thread(target=self._monitor_loop, name="hpsearch-rank-pool", daemon=True)
@@ -181,7 +200,7 @@ class RankPool:
             chosen = self._wait_for(lambda: self._pick(slots), deadline, wait_s)
             ticket = next(self._ids)
             rendezvous = os.path.join(tempfile.gettempdir(), f"hpsearch-rendezvous-{uuid.uuid4().hex}")
-            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, watch_pid, [None] * n)
+            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, watch_pid, [None] * n, began=[None] * n)
             task = dict(spec=spec, run_dir=str(run_dir), world_size=n, rendezvous=rendezvous,
                         collective_timeout_s=collective_timeout_s,
                         sys_path=list(sys.path if sys_path is None else sys_path))
@@ -212,13 +231,13 @@ class RankPool:
                     del self._tickets[ticket]
                     _remove(t.rendezvous)
                     failures = [json.loads(p.read_text()) for p in sorted(t.run.glob("failure-rank*.json"))]
-                    return Status(t.new_reports(), [int(c) for c in t.codes if c is not None], failures)
+                    return t.status([int(c) for c in t.codes if c is not None], failures)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return Status(t.new_reports())
+                    return t.status()
                 if t.reported > t.taken and not until_ended:
                     t.taken = t.reported
-                    return Status(t.new_reports())
+                    return t.status()
                 self._cond.wait(left)
 
     def cancel(self, ticket: int) -> None:
@@ -230,7 +249,7 @@ class RankPool:
                 return
             for worker, code in zip(t.workers, t.codes):
                 if code is None:
-                    _signal(worker, signal.SIGKILL)
+                    self._signal(worker, signal.SIGKILL)
         self._wait(ticket, 60.0, until_ended=True)
         with self._cond:
             self._tickets.pop(ticket, None)
@@ -265,24 +284,47 @@ class RankPool:
             raise value
         return value
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until the workers started ahead are idle (warm and
+        waiting for a rank); whether they are. Returns at once when they cannot start at all
+        (a trial then fails and says why)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while any(w.state == "starting" for w in self._workers) or self._spawns_pending():
+                left = deadline - time.monotonic()
+                if left <= 0 or self._broken is not None or self._closed:
+                    return False
+                self._cond.wait(min(left, 1.0))
+            return True
+
+    def _spawns_pending(self) -> bool:
+        """Whether some device still has fewer live workers than it wants (the monitor starts
+        them at its next turn)."""
+        return any(sum(w.gpu == slot and w.state in ("starting", "idle", "busy") for w in self._workers) < wanted
+                   for slot, wanted in self._wanted.items())
+
     def workers(self) -> list[dict[str, Any]]:
         """Every live worker: ``pid``, ``gpu`` (its ``CUDA_VISIBLE_DEVICES``, ``None`` on CPU),
         ``state`` (starting, idle, busy) and ``tasks`` (ranks it finished)."""
         with self._cond:
-            return [dict(pid=w.proc.pid, gpu=w.gpu, state=w.state, tasks=w.tasks) for w in self._workers
+            return [dict(pid=self._pid(w), gpu=w.gpu, state=w.state, tasks=w.tasks) for w in self._workers
                     if w.state in ("starting", "idle", "busy")]
 
     def idle_pids(self) -> set[int]:
-        """The processes of idle and starting workers (not running any rank)."""
+        """The processes that run no rank: idle and starting workers, and the zygote they are
+        forked from (``hpsearch.trials.zygote``)."""
         with self._cond:
-            return {w.proc.pid for w in self._workers if w.state in ("idle", "starting")}
+            pids = {pid for w in self._workers if w.state in ("idle", "starting") and (pid := self._pid(w)) is not None}
+            if self._zygote is not None and self._zygote.alive:
+                pids.add(self._zygote.proc.pid)
+            return pids
 
     def close(self) -> None:
         """Stop every worker and the monitor."""
         with self._cond:
             self._closed = True
             for worker in self._workers:
-                _signal(worker, signal.SIGKILL)
+                self._signal(worker, signal.SIGKILL)
             self._cond.notify_all()
         self._monitor.join(timeout=10)
 
@@ -319,19 +361,26 @@ class RankPool:
         while True:
             with self._cond:
                 if self._closed:
+                    if self._zygote is not None:
+                        self._zygote.kill()  # and every worker it forked with it
                     for worker in self._workers:
-                        _reap(worker)
+                        self._reap(worker, patience=0.0)
                     return
                 self._spawn_missing()
                 by_conn = {w.conn: w for w in self._workers}
-            if by_conn:
-                ready = wait_any(list(by_conn), timeout=_TICK_S)
+                zygote = self._zygote.conn if self._zygote is not None and self._zygote.alive else None
+            waiting: list[Any] = [*by_conn, *([zygote] if zygote is not None else [])]
+            if waiting:
+                ready = wait_any(waiting, timeout=_TICK_S)
             else:
                 time.sleep(_TICK_S)
                 ready = []
             with self._cond:
                 for conn in ready:
-                    self._receive(by_conn[conn])  # type: ignore[index]
+                    if conn is zygote:
+                        self._zygote_said()
+                    else:
+                        self._receive(by_conn[conn])  # type: ignore[index]
                 self._stop_orphaned_tickets()
                 if ready:  # a message changed some worker's or ticket's state
                     self._cond.notify_all()
@@ -349,6 +398,11 @@ class RankPool:
             t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
             if t is not None:
                 t.reported += 1
+                t.report_at.append(time.time())
+        elif message[0] == "begin":
+            t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+            if t is not None:
+                t.began[worker.rank] = time.time()
         elif message[0] == "ready":
             worker.state = "idle"
             self._start_failures = 0
@@ -359,10 +413,20 @@ class RankPool:
                 worker.state, worker.ticket, worker.rank = "idle", None, -1
             else:
                 worker.state = "retiring"
-                _signal(worker, signal.SIGKILL)
+                self._signal(worker, signal.SIGKILL)
+
+    def _zygote_said(self) -> None:
+        """A message from the zygote: a forked worker's pid, or a worker's exit code."""
+        zygote = self._zygote
+        if zygote is None:
+            return
+        zygote.receive()
+        for worker in self._workers:
+            if worker.proc is None and worker.pid is None:
+                worker.pid = zygote.pids.pop(worker.request, None)
 
     def _gone(self, worker: _Worker) -> None:
-        code = _reap(worker)
+        code = self._reap(worker)
         if worker.state == "starting":
             self._start_failures += 1
             if self._start_failures >= _MAX_START_FAILURES:
@@ -385,7 +449,7 @@ class RankPool:
             # left waiting in a collective for its timeout.
             for peer, peer_code in zip(t.workers, t.codes):
                 if peer_code is None:
-                    _signal(peer, signal.SIGTERM)
+                    self._signal(peer, signal.SIGTERM)
 
     def _stop_orphaned_tickets(self) -> None:
         """Stop the ranks of trials whose process died (a trial process killed by Ray or by a
@@ -398,7 +462,7 @@ class RankPool:
                 _remove(t.rendezvous)
             for worker, code in zip(t.workers, t.codes):
                 if code is None:
-                    _signal(worker, signal.SIGKILL)
+                    self._signal(worker, signal.SIGKILL)
 
     def _spawn_missing(self) -> None:
         if self._broken is not None:
@@ -409,10 +473,22 @@ class RankPool:
                 self._workers.append(self._spawn(slot))
 
     def _spawn(self, gpu: str | None) -> _Worker:
-        parent, child = socket.socketpair()
+        """A new worker (of ``gpu``): forked from the pool's zygote, started with the first one,
+        or, where fork is not available, a new interpreter that imports everything itself."""
         env = dict(os.environ)
-        env["HPSEARCH_WORKER_FD"] = str(child.fileno())
         env["PYTHONPATH"] = os.pathsep.join(p for p in self._sys_path if p)
+        if _FORK:
+            if self._zygote is None or not self._zygote.alive:
+                if self._zygote is not None:
+                    self._zygote.kill()
+                self._zygote = Zygote(self.preload, env, self.output)
+            request, conn = self._zygote.fork(gpu)
+            # A warm zygote answers within milliseconds: know the pid at once, as for a process
+            # started anew; one still importing answers later (``_zygote_said``).
+            pid = self._zygote.pid(request, 1.0) if self._zygote.ready else None
+            return _Worker(conn, gpu, request=request, pid=pid)
+        parent, child = socket.socketpair()
+        env["HPSEARCH_WORKER_FD"] = str(child.fileno())
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
         out = None
@@ -427,26 +503,43 @@ class RankPool:
             child.close()
             if out is not None:
                 out.close()
-        return _Worker(proc, Connection(parent.detach()), gpu)
+        return _Worker(Connection(parent.detach()), gpu, proc=proc)
+
+    def _pid(self, worker: _Worker) -> int | None:
+        if worker.proc is not None:
+            return worker.proc.pid
+        if worker.pid is None and self._zygote is not None:
+            worker.pid = self._zygote.pids.pop(worker.request, None)
+        return worker.pid
+
+    def _signal(self, worker: _Worker, sig: int) -> None:
+        pid = self._pid(worker)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(pid, sig)
+
+    def _reap(self, worker: _Worker, patience: float = 5.0) -> int:
+        """Wait for a worker whose connection closed; kill it if it lingers. Its exit code, as
+        ``subprocess`` gives it (-9 for one whose end nobody saw: its zygote died with it)."""
+        worker.conn.close()
+        if worker.proc is not None:
+            try:
+                return int(worker.proc.wait(timeout=max(patience, 0.01)))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                return int(worker.proc.wait())
+        zygote = self._zygote
+        if zygote is None:
+            return -signal.SIGKILL
+        code = zygote.exit_code(self._pid(worker), worker.request, patience)
+        if code is None and patience > 0:
+            self._signal(worker, signal.SIGKILL)
+            code = zygote.exit_code(self._pid(worker), worker.request, patience)
+        return -signal.SIGKILL if code is None else code
 
     def _raise_if_closed(self) -> None:
         if self._closed:
             raise TrialFailed("rank_exited", "the rank pool was closed")
-
-
-def _signal(worker: _Worker, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, OSError):
-        worker.proc.send_signal(sig)
-
-
-def _reap(worker: _Worker) -> int:
-    """Wait for a worker whose connection closed; kill it if it lingers."""
-    worker.conn.close()
-    try:
-        return int(worker.proc.wait(timeout=5))
-    except subprocess.TimeoutExpired:
-        worker.proc.kill()
-        return int(worker.proc.wait())
 
 
 def _alive(pid: int) -> bool:

@@ -32,11 +32,16 @@ class Status:
         reports: Rank 0's new reports (``metrics.jsonl`` lines), in order.
         codes: Every rank's exit code (0: finished cleanly) once all have ended, else ``None``.
         failures: The ranks' failure reports (``failure-rank<r>.json``), once all have ended.
+        report_times: When rank 0 wrote each report (wall-clock seconds), in the order of ``reports``.
+        ready_at: When the last of the trial's ranks began (its worker reset and on its way),
+            once all have.
     """
 
     reports: list[dict[str, Any]]
     codes: list[int] | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
+    report_times: list[float] = field(default_factory=list)
+    ready_at: float | None = None
 
 
 class Ranks(Protocol):

@@ -1,4 +1,4 @@
-"""Learning-rate scaling rules and the warmup schedule (SCIENCE.md, "Learning-rate scaling rules").
+"""Learning-rate scaling rules and the warmup schedule (docs/science.md, "Learning-rate scaling rules").
 
 With B the effective batch and B0 the batch ``base_lr`` was tuned for, k = B / B0:
 

@@ -28,7 +28,6 @@ import optuna
 from hpsearch.budget import BudgetLedger, budget_of, budget_status, settle_orphans, spent_of, write_budget
 from hpsearch.errors import (
     SearchInterrupted,
-    SpaceError,
     StoreError,
     StoreLostError,
     StudyExistsError,
@@ -42,23 +41,23 @@ from hpsearch.reasons import (
     occupies_its_configuration,
 )
 from hpsearch.sampler import create_sampler
-from hpsearch.search_spaces import Budget, SearchSpace, parse_space
-from hpsearch.settings import Settings
+from hpsearch.search_spaces import Budget, SearchSpace
+from hpsearch.settings import Settings, study_runs_dir
 from hpsearch.store import (
     ATTR_N_TRIALS,
-    ATTR_SPACE_TEXT,
     load_study,
     open_storage,
     patient_storage,
     redact_url,
+    space_of_study,
     sqlite_file,
     study_attrs,
     study_names,
 )
-from hpsearch.tune.plan import SEARCH_SAMPLERS, SearchPlan, plan_search, runnable_grid_points, runs_dir
+from hpsearch.tune.plan import SEARCH_SAMPLERS, SearchPlan, plan_search, runnable_grid_points
 from hpsearch.tune.ray_session import ray_session
 
-__all__ = ["RANKS_LOG", "resume_search", "run_search", "space_of_study"]
+__all__ = ["RANKS_LOG", "resume_search", "run_search"]
 
 log = logging.getLogger("hpsearch")
 
@@ -118,19 +117,6 @@ def _refuse_existing(settings: Settings, study_name: str) -> None:
             f"study {study_name!r} already exists in {redact_url(settings.storage)}; "
             f"finish it with 'hpsearch resume {study_name}', or pick a new name with --study NAME"
         )
-
-
-def space_of_study(study: optuna.Study) -> SearchSpace:
-    """The space a study was started with, parsed again from the text it keeps.
-
-    Raises:
-        SpaceError: the study was not made by hpsearch, or its text no longer validates.
-    """
-    text = study.user_attrs.get(ATTR_SPACE_TEXT)
-    if not text:
-        raise SpaceError(f"study {study.study_name!r} has no space text: it was not started by hpsearch start",
-                         source=f"study {study.study_name}")
-    return parse_space(str(text), source=f"study {study.study_name}", default_study=study.study_name)
 
 
 def resume_search(
@@ -265,8 +251,8 @@ def _local_ranks(space: SearchSpace, settings: Settings, study_name: str) -> Ite
     from hpsearch.tune.pools import LocalRanks
 
     local = LocalRanks(workload=space.workload.name, cpus_per_worker=space.resources.cpus_per_worker,
-                       largest_trial=_largest_trial(space), reuse=space.resources.reuse_workers,
-                       output=runs_dir(settings, study_name) / RANKS_LOG)
+                       ranks_at_once=_ranks_at_once(space), reuse=space.resources.reuse_workers,
+                       output=study_runs_dir(settings, study_name) / RANKS_LOG)
     try:
         yield local
     finally:
@@ -282,8 +268,13 @@ def _cpu_only(space: SearchSpace) -> bool:
     return device == "cpu" or (device == "auto" and not glob.glob("/dev/nvidia[0-9]*"))
 
 
-def _largest_trial(space: SearchSpace) -> int:
-    return 1 if space.resources.emulate_ranks else space.max_world_size()
+def _ranks_at_once(space: SearchSpace) -> int | None:
+    """The most ranks the search runs at once, where its space bounds it (``search.max_concurrent``
+    trials of its largest world size); ``None``: as many as the nodes hold."""
+    if space.search.max_concurrent is None:
+        return None
+    largest = 1 if space.resources.emulate_ranks else space.max_world_size()
+    return space.search.max_concurrent * largest
 
 
 def _warm_ranks(space: SearchSpace, plan: SearchPlan, local: Any) -> Any:
@@ -297,7 +288,7 @@ def _warm_ranks(space: SearchSpace, plan: SearchPlan, local: Any) -> Any:
     return Reservations(workload=space.workload.name, device=plan.device,
                         cpus_per_worker=space.resources.cpus_per_worker,
                         gpus_per_worker=space.resources.gpus_per_worker,
-                        largest_trial=_largest_trial(space), reuse=space.resources.reuse_workers,
+                        ranks_at_once=_ranks_at_once(space), reuse=space.resources.reuse_workers,
                         local=local if plan.device == "cpu" else None)
 
 
@@ -367,6 +358,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     )
     try:
         with _stop_on_signals(searcher):
+            reservations.wait_ready()
             tuner.fit()
     except StoreLostError:
         raise  # nothing more can be written; resume marks the open trials interrupted

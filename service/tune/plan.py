@@ -11,11 +11,10 @@ from hpsearch.budget import BudgetSpent
 from hpsearch.errors import ResourceError, SpaceError
 from hpsearch.sampler import grid_points
 from hpsearch.search_spaces import Budget, SearchSpace
-from hpsearch.settings import Settings, default_runs_dir
-from hpsearch.store import sqlite_file
+from hpsearch.settings import Settings, study_runs_dir
 from hpsearch.trials.spec import trial_spec
 
-__all__ = ["SEARCH_SAMPLERS", "SearchPlan", "plan_search", "runnable_grid_points", "runs_dir", "trial_bundle"]
+__all__ = ["SEARCH_SAMPLERS", "SearchPlan", "plan_search", "runnable_grid_points", "trial_bundle"]
 
 #: Samplers that walk a finite set of configurations (a grid): a search runs at most that many.
 SEARCH_SAMPLERS = ("grid", "bruteforce")
@@ -92,7 +91,7 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         w_min = space.min_world_size()
         small = _trial_resources(w_min, space, device)
         max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
-    runs = runs_dir(settings, study_name)
+    runs = study_runs_dir(settings, study_name)
     kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
         ("CPU", space.resources.cpus_per_worker)
     devices = max(1, max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes))
@@ -115,11 +114,6 @@ def runnable_grid_points(space: SearchSpace, device: str) -> list[dict[str, Any]
             seen.add(key)
         runnable.append(point)
     return runnable
-
-
-def runs_dir(settings: Settings, study_name: str) -> Path:
-    """The study's runs folder: its trials' files, Tune's state, the ranks' log."""
-    return default_runs_dir(settings, sqlite_file(settings.storage)) / study_name
 
 
 def _trial_resources(world_size: int, space: SearchSpace, device: str) -> dict[str, float]:

@@ -51,8 +51,9 @@ class _PoolActor:
                  sys_path: list[str]) -> None:
         self.pool = RankPool(preload, prestart=prestart, reuse=reuse, sys_path=sys_path)
 
-    def ready(self) -> int:
-        return os.getpid()
+    def ready(self, timeout: float) -> bool:
+        """Whether the pool's workers started ahead are warm, waiting up to ``timeout`` seconds."""
+        return self.pool.wait_ready(timeout)
 
     def start(self, spec: TrialSpec, run_dir: str, gpu_ids: list[str] | None, collective_timeout_s: float,
               watch_pid: int | None, sys_path: list[str]) -> int:
@@ -93,7 +94,7 @@ class RayRanks:
 def start_pool_actor(node_id: str, resources: dict[str, float], options: dict[str, Any]) -> Any:
     """Start the pool actor of ``node_id`` (resources: the node's, as Ray reports them), with the
     search's ``options`` (``preload``, ``device``, ``cpus_per_worker``, ``gpus_per_worker``,
-    ``largest_trial``, ``reuse``, ``sys_path``). It ends with the search's Ray job."""
+    ``ranks_at_once``, ``reuse``, ``sys_path``). It ends with the search's Ray job."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     prestart: dict[str | None, int]
@@ -102,7 +103,7 @@ def start_pool_actor(node_id: str, resources: dict[str, float], options: dict[st
         gpus = int(resources.get("GPU", 0))
         prestart = {str(g): 1 for g in range(gpus)} if options["gpus_per_worker"] == 1 else {}
     else:
-        prestart = {None: cpu_prestart(resources.get("CPU", 0), options["cpus_per_worker"], options["largest_trial"])}
+        prestart = {None: cpu_prestart(resources.get("CPU", 0), options["cpus_per_worker"], options["ranks_at_once"])}
     return ray.remote(_PoolActor).options(
         num_cpus=0, max_concurrency=ACTOR_THREADS, name=_POOL_NAME.format(node_id=node_id),
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
@@ -133,13 +134,13 @@ class LocalRanks:
     the ranks print goes to ``output`` (the search's runs folder), not to the search's terminal.
     """
 
-    def __init__(self, *, workload: str, cpus_per_worker: int, largest_trial: int, reuse: bool,
+    def __init__(self, *, workload: str, cpus_per_worker: int, ranks_at_once: int | None, reuse: bool,
                  output: Path) -> None:
         from hpsearch.trials.pool_server import PoolServer
 
         module = workload_module(workload)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        prestart: dict[str | None, int] = {None: cpu_prestart(cpus, cpus_per_worker, largest_trial)}
+        prestart: dict[str | None, int] = {None: cpu_prestart(cpus, cpus_per_worker, ranks_at_once)}
         # The folders the log's first write will make: the deepest first.
         self._new_folders = [p for p in output.parents if not p.exists()]
         self.output = output
@@ -180,9 +181,11 @@ class LocalRanks:
                 folder.rmdir()
 
 
-def cpu_prestart(cpus: float, cpus_per_worker: int, largest_trial: int) -> int:
-    """How many CPU rank processes a node's pool starts ahead: as many ranks as the node runs
-    at once, but not hundreds of idle processes on a big node for a search of small trials (the
-    pool grows when trials need more)."""
+def cpu_prestart(cpus: float, cpus_per_worker: int, ranks_at_once: int | None) -> int:
+    """How many CPU rank processes a node's pool starts ahead: as many ranks as the node can run
+    at once (``ranks_at_once``: fewer when the search runs fewer at once), so no trial waits for
+    a rank process to start. Workers started on demand made a trial wait for their imports
+    (1-3 CPU-seconds each) while other trials trained: a median 4.3 s on 16 cores. Forked from
+    the pool's zygote, they cost milliseconds each (``hpsearch.trials.zygote``)."""
     slots = int(cpus // max(cpus_per_worker, 1))
-    return max(0, min(slots, max(largest_trial, 2)))
+    return max(0, slots if ranks_at_once is None else min(slots, ranks_at_once))

@@ -114,6 +114,11 @@ class _ReservationsActor:
             self._schedule_idle_return()
             return grant
 
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` seconds) until every node's pool has its workers warm."""
+        actors = [actor for actor in self._pools.values() if actor is not None]
+        await asyncio.gather(*(actor.ready.remote(timeout) for actor in actors))
+
     async def release(self, units: list[tuple[int, int]]) -> None:
         for group, index in units:
             self._groups[group].free[index] = True
@@ -207,24 +212,36 @@ class Reservations:
         workload: The workload every trial trains; its module is imported ahead by the ranks.
         device: ``cpu`` or ``cuda``.
         cpus_per_worker, gpus_per_worker: What a rank reserves.
-        largest_trial: The most processes one trial of the search runs.
+        ranks_at_once: The most ranks the search runs at once (``None``: as many as fit).
         reuse: ``resources.reuse_workers``.
         local: The pool the search's process already runs for its own node, if any: no pool
             actor is started there, and trials on that node use this one.
     """
 
     def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: int,
-                 largest_trial: int, reuse: bool, local: LocalRanks | None = None) -> None:
+                 ranks_at_once: int | None, reuse: bool, local: LocalRanks | None = None) -> None:
+        self._local = local
         module = workload_module(workload)
         options: dict[str, Any] = dict(
             preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
-            gpus_per_worker=gpus_per_worker, largest_trial=largest_trial, reuse=reuse, sys_path=list(sys.path))
+            gpus_per_worker=gpus_per_worker, ranks_at_once=ranks_at_once, reuse=reuse, sys_path=list(sys.path))
         if local is not None:
             address, authkey = local.address
             options["local"] = dict(node_id=ray.get_runtime_context().get_node_id(), address=address,
                                     authkey=authkey)
         self.actor: Any = ray.remote(_ReservationsActor).options(
             num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until the nodes' warm rank processes are up (at most ``timeout`` seconds), so
+        that no trial holds its devices while its node's processes still import torch.
+
+        Measured on a Ray head told 16 CPUs (2 cores): the first trials' devices were held for
+        2.7 s before their ranks could start, while the pool's processes imported torch beside
+        Tune's 16 trial processes starting; the first trials then start at once."""
+        if self._local is not None:
+            self._local.pool.wait_ready(timeout)
+        ray.get(self.actor.wait_ready.remote(timeout))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

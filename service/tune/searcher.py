@@ -1,7 +1,7 @@
 """``StudySearcher``: a Ray Tune searcher that asks and tells an Optuna study, with hpsearch's
 own bookkeeping.
 
-Stock ``OptunaSearch`` was measured to corrupt studies (DESIGN.md): early-stopped trials written
+Stock ``OptunaSearch`` was measured to corrupt studies (docs/design.md): early-stopped trials written
 as COMPLETE with a partial value, a NaN metric leaving a trial RUNNING forever, no intermediate
 values for multi-objective studies. Here every trial ends in exactly one of:
 
@@ -46,13 +46,15 @@ from hpsearch.search_spaces.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
     MODEL_PATH,
+    PHASE_NAMES,
+    PHASES,
     RECORDED_METRICS,
     RUNTIME_S,
     TRAINING_STARTED,
 )
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec, trial_spec
-from hpsearch.tune.trainable import EARLIER_KEY, FAILED_KEY, FINAL_KEY, REPORT_EVERY_S, STARTED_KEY
+from hpsearch.tune.trainable import EARLIER_KEY, FAILED_KEY, FINAL_KEY, PHASES_KEY, REPORT_EVERY_S, STARTED_KEY
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
 
@@ -128,6 +130,8 @@ class StudySearcher(Searcher):
         self._metrics = [o.metric for o in space.objectives]
         self._trials: dict[str, optuna.Trial] = {}
         self._curves: dict[str, dict[str, list[Any]]] = {}
+        # Per open trial, when it was asked (wall clock), for its phases.
+        self._asked: dict[str, float] = {}
         self._launched = 0
         self._tried: set[Hashable] = set()
         #: Which completed trials keep their saved weights (``workload.save_model``).
@@ -158,6 +162,7 @@ class StudySearcher(Searcher):
         for _ in range(MAX_SKIPS_IN_A_ROW):
             if remaining is not None and not remaining(self.study) and not self._queued():
                 return Searcher.FINISHED  # the grid is used up
+            asked = time.time()
             trial = self.study.ask(self._distributions)
             params = dict(trial.params)
             spec = trial_spec(self.space, params, device=self.device)
@@ -177,6 +182,7 @@ class StudySearcher(Searcher):
             self._launched += 1
             self._trials[trial_id] = trial
             self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
+            self._asked[trial_id] = asked
             self._emit("started", trial.number, params=params)
             return {"spec": spec.to_dict(), "number": trial.number, "timeout_s": self.space.search.trial_timeout_s,
                     "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}"),
@@ -318,6 +324,7 @@ class StudySearcher(Searcher):
         # failure report's held-back evaluations come here too.
         attrs, intermediates, _ = self._epoch_records(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
+        attrs[PHASES] = _phases(self._asked.pop(trial_id, None), result.get(PHASES_KEY))
         attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
         self._end_device_time(trial_id, trial, attrs, final=bool(result.get(FINAL_KEY)))
         _write(trial, attrs, intermediates)
@@ -367,7 +374,7 @@ class StudySearcher(Searcher):
         """Record every trial still open (the search stopped under it) as FAIL with ``reason``."""
         for trial_id in list(self._trials):
             trial = self._trials.pop(trial_id)
-            attrs: dict[str, Any] = {}
+            attrs: dict[str, Any] = {PHASES: _phases(self._asked.pop(trial_id, None), None)}
             self._end_device_time(trial_id, trial, attrs, final=False)
             _write(trial, attrs)
             self._fail(trial, reason, detail)
@@ -456,6 +463,18 @@ def _write(trial: optuna.Trial, attrs: dict[str, Any], intermediates: Sequence[t
         writer(trial._trial_id, attrs, intermediates)
     else:
         write_trial_record(trial.storage, trial._trial_id, attrs, intermediates)
+
+
+def _phases(asked: float | None, seen: Any) -> dict[str, float]:
+    """A trial's phases as it records them: ``asked_at`` (wall clock), then each phase's seconds
+    since it was asked, in ``PHASE_NAMES`` order, ``told`` being now. ``seen``: the phases the
+    trial's process saw (its last result's ``PHASES_KEY``, ``[[phase, time], ...]``)."""
+    told = time.time()
+    start = told if asked is None else asked
+    times = {"asked": start, **dict(seen or ()), "told": told}
+    phases = {"asked_at": round(start, 3)}
+    phases.update({name: round(float(times[name]) - start, 4) for name in PHASE_NAMES if _is_finite(times.get(name))})
+    return phases
 
 
 def _is_finite(v: Any) -> bool:

@@ -23,7 +23,8 @@ from hpsearch.tune.pools import node_ranks
 from hpsearch.tune.reservations import reserved
 
 __all__ = [
-    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "REPORT_EVERY_S", "STARTED_KEY", "trainable",
+    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "PHASES_KEY", "REPORT_EVERY_S", "STARTED_KEY",
+    "trainable",
 ]
 
 #: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
@@ -33,6 +34,10 @@ FAILED_KEY = "hpsearch_failed"
 FINAL_KEY = "hpsearch_final"
 #: Rank 0's reports a trial held back and passes on with its next result, oldest first.
 EARLIER_KEY = "hpsearch_earlier"
+#: The wall-clock times of the trial's phases its process saw, in its last result, as
+#: ``[[phase, time], ...]`` (``hpsearch.search_spaces.record.PHASE_NAMES``: reserved ..
+#: last_report): a list, because Tune flattens the dicts of a result before a searcher sees it.
+PHASES_KEY = "hpsearch_phases"
 
 #: A search without a scheduler passes a trial's reports to Tune at most this often (seconds):
 #: the rest ride along with the next result (``EARLIER_KEY``). Each Tune result costs the trial's
@@ -62,6 +67,7 @@ def trainable(config: dict[str, Any]) -> None:
 
     spec = TrialSpec(**config["spec"])
     with reserved(spec.processes) as grant:
+        phases = {"reserved": time.time()}
         # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
         # or a test cluster on one machine); the id tells them apart.
         where = {"node": grant.node_ip, "node_id": grant.node_id}
@@ -69,12 +75,13 @@ def trainable(config: dict[str, Any]) -> None:
         reports = _Reports(where, config.get("report_every_s"))
         try:
             with node_ranks(grant.node_id, grant.pool) as ranks:
-                final = run_trial(spec, config["run_dir"], report=reports.forward,
-                                  timeout_s=config.get("timeout_s"), ranks=ranks, gpu_ids=grant.gpu_ids)
+                final = run_trial(spec, config["run_dir"], report=reports.forward, timeout_s=config.get("timeout_s"),
+                                  ranks=ranks, gpu_ids=grant.gpu_ids, phases=phases)
         except TrialFailed as exc:
-            tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail}))
+            tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail,
+                                      PHASES_KEY: list(phases.items())}))
             return
-    tune.report(reports.last({**final, FINAL_KEY: True}))
+    tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items())}))
 
 
 class _Reports:

@@ -97,7 +97,7 @@ def test_a_wall_clock_budget_stops_the_search_at_its_limit_and_resume_finishes_i
     # with one it runs them and finishes the study.
     spent_out = _hpsearch(tmp_path, "resume", "budgeted", "--no-progress")
     assert spent_out.returncode == 4, spent_out.stdout + spent_out.stderr
-    assert "nothing left to run (0 already finished, 2 cut-short trial(s) queued to run again)" in spent_out.stderr
+    assert "nothing left to run (0 already finished, 2 cut-short trials queued to run again)" in spent_out.stderr
     assert "resume with a larger --budget to go on" in spent_out.stderr
 
     resumed = _hpsearch(tmp_path, "resume", "budgeted", "--no-progress", "--budget", "10m")

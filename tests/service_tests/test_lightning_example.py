@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "lightning_digits"
 MODULES = ROOT / "tests" / "trials_tests"  # lightning_modules.py: modules that lack one thing each
 
-#: What every trial records (DESIGN.md, "What each trial must record").
+#: What every trial records (docs/design.md, "What each trial must record").
 PARAMS = {"per_device_batch_size", "world_size", "grad_accum_steps", "lr_rule", "base_lr"}
 ATTRS = {"effective_batch_size", "base_batch_size", "lr", "warmup_epochs", "val_accuracy", "val_loss", "train_loss",
          "epochs_completed", "samples_seen", "runtime_s", "device_seconds", "samples_per_s", "comm_fraction",

@@ -135,7 +135,7 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
         for p in _running_in(tmp_path):
             p.kill()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{len(chosen)} cut-short trial(s) queued to run again" in result.stderr
+    assert f"{len(chosen)} cut-short trial{'s' if len(chosen) != 1 else ''} queued to run again" in result.stderr
 
     after = {t.number: t for t in _trials(storage_url, study)}
     # n_trials counts finished trials only: five of them, plus the interrupted ones.

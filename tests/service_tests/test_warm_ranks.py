@@ -19,11 +19,15 @@ import os
 from hpsearch.trials.workloads.digits import digits_mlp
 
 def make(options):
-    # Notes each rank's process, the process that started it, and the GPU it was given.
+    # Notes each rank's process, the process it was forked from (the pool's zygote), the
+    # zygote's parent (the pool's process), and the GPU it was given.
     import torch.distributed as dist
     rank = dist.get_rank() if dist.is_initialized() else 0
+    zygote = os.getppid()
+    with open(f"/proc/{zygote}/stat") as stat:
+        pool = stat.read().rsplit(")", 1)[1].split()[1]
     with open(options["log"], "a") as f:
-        f.write(f"{rank} {os.getpid()} {os.getppid()} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
+        f.write(f"{rank} {os.getpid()} {pool} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
     return digits_mlp({})
 '''
 
