@@ -24,7 +24,7 @@ from pathlib import Path
 
 #: The benchmarks, in the report's order (module names under ``benchmarks``).
 BENCHMARKS = ("orchestration", "ddp_loop", "store_writes", "dashboard_api", "search_efficiency", "dashboard_load",
-              "analysis_prediction", "analysis_speed", "search_span")
+              "analysis_prediction", "analysis_speed", "search_span", "orchestrator_load", "gpu")
 REPORT = Path("docs/benchmarks.md")
 
 

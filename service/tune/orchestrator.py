@@ -358,7 +358,6 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     )
     try:
         with _stop_on_signals(searcher):
-            reservations.wait_ready()
             tuner.fit()
     except StoreLostError:
         raise  # nothing more can be written; resume marks the open trials interrupted

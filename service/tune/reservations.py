@@ -35,6 +35,9 @@ _RESERVATIONS_NAME = "hpsearch-reservations"
 
 # How long units no trial holds stay reserved for the next trial before going back to Ray.
 _IDLE_S = 5.0
+# How long a grant waits for its node's pool to be warm (its rank processes then start on
+# demand, and the trial says so if they cannot).
+_WARM_WAIT_S = 120.0
 
 
 @dataclass
@@ -81,6 +84,7 @@ class _ReservationsActor:
         self._groups: dict[int, _Group] = {}
         self._ids = itertools.count()
         self._idle_check: asyncio.TimerHandle | None = None
+        self._warm: set[str] = set()  # nodes whose pools are warm
         # The node whose pool the search's own process serves (``LocalRanks``), if any.
         self._local: dict[str, Any] | None = pool_options.get("local")
         for node in ray.nodes():
@@ -112,12 +116,19 @@ class _ReservationsActor:
                     placed.cancel()
                     remove_placement_group(pending)
             self._schedule_idle_return()
-            return grant
+        await self._pool_warm(grant.node_id)
+        return grant
 
-    async def wait_ready(self, timeout: float) -> None:
-        """Wait (up to ``timeout`` seconds) until every node's pool has its workers warm."""
-        actors = [actor for actor in self._pools.values() if actor is not None]
-        await asyncio.gather(*(actor.ready.remote(timeout) for actor in actors))
+    async def _pool_warm(self, node_id: str) -> None:
+        """Wait until the node's pool has its rank processes warm (the first trials on a node
+        only), so a trial is granted devices when its ranks can start on them. Measured on a
+        Ray head told 16 CPUs (2 cores): the first trials' devices were otherwise held 2.7 s
+        while the pool's processes imported torch beside Tune's trial processes starting."""
+        actor = self._pools.get(node_id)
+        if actor is None or node_id in self._warm:
+            return
+        if await actor.ready.remote(_WARM_WAIT_S):
+            self._warm.add(node_id)
 
     async def release(self, units: list[tuple[int, int]]) -> None:
         for group, index in units:
@@ -220,7 +231,6 @@ class Reservations:
 
     def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: int,
                  ranks_at_once: int | None, reuse: bool, local: LocalRanks | None = None) -> None:
-        self._local = local
         module = workload_module(workload)
         options: dict[str, Any] = dict(
             preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
@@ -231,17 +241,6 @@ class Reservations:
                                     authkey=authkey)
         self.actor: Any = ray.remote(_ReservationsActor).options(
             num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Wait until the nodes' warm rank processes are up (at most ``timeout`` seconds), so
-        that no trial holds its devices while its node's processes still import torch.
-
-        Measured on a Ray head told 16 CPUs (2 cores): the first trials' devices were held for
-        2.7 s before their ranks could start, while the pool's processes imported torch beside
-        Tune's 16 trial processes starting; the first trials then start at once."""
-        if self._local is not None:
-            self._local.pool.wait_ready(timeout)
-        ray.get(self.actor.wait_ready.remote(timeout))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

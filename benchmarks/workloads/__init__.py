@@ -1,0 +1,1 @@
+"""Workloads the benchmarks train (not built-ins users see)."""
