@@ -44,18 +44,19 @@ def synchronize(device: torch.device) -> None:
 
 class CompileClock:
     """The wall time of the steps that compiled a ``torch.compile``'d model: the first forward
-    and backward of each batch shape (and of evaluation), which trace and compile before they
-    run. Their time, compute included, is ``compile_s``, left out of ``train_s`` so the step-time
-    model sees only compiled steps.
+    and backward of each batch shape and mode (training, evaluation), which trace and compile
+    before they run, and any other step in which torch.compile compiled a graph (a guard that
+    failed: it counts its frames). Their time, compute included, is ``compile_s``, left out of
+    ``train_s``, so the step-time model sees only compiled steps.
 
     Example:
         >>> clock = CompileClock(enabled=True, device=torch.device("cpu"))
         >>> with clock.step(("train", 32)):
         ...     pass
-        >>> with clock.step(("train", 32)):  # seen: not timed again
+        >>> with clock.step(("train", 32)):  # seen, and nothing compiled: not counted
         ...     pass
-        >>> len(clock.seen)
-        1
+        >>> len(clock.seen), clock.steps
+        (1, 1)
     """
 
     def __init__(self, *, enabled: bool, device: torch.device) -> None:
@@ -63,16 +64,31 @@ class CompileClock:
         self.device = device
         self.seen: set[Hashable] = set()
         self.seconds = 0.0
+        self.steps = 0
 
     @contextlib.contextmanager
     def step(self, key: Hashable) -> Iterator[None]:
-        """Time the block if it is the first of ``key``."""
-        if not self.enabled or key in self.seen:
+        """Time the block when it is the first of ``key`` or compiles."""
+        if not self.enabled:
             yield
             return
+        expected = key not in self.seen
         self.seen.add(key)
-        synchronize(self.device)
+        if expected:
+            synchronize(self.device)  # what earlier steps queued is training time
+        frames = _compiled_frames()
         start = time.perf_counter()
         yield
-        synchronize(self.device)
-        self.seconds += time.perf_counter() - start
+        if expected or _compiled_frames() != frames:
+            synchronize(self.device)
+            self.seconds += time.perf_counter() - start
+            self.steps += 1
+
+
+def _compiled_frames() -> int:
+    """Frames torch.compile compiled in this process so far (its own counter)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # pragma: no cover - torch without dynamo
+        return 0
+    return int(counters["frames"]["total"])

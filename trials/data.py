@@ -194,9 +194,11 @@ class EpochPlan:
 
     def __init__(self, dataset: Any, *, world_size: int, first_rank: int, virtual_ranks: int, batch_size: int,
                  accum: int, seed: int) -> None:
-        size = dataset if isinstance(dataset, int) else len(dataset)
-        self.samplers = [DistributedSampler(range(size), num_replicas=world_size, rank=first_rank + v, shuffle=True,
-                                            seed=seed) for v in range(virtual_ranks)]
+        # The sampler reads only the data set's length.
+        sized: Any = range(dataset) if isinstance(dataset, int) else dataset
+        self.samplers: list[DistributedSampler[Any]] = [
+            DistributedSampler(sized, num_replicas=world_size, rank=first_rank + v, shuffle=True, seed=seed)
+            for v in range(virtual_ranks)]
         self.batch_size = batch_size
         self.accum = accum
         self.virtual_ranks = virtual_ranks

@@ -199,4 +199,6 @@ def warm_workload(name: str, options: Mapping[str, Any], *, keep: bool) -> tuple
         data, how = _KEPT.data(builder.load, builder.select(options))
     else:
         data, how = build_data(builder.load, builder.select(options)), OFF
-    return check_workload(factory(dict(options), data), name), how
+    # A factory declared with builds_data takes its data as a second argument.
+    with_data: Any = factory
+    return check_workload(with_data(dict(options), data), name), how

@@ -158,6 +158,16 @@ def test_a_module_that_lacks_what_the_workload_needs_is_told_what_to_add(classes
     assert says in str(refused.value)
 
 
+def test_a_module_file_that_raises_at_import_is_one_line_naming_where(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "raising_module.py").write_text("import os\nraise RuntimeError('no data under DATA_DIR')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(WorkloadError) as refused:
+        build_workload("lightning", {**BLOBS, "module": "raising_module:Model"})
+    assert str(refused.value) == ("cannot import the LightningModule's module 'raising_module': RuntimeError: no data "
+                                  f"under DATA_DIR (at {tmp_path / 'raising_module.py'}:2)")
+
+
 def test_a_module_that_reads_self_trainer_fails_its_trial_saying_why() -> None:
     spec = _spec(workload_options={**BLOBS, "module": "lightning_modules:UsesTrainer"}, per_device_batch_size=10,
                  base_batch_size=10, epochs=1)

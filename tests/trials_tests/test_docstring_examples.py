@@ -1,0 +1,18 @@
+"""The docstring examples of the trial engine's data and compute modules run, and say what they do."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["hpsearch.trials.data", "hpsearch.trials.compute", "hpsearch.trials.workloads.base"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_pass(name: str) -> None:
+    module = importlib.import_module(name)
+    results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert results.attempted > 0, f"{name} has no docstring examples"
+    assert results.failed == 0
