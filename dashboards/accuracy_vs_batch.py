@@ -31,7 +31,6 @@ import numpy as np
 import pandas as pd
 
 from hpsearch.dashboards.points import (
-    check_direction,
     completed_trials,
     floats,
     hover_configs,
@@ -55,6 +54,7 @@ from hpsearch.dashboards.style import (
 )
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
+from hpsearch.study import check_direction
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

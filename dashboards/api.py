@@ -323,21 +323,25 @@ def trials_csv(cache: StudyCache, name: str) -> str:
 
 
 def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
-    """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason, and
-    ``model_path``, where its saved weights are (``None`` when it kept none)."""
+    """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason,
+    ``model_path``, where its saved weights are (``None`` when it kept none), and ``phases``,
+    where its time went (``hpsearch.study.PhaseTimeline.to_dict``; ``None`` when it recorded
+    none)."""
     search = cache.search(name)
     if not number.isdigit():
         raise BadRequest(f"a trial number is a whole number, got {number!r}")
     t = cache.trial(name, int(number))
     attrs = dict(t.user_attrs)
+    timeline = read_model.phase_timeline(attrs)
     return _plain({
         "model_path": _model_path(cache.frame(name), t.number),
         "number": t.number,
         "state": read_model.display_state(t.state.name, attrs),
         "params": t.params,
         "values": None if t.values is None else dict(zip(search.objectives, t.values)),
-        "user_attrs": {k: v for k, v in attrs.items() if k != "curves"},
-        "curves": attrs.get("curves", {}),
+        "user_attrs": {k: v for k, v in attrs.items() if k not in (record.CURVES, record.PHASES)},
+        "curves": attrs.get(record.CURVES, {}),
+        "phases": None if timeline is None else timeline.to_dict(),
         "intermediate_values": {str(k): v for k, v in sorted(t.intermediate_values.items())},
         "status_reason": attrs.get("status_reason"),
         "status_detail": attrs.get("status_detail"),

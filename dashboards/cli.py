@@ -7,6 +7,10 @@ imports the dashboard:
 - ``frontier_report``: at the end of ``hpsearch start`` and ``resume``, the frontier page beside
   the store.
 
+The pages these write refer to one plotly.js bundle kept in the runs folder (``hpsearch_runs/``,
+``Search.runs_dir``'s parent), so that a search leaves in the working folder its store, its runs
+folder and its frontier page, nothing else.
+
 Light to import (``hpsearch --help`` lists these commands): pandas and plotly load only when a
 command runs.
 """
@@ -19,7 +23,7 @@ import click
 
 from hpsearch.search import Search, frontier_axes, frontier_path, load
 from hpsearch.settings import resolve_settings
-from hpsearch.store import open_storage, redact_url
+from hpsearch.store import missing_store, open_storage, parse_storage_url, redact_url
 
 __all__ = ["dashboard", "frontier", "frontier_report"]
 
@@ -47,8 +51,12 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
 
     token = token or None
     require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
-    url = resolve_settings(storage=storage).storage
-    open_storage(url)  # a bad URL is an error now, not on the first page
+    url = parse_storage_url(resolve_settings(storage=storage).storage)  # a bad URL is an error now
+    # Read-only, as every reading command: an SQLite file that does not exist yet is not created
+    # (the dashboard lists no study until a search writes one); a server that does not answer is
+    # an error now, not on the first page.
+    if missing_store(url) is None:
+        open_storage(url, create=False)
     try:
         serve(url, host, port, token=token, on_ready=lambda address: click.echo(
             f"hpsearch dashboard of {redact_url(url)} at {address} (Ctrl-C stops it)", err=True))
@@ -65,13 +73,14 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
 @click.option("-y", "y", help="Column on the y axis (default: the study's first quality objective).")
 @click.option("--self-contained", is_flag=True,
               help="Put plotly.js inside the page (4.8 MB), for sending one file; by default the page refers to "
-                   "the copy beside it.")
+                   "the copy in the runs folder.")
 def frontier(study: str, storage: str | None, output: Path | None, x: str | None, y: str | None,
              self_contained: bool) -> None:
     """Write the runtime-vs-quality frontier of STUDY as a standalone HTML page (works offline).
 
-    The page is small and draws with plotly.js from a file beside it (plotly-VERSION.min.js,
-    written once per folder and shared by its pages); --self-contained puts it inside the page.
+    The page is small and draws with plotly.js from the runs folder (hpsearch_runs/plotly-VERSION.min.js,
+    written once and shared by every page), which it refers to by a relative path; --self-contained
+    puts it inside the page, for a page sent or kept elsewhere.
     """
     # pandas, numpy and plotly: only when the command runs, not for `hpsearch --help`
     from hpsearch.dashboards.frontier import plot_frontier
@@ -80,18 +89,25 @@ def frontier(study: str, storage: str | None, output: Path | None, x: str | None
     search = load(study, storage=storage)
     default_x, default_y = frontier_axes(search.objectives)
     path = output or frontier_path(search)
-    write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path, self_contained=self_contained)
+    write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path, self_contained=self_contained,
+                      bundle_dir=_bundle_dir(search))
     click.echo(f"wrote {path}", err=True)
 
 
 def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
     beside the SQLite store (or in the working folder), a few kilobytes that draw with the
-    plotly.js copy beside it; returns where it went."""
+    plotly.js copy in the runs folder; returns where it went."""
     from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy, plotly: see frontier
     from hpsearch.dashboards.standalone import write_figure_html
 
     x, y = frontier_axes(search.objectives)
     path = frontier_path(search)
-    write_figure_html(plot_frontier(search, x=x, y=y), path)
+    write_figure_html(plot_frontier(search, x=x, y=y), path, bundle_dir=_bundle_dir(search))
     return {"frontier_html": str(path)}
+
+
+def _bundle_dir(search: Search) -> Path:
+    """Where the pages of a study's store keep their plotly.js bundle: the root of the runs
+    folder (``hpsearch_runs/``), shared by every study of the store."""
+    return search.runs_dir.parent

@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from hpsearch.dashboards.points import (
-    check_direction,
     config_columns,
     floats,
     group_names,
@@ -61,7 +60,7 @@ from hpsearch.dashboards.style import (
 )
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
-from hpsearch.study import pareto_front
+from hpsearch.study import check_direction, pareto_front
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from hpsearch.dashboards.points import (
-    check_direction,
     completed_trials,
     hover_configs,
     log_axis,
@@ -58,6 +57,7 @@ from hpsearch.dashboards.style import (
 from hpsearch.errors import ColumnError
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
+from hpsearch.study import check_direction
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

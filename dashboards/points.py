@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -31,13 +30,11 @@ import pandas as pd
 from hpsearch.errors import ColumnError
 from hpsearch.search import frontier_axes
 from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import Direction
 
 __all__ = [
     "LOG_AXIS_MIN_RATIO",
     "TrialGroup",
     "TrialPoint",
-    "check_direction",
     "completed_trials",
     "config_columns",
     "floats",
@@ -279,21 +276,6 @@ def quality_metric(objectives: Sequence[str]) -> str:
         ('val_loss', 'val_accuracy', 'val_accuracy')
     """
     return frontier_axes(list(objectives))[1]
-
-
-def check_direction(name: str, value: str) -> Direction:
-    """``value`` when it is ``"minimize"`` or ``"maximize"``.
-
-    Raises:
-        ValueError: Any other value, naming ``name`` (the argument it came from).
-
-    Example:
-        >>> check_direction("y_direction", "maximize")
-        'maximize'
-    """
-    if value not in ("minimize", "maximize"):
-        raise ValueError(f"{name} must be 'minimize' or 'maximize', got {value!r}")
-    return cast(Direction, value)
 
 
 def require_columns(df: pd.DataFrame, *columns: str) -> None:

@@ -45,10 +45,10 @@ from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import no_completion_summary
 from hpsearch.search import Search, frontier_axes
 from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
-from hpsearch.search_spaces.record import REASON_BUDGET
+from hpsearch.search_spaces.record import NOT_RUN_REASONS, REASON_BUDGET
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
-from hpsearch.study import param_names, to_csv, to_json
+from hpsearch.study import PENDING, TrialPhases, format_seconds, param_names, to_csv, to_json
 
 __all__ = ["COMMANDS_GROUP", "REPORTS_GROUP", "cli", "main"]
 
@@ -316,10 +316,13 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     others = {k: v for k, v in answer.params().items() if k not in CORE_PARAMETERS}
     if others:
         click.echo("  with  " + ", ".join(f"{k} {_fmt(v)}" for k, v in others.items()))
-    click.echo(f"  cost  {_duration(answer.time_s)}{_interval(answer.time_interval, _duration)} of training, "
-               f"{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
-               f"{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
-               f"({answer.basis})")
+    # A trial that crossed the target at its first evaluation may have crossed it sooner: its
+    # time, device-hours and samples are ceilings, and the line says so where the numbers are.
+    most = "at most " if answer.upper_bound else ""
+    click.echo(f"  cost  {most}{_duration(answer.time_s)}{_interval(answer.time_interval, _duration)} of training, "
+               f"{most}{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
+               f"{most}{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
+               f"({answer.basis}){_draws(answer)}")
     for line in answer.extrapolated:
         click.echo(f"  extrapolated: {line}")
     if brief:
@@ -341,6 +344,17 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
         _console().print(table)
         for reason, mark in reasons.items():
             click.echo(f"  ({mark}) {reason}")
+
+
+def _draws(answer: Any) -> str:
+    """`` (90%, 480 of 500 draws)``: the level of a fitted answer's intervals and the bootstrap
+    draws they rest on (those that left a model's support are dropped, not clipped); empty for
+    an answer without intervals."""
+    if answer.interval_draws is None or answer.interval_draws_total is None:
+        return ""
+    interval = answer.time_interval or answer.samples_interval
+    level = f"{interval.level:.0%}, " if interval is not None else ""
+    return f" ({level}{answer.interval_draws} of {answer.interval_draws_total} draws)"
 
 
 def _interval(interval: Any, fmt: Any = None) -> str:
@@ -526,11 +540,22 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("study")
 @click.option("--storage", help=_STORAGE_HELP)
+@click.option("--trial", "trial_number", type=click.IntRange(min=0), metavar="N",
+              help="Show trial N instead: its configuration, state and reason, and where its time went (its phases).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def status(study: str, storage: str | None, as_json: bool) -> None:
+def status(study: str, storage: str | None, trial_number: int | None, as_json: bool) -> None:
     """Progress of STUDY: trials by state, the best so far, and the trials still running or
-    pending (proposed, waiting for their devices)."""
+    pending (proposed, waiting for their devices).
+
+    With --trial N, trial N alone: its configuration, state and reason, and its phases (asked,
+    devices reserved, ranks handed to workers, ranks ready, training started and ended, last
+    report, told) with the seconds between them, so a slow orchestrator shows. Exits with
+    status 2 when the study has no trial N.
+    """
     search = hpsearch.load(study, storage=storage)
+    if trial_number is not None:
+        _print_trial_phases(search, search.trial_phases(trial_number), as_json)
+        return
     summary = search.summary()
     df = search.trials_dataframe()
     keys = ("number", "lr_rule", "per_device_batch_size", "world_size", "effective_batch_size", "epochs_completed",
@@ -560,6 +585,34 @@ def status(study: str, storage: str | None, as_json: bool) -> None:
     for r in summary["pending"]:
         click.echo(f"pending (waiting for its devices): trial #{r['number']} {r['lr_rule']} "
                    f"b={r['per_device_batch_size']} W={r['world_size']} B={r['effective_batch_size']}")
+
+
+def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> None:
+    """``status --trial N``: the trial, then its phases as a table (each one's seconds since
+    the trial was asked and since the phase before) and where its time went, in one line."""
+    if as_json:
+        click.echo(json.dumps({"study": search.study_name, **trial.to_dict()}, default=str))
+        return
+    click.echo(f"trial #{trial.number} of {search.study_name!r} in {store_name(search.storage)}: {trial.state}")
+    click.echo("  configuration: " + (", ".join(f"{k} {_fmt(v)}" for k, v in trial.params.items()) or "-"))
+    if trial.status_reason:
+        click.echo(f"  reason: {trial.status_reason}" + (f": {trial.status_detail}" if trial.status_detail else ""))
+    timeline = trial.timeline
+    if timeline is None:
+        if trial.state in ("RUNNING", PENDING, "WAITING"):
+            why = "it records them when it ends"
+        elif trial.status_reason in NOT_RUN_REASONS:
+            why = "it never ran"
+        else:
+            why = "the study was written by a release that did not record them"
+        click.echo(f"  no phases recorded ({why})")
+        return
+    click.echo(f"  {'phase':<18} {'since asked':>12} {'gap':>10}")
+    for phase in timeline.phases:
+        click.echo(f"  {phase.name:<18} {format_seconds(phase.at_s):>12} {format_seconds(phase.gap_s):>10}")
+    if timeline.missing:
+        click.echo(f"  not reached: {', '.join(timeline.missing)}")
+    click.echo(f"  {timeline.describe()}")
 
 
 def _plain(v: Any) -> Any:

@@ -221,9 +221,7 @@ class Search:
         number = read_model.best_trial_number(self.trials_dataframe(), self.objectives, self.directions)
         if number is None:
             return None
-        backend = self.backend
-        study_id = backend.get_study_id_from_name(self.study_name)
-        return backend.get_trial(backend.get_trial_id_from_study_id_trial_number(study_id, number))
+        return self._trial(number)
 
     def model_path(self, number: int) -> str | None:
         """Where trial ``number``'s final weights are (a torch state dict for the workload's
@@ -245,6 +243,41 @@ class Search:
             raise TrialNotFoundError(f"study {self.study_name!r} has no trial #{number} (it has {len(df)} trials)")
         value = rows.iloc[0].get(MODEL_PATH)
         return value if isinstance(value, str) else None
+
+    def trial_phases(self, number: int) -> read_model.TrialPhases:
+        """Where trial ``number``'s time went: its configuration, state and reason, and the
+        phases it recorded (asked, devices reserved, ranks handed to workers, every rank ready,
+        training started and ended, last report, told; ``hpsearch.study.TrialPhases``). Its
+        ``timeline`` says how long it waited for devices and, after they were reserved, how long
+        it trained and how long the rest took: the orchestrator's share (``hpsearch status
+        STUDY --trial N`` prints it).
+
+        Raises:
+            TrialNotFoundError: the study has no trial ``number``.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=4)
+            >>> trial = search.trial_phases(0)
+            >>> trial.number, trial.params["lr_rule"] in ("constant", "linear", "sqrt")
+            (0, True)
+        """
+        return read_model.trial_phases(self._trial(number))
+
+    def _trial(self, number: int) -> optuna.trial.FrozenTrial:
+        """Trial ``number`` of the study (``TrialNotFoundError`` when it has none)."""
+        backend = self.backend
+        study_id = backend.get_study_id_from_name(self.study_name)
+        try:
+            if isinstance(number, bool) or number < 0:
+                raise KeyError(number)
+            trial_id = backend.get_trial_id_from_study_id_trial_number(study_id, number)
+        except KeyError:
+            n_trials = len(self.study.get_trials(deepcopy=False))
+            has = f"its trials are #0 to #{n_trials - 1}" if n_trials else "it has no trials"
+            raise TrialNotFoundError(f"study {self.study_name!r} has no trial #{number} ({has})") from None
+        return backend.get_trial(trial_id)
 
     def export_trial(self, number: int, folder: str | os.PathLike[str], *, world_size: int | None = None,
                      epochs: int | None = None) -> ExportedTrial:

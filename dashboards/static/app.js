@@ -278,8 +278,9 @@ async function trialPage(main, { name, number }) {
   document.getElementById("crumbs").replaceChildren("/ ", el("a", { href: studyUrl(name) }, name), ` / trial #${number}`);
   const curves = el("div", { class: "figure", id: "curves" });
   const head = el("div");
+  const time = el("section", { id: "phases" });
   const tables = el("div");
-  main.replaceChildren(head, curves, tables);
+  main.replaceChildren(head, time, curves, tables);
   let finished = false;
   await every(async () => {
     if (finished) return;
@@ -288,6 +289,7 @@ async function trialPage(main, { name, number }) {
     head.replaceChildren(el("h1", {}, `trial #${t.number} `, el("span", { class: `state-${t.state}` }, t.state)),
       t.status_reason ? el("div", { class: "reason", id: "reason" },
         `${t.status_reason}${t.status_detail ? `: ${t.status_detail}` : ""}`) : "");
+    time.replaceChildren(el("h2", {}, "Where the time went"), ...phasesPanel(t.phases, t.state));
     tables.replaceChildren(
       ...(t.model_path ? [el("h2", {}, "Saved model"),
         el("p", { class: "text", id: "model-path" }, t.model_path,
@@ -315,6 +317,53 @@ async function trialPage(main, { name, number }) {
       curves.replaceChildren(el("p", { class: "note" }, "no epoch reported"));
     }
   });
+}
+
+// Seconds as the CLI's phase table shows them (hpsearch.study.format_seconds).
+function seconds(value) {
+  if (value === null || value === undefined) return "-";
+  const size = Math.abs(value);
+  return `${value.toFixed(size < 10 ? 3 : size < 1000 ? 1 : 0)} s`;
+}
+
+// What the span between two phases was: waiting for devices (up to "reserved"), training (rank
+// 0's loop) or the rest, the orchestrator's own time, which is what a slow search shows.
+function spanKind(from, to) {
+  if (to === "reserved") return "wait";
+  if (from === "training_started" && to === "training_ended") return "train";
+  return "rest";
+}
+
+// The trial's phases (hpsearch.study.PhaseTimeline.to_dict): a bar of the spans between them to
+// scale, the phases with their seconds since asked and since the phase before, and one line.
+function phasesPanel(p, state) {
+  if (!p) {
+    const why = ["RUNNING", "PENDING", "WAITING"].includes(state) ? "it records them when it ends" : "none recorded";
+    return [el("p", { class: "note", id: "phases-none" }, `no phases (${why})`)];
+  }
+  const phases = p.phases;
+  const total = phases.length ? Math.max(phases[phases.length - 1].at_s, 1e-9) : 1;
+  const labels = { wait: "waiting for devices", train: "training", rest: "the rest (orchestrator)" };
+  const spans = phases.slice(1).map((phase, i) => {
+    const from = phases[i];
+    const kind = spanKind(from.phase, phase.phase);
+    const width = Math.max(0, phase.at_s - from.at_s) / total * 100;
+    return el("div", { class: `span span-${kind}`, style: `width: ${width}%`,
+      title: `${from.phase} -> ${phase.phase}: ${seconds(phase.at_s - from.at_s)} (${labels[kind]})` });
+  });
+  const legend = Object.entries(labels).map(([kind, label]) =>
+    el("span", {}, el("i", { class: `span-${kind}` }), label));
+  const rows = phases.map((phase) => el("tr", {}, el("td", { class: "text" }, phase.phase), el("td", {}, seconds(phase.at_s)),
+    el("td", {}, seconds(phase.gap_s))));
+  return [
+    el("div", { class: "timeline", id: "phase-bar" }, spans),
+    el("div", { class: "legend" }, legend),
+    el("p", { class: "text", id: "phase-summary" }, p.summary),
+    el("table", { class: "kv", id: "phase-table" },
+      el("thead", {}, el("tr", {}, el("th", { class: "text" }, "phase"), el("th", {}, "since asked"), el("th", {}, "gap"))),
+      el("tbody", {}, rows)),
+    ...(p.missing.length ? [el("p", { class: "note" }, `not reached: ${p.missing.join(", ")}`)] : []),
+  ];
 }
 
 function kv(object) {

@@ -3,8 +3,8 @@
 The CLI, the study API (``hpsearch.Search``), the dashboard and the analysis all read a study
 through this package: the trial record's names and directions, the trials table (one bulk read
 of Optuna's tables, behind a schema-version guard, or Optuna's public API), the summary, the
-best trial, finished counts, the study listing, a cheap revision for pollers, Pareto fronts and
-exports. Nothing here writes to a store.
+best trial, finished counts, the study listing, a cheap revision for pollers, Pareto fronts,
+exports and where a trial's time went (its phases). Nothing here writes to a store.
 
 Example:
     >>> import pandas as pd
@@ -18,7 +18,8 @@ Example:
 """
 
 from hpsearch.study._export import to_csv, to_json
-from hpsearch.study._pareto import direction, frontier_numbers, pareto_front
+from hpsearch.study._pareto import check_direction, direction, frontier_numbers, pareto_front
+from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
 from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql
 from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
 from hpsearch.study._summary import (
@@ -39,20 +40,26 @@ __all__ = [
     "PENDING",
     "TESTED_SCHEMA_VERSIONS",
     "BestTrial",
+    "Phase",
+    "PhaseTimeline",
     "StudyInfo",
     "StudyListing",
     "StudySummary",
+    "TrialPhases",
     "best_trial_number",
+    "check_direction",
     "cut_short_counts",
     "direct_sql",
     "direction",
     "display_state",
     "finished_count",
+    "format_seconds",
     "frontier_numbers",
     "is_finished",
     "list_studies",
     "param_names",
     "pareto_front",
+    "phase_timeline",
     "read_attr",
     "read_trials",
     "revision",
@@ -63,4 +70,5 @@ __all__ = [
     "summarize",
     "to_csv",
     "to_json",
+    "trial_phases",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import Direction
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-__all__ = ["direction", "frontier_numbers", "pareto_front"]
+__all__ = ["check_direction", "direction", "frontier_numbers", "pareto_front"]
 
 _DIRECTIONS: tuple[str, ...] = ("minimize", "maximize")
 
@@ -37,9 +37,23 @@ def direction(metric: str, objective_directions: Mapping[str, str] | None = None
     return record.direction_of(metric) or "maximize"
 
 
-def _check_direction(name: str, value: str) -> None:
+def check_direction(name: str, value: str) -> Direction:
+    """``value`` when it is ``"minimize"`` or ``"maximize"``: a direction a caller passed in.
+
+    Raises:
+        ValueError: Any other value, naming ``name`` (the argument it came from).
+
+    Example:
+        >>> check_direction("y_direction", "maximize")
+        'maximize'
+        >>> check_direction("y_direction", "max")
+        Traceback (most recent call last):
+        ...
+        ValueError: y_direction must be 'minimize' or 'maximize', got 'max'
+    """
     if value not in _DIRECTIONS:
         raise ValueError(f"{name} must be 'minimize' or 'maximize', got {value!r}")
+    return cast(Direction, value)
 
 
 def pareto_front(
@@ -80,8 +94,8 @@ def pareto_front(
     """
     import numpy as np
 
-    _check_direction("x_direction", x_direction)
-    _check_direction("y_direction", y_direction)
+    check_direction("x_direction", x_direction)
+    check_direction("y_direction", y_direction)
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
     if x.ndim != 1 or y.ndim != 1:

@@ -16,6 +16,7 @@ from optuna.trial import TrialState, create_trial
 from starlette.testclient import TestClient
 
 from hpsearch.dashboards.app import create_app
+from hpsearch.search_spaces.record import PHASE_NAMES
 from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, open_storage
 
 SPACE_TEXT = "parameters:\n  per_device_batch_size: {choices: [8, 64]}\n  base_lr: 0.01\n"
@@ -144,6 +145,34 @@ def test_the_trial_endpoint_has_params_values_attrs_curves_and_reason(app: TestC
     failed = _json(app, "/api/studies/demo/trials/3")
     assert (failed["status_reason"], failed["status_detail"]) == ("diverged", "non-finite loss at step 3")
     assert failed["values"] is None
+
+
+def test_the_trial_endpoint_says_where_the_time_went(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'phases.db'}"
+    study = optuna.create_study(study_name="timed", storage=open_storage(url), directions=["maximize", "minimize"])
+    study.set_metric_names(["val_accuracy", "runtime_s"])
+    trained = {"asked_at": 1_790_000_000.0, "asked": 0.0, "reserved": 2.0, "handed": 2.01, "ready": 2.2,
+               "training_started": 2.25, "training_ended": 7.25, "last_report": 7.3, "told": 7.5}
+    study.add_trial(_trial(0, 8, "constant", TrialState.COMPLETE, 0.97, phases=trained))
+    study.add_trial(_trial(1, 64, "sqrt", TrialState.FAIL, None, status_reason="constraint",
+                           phases={"asked_at": 1_790_000_001.0, "asked": 0.0, "told": 0.004}))
+    study.add_trial(_trial(2, 16, "linear", TrialState.COMPLETE, 0.9))  # recorded before phases were
+    app = TestClient(create_app(url))
+
+    trial = _json(app, "/api/studies/timed/trials/0")
+    phases = trial["phases"]
+    assert [(p["phase"], p["at_s"]) for p in phases["phases"]] == [(n, trained[n]) for n in PHASE_NAMES]
+    assert [p["gap_s"] for p in phases["phases"]][:3] == [None, 2.0, 0.01]
+    assert (phases["waited_s"], phases["training_s"], phases["rest_s"]) == (2.0, 5.0, 0.5)
+    assert phases["summary"] == ("waited for devices 2.000 s; after its devices were reserved: training 5.000 s, "
+                                 "the rest 0.500 s")
+    assert "phases" not in trial["user_attrs"]  # shown once, as a timeline
+
+    skipped = _json(app, "/api/studies/timed/trials/1")["phases"]
+    assert [p["phase"] for p in skipped["phases"]] == ["asked", "told"]
+    assert skipped["missing"] == list(PHASE_NAMES[1:-1]) and skipped["waited_s"] is None
+    assert skipped["summary"] == "never reserved devices; told 0.004 s after it was asked"
+    assert _json(app, "/api/studies/timed/trials/2")["phases"] is None
 
 
 def test_the_frontier_figure_is_plotly_json_with_the_non_dominated_trials(app: TestClient) -> None:

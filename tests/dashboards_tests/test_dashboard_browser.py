@@ -24,6 +24,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+import hpsearch
+from hpsearch.search_spaces.record import PHASE_NAMES
+
 if TYPE_CHECKING:  # the fixture's type; the fixture itself comes from conftest.py
     from tests.dashboards_tests.conftest import FinishedStudy
 
@@ -215,8 +218,8 @@ def test_the_trial_page_shows_params_values_and_curves(browser: WebDriver, dashb
             assert params[name] == str(value)
     assert set(tables["Values"]) == {"val_accuracy", "runtime_s"}
     assert float(tables["Values"]["val_accuracy"]) == pytest.approx(trial.values[0], rel=1e-2)
-    # Every attr but the curves, which the plot shows.
-    assert set(tables["Measurements and attributes"]) == set(trial.user_attrs) - {"curves"}
+    # Every attr but the curves, which the plot shows, and the phases, which their panel shows.
+    assert set(tables["Measurements and attributes"]) == set(trial.user_attrs) - {"curves", "phases"}
     assert tables["Measurements and attributes"]["effective_batch_size"] == str(trial.user_attrs["effective_batch_size"])
 
     # The plot holds the trial's curves on its samples-seen axis.
@@ -227,4 +230,32 @@ def test_the_trial_page_shows_params_values_and_curves(browser: WebDriver, dashb
     for t in drawn:
         assert t["x"] == curves["samples_seen"]
         assert t["y"] == pytest.approx(curves[t["name"]])
+
+    # Where the time went: a bar of the spans between its phases, the phases in the order they
+    # happened with their seconds, and the line the CLI prints (`hpsearch status --trial N`).
+    phases = trial.user_attrs["phases"]
+    panel = browser.execute_script("""
+        const rows = [...document.querySelectorAll("#phase-table tbody tr")];
+        return {heading: document.querySelector("#phases h2").textContent,
+                rows: rows.map((tr) => [...tr.cells].map((td) => td.textContent)),
+                spans: [...document.querySelectorAll("#phase-bar .span")].map((s) => ({
+                  kind: s.className, width: s.getBoundingClientRect().width, title: s.title})),
+                bar: document.getElementById("phase-bar").getBoundingClientRect().width,
+                summary: document.getElementById("phase-summary").textContent};""")
+    assert panel["heading"] == "Where the time went"
+    recorded = [name for name in PHASE_NAMES if name in phases]
+    assert [r[0] for r in panel["rows"]] == recorded == list(PHASE_NAMES)
+    assert [float(r[1].removesuffix(" s")) for r in panel["rows"]] == pytest.approx(
+        [phases[name] for name in recorded], abs=1e-3)
+    assert len(panel["spans"]) == len(recorded) - 1
+    assert panel["spans"][0]["kind"] == "span span-wait" and panel["spans"][0]["title"].startswith("asked -> reserved")
+    train = [s for s in panel["spans"] if s["kind"] == "span span-train"]
+    assert len(train) == 1 and train[0]["title"].startswith("training_started -> training_ended")
+    # Drawn to scale: the spans fill the bar (less its border), each as wide as its share of the time.
+    assert sum(s["width"] for s in panel["spans"]) == pytest.approx(panel["bar"] - 2, abs=2)
+    waited = phases["reserved"] - phases["asked"]
+    assert panel["spans"][0]["width"] == pytest.approx(waited / phases["told"] * (panel["bar"] - 2), abs=2)
+    assert panel["summary"] == hpsearch.load(finished_study.name, finished_study.storage).trial_phases(
+        trial.number).timeline.describe()  # type: ignore[union-attr]
+    assert panel["summary"].startswith("waited for devices ")
     _check_page(browser, dashboard, tmp_path / "trial.png")

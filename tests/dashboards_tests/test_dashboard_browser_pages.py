@@ -115,3 +115,26 @@ def test_the_frontier_page_opens_offline_and_says_so_when_moved_without_plotly(
     assert re.search(r"plotly-[\d.]+\.min\.js, which must sit in the same folder", note), note
     assert "--self-contained" in note
     browser.get_log("browser")  # the failed script load is expected here
+
+
+def test_a_frontier_page_draws_with_the_bundle_in_the_runs_folder_and_says_where_it_belongs(
+        browser: WebDriver, store: str, tmp_path: Path) -> None:
+    # As `hpsearch start` writes it: the page in the working folder, the bundle in hpsearch_runs/.
+    runs = tmp_path / "work" / "hpsearch_runs"
+    page = write_figure_html(plot_frontier(load("loss", storage=store)), tmp_path / "work" / "loss-frontier.html",
+                             bundle_dir=runs)
+    assert sorted(p.name for p in page.parent.iterdir()) == ["hpsearch_runs", "loss-frontier.html"]
+    browser.get(page.as_uri())
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".main-svg .point"), "the frontier's points")
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe
+
+    alone = tmp_path / "mailed" / page.name
+    alone.parent.mkdir()
+    shutil.copy(page, alone)
+    browser.get(alone.as_uri())
+    note = _wait(browser, lambda d: (p := d.find_elements(By.TAG_NAME, "p")) and p[0].text, "the missing-bundle note")
+    assert re.search(r"plotly-[\d.]+\.min\.js, which it expects at hpsearch_runs/plotly-[\d.]+\.min\.js, "
+                     r"relative to the page", note), note
+    assert "--self-contained" in note
+    browser.get_log("browser")  # the failed script load is expected here

