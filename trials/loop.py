@@ -286,6 +286,10 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
                     epochs_completed=epoch + 1 if end_of_epoch else epoch,
                     final=end_of_epoch and epoch == spec.epochs - 1, P=P, measurable=measurable,
                     save_to=save_to, raw_model=raw_model)
+        # The plan's micro-batches are all taken: run the feed to its end, so a loader's
+        # iterator ends its epoch (and a loader without persistent workers stops them now).
+        if next(batches, None) is not None:
+            raise RuntimeError("the feed gave more micro-batches than the epoch's plan holds")
     if P > 1:
         # Hold every rank until rank 0 finished its last evaluation, so no rank tears the group
         # down while another still runs.

@@ -4,6 +4,7 @@ noise scale (SCIENCE.md, McCandlish et al. 2018, Appendix A)."""
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -21,14 +22,15 @@ class CommStats:
             Buckets can overlap with each other and with the backward pass, so this is an upper
             bound on the time the step spent waiting for communication.
         local_sq_norm: Squared norm of this process's gradient before the reduction, for the
-            step in progress (read and reset by the loop).
+            step in progress (reset by the loop): a float64 tensor on the gradient's device, so
+            that no bucket waits for the device to read it.
         world_size: Processes in the group.
     """
 
     world_size: int
     calls: int = 0
     seconds: float = 0.0
-    local_sq_norm: float = 0.0
+    local_sq_norm: Any = 0.0
 
 
 # No ``from __future__ import annotations`` here: DDP checks the hook's annotations at
@@ -38,7 +40,8 @@ def timed_allreduce_hook(state: CommStats, bucket: dist.GradBucket) -> torch.fut
     ranks) while counting calls, timing them and keeping the local squared gradient norm, which
     the noise-scale estimate needs at no extra backward pass."""
     buffer = bucket.buffer()
-    state.local_sq_norm += float(buffer.pow(2).sum())
+    # float64 holds the float32 sum exactly, and adds the buckets as Python floats would.
+    state.local_sq_norm = state.local_sq_norm + buffer.pow(2).sum().double()
     state.calls += 1
     start = time.perf_counter()
     future = dist.all_reduce(buffer.div_(state.world_size), async_op=True).get_future()

@@ -80,15 +80,39 @@ def test_device_and_loader_paths_give_equal_metrics_and_weights(tmp_path: Path, 
         assert device[0][-1]["noise_scale"] is not None  # measured, and equal on both paths
 
 
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent workers", "workers per epoch"])
 def test_loader_workers_load_the_same_batches_and_leave_with_the_trial(
-    tmp_path: Path, live_children: Callable[[], list[Any]]
+    tmp_path: Path, live_children: Callable[[], list[Any]], persistent: bool
 ) -> None:
-    fields = dict(per_device_batch_size=64, grad_accum_steps=2, world_size=2, emulated_ranks=2)
+    fields = dict(per_device_batch_size=64, grad_accum_steps=2, world_size=2, emulated_ranks=2, epochs=3,
+                  eval_every_samples=1000)
     device = _run({**fields, "data": "device"}, tmp_path / "device", real=False)
-    workers = _run({**fields, "data": "loader", "loader": {"workers": 2, "persistent_workers": True}},
+    workers = _run({**fields, "data": "loader", "loader": {"workers": 2, "persistent_workers": persistent}},
                    tmp_path / "workers", real=False)
     _assert_same_training(device, workers)
-    assert live_children() == []  # the two worker processes ended with the trial
+    assert live_children() == []  # the worker processes ended with the trial (or with their epoch)
+
+
+def test_a_warm_rank_process_ends_its_loader_workers_with_each_trial(tmp_path: Path) -> None:
+    import psutil
+
+    from hpsearch.trials.pool import RankPool
+
+    pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 1})
+    try:
+        spec = TrialSpec(**{**COMMON, "save_model": False}, per_device_batch_size=64, data="loader",
+                         loader={"workers": 2})
+        first = run_trial(spec, tmp_path / "a", ranks=pool)
+        (worker,) = pool.workers()
+        assert psutil.Process(worker["pid"]).children() == []
+        second = run_trial(spec, tmp_path / "b", ranks=pool)
+        assert [(w["pid"], w["tasks"]) for w in pool.workers()] == [(worker["pid"], 2)]  # the same process again
+        assert psutil.Process(worker["pid"]).children() == []
+        clocks = NOT_COMPARED | {"device_seconds", "samples_per_s"}
+        assert {k: v for k, v in first.items() if k not in clocks} == {k: v for k, v in second.items()
+                                                                        if k not in clocks}
+    finally:
+        pool.close()
 
 
 def test_auto_puts_tensor_data_on_the_device_and_says_why() -> None:
