@@ -80,6 +80,8 @@ def run_trial(
     phases = {} if phases is None else phases
 
     def take(status: Status) -> None:
+        if status.handed_at is not None:
+            phases["handed"] = status.handed_at  # the pool's own clock: before any rank began
         if status.ready_at is not None:
             phases.setdefault("ready", status.ready_at)
         for line, at in zip(status.reports, status.report_times or [time.time()] * len(status.reports)):

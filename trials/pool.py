@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_any
@@ -96,6 +96,7 @@ class _Ticket:
     began: list[float | None] = field(default_factory=list)  # when each rank's worker began it
     report_at: list[float] = field(default_factory=list)  # when rank 0 said it wrote each report
     read: int = 0  # reports returned so far
+    handed: float | None = None  # when its ranks were sent to their workers
 
     def status(self, codes: list[int] | None = None, failures: list[dict[str, Any]] | None = None) -> Status:
         """What rank 0 appended since the last call (the complete JSON lines of
@@ -114,8 +115,9 @@ class _Ticket:
         times = [self.report_at[i] if i < len(self.report_at) else now
                  for i in range(self.read, self.read + len(reports))]
         self.read += len(reports)
-        ready = None if any(b is None for b in self.began) else max(self.began, default=None)
-        return Status(reports, codes, failures or [], report_times=times, ready_at=ready)
+        began = [b for b in self.began if b is not None]
+        ready = max(began) if began and len(began) == len(self.began) else None
+        return Status(reports, codes, failures or [], report_times=times, handed_at=self.handed, ready_at=ready)
 
 
 class RankPool:
@@ -132,12 +134,15 @@ class RankPool:
             modules in ``preload`` are found.
         output: A file the workers' stdout and stderr are appended to (default: this
             process's own).
+        env: Variables the workers get beside this process's environment (the search's CUDA
+            MPS daemon's, ``hpsearch.trials.mps``).
     """
 
     def __init__(self, preload: Sequence[str] = (), *, prestart: dict[str | None, int] | None = None,
                  reuse: bool = True, sys_path: Sequence[str] | None = None,
-                 output: str | os.PathLike[str] | None = None) -> None:
+                 output: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> None:
         self.preload = list(preload)
+        self._env = dict(env or {})
         self.reuse = reuse
         self.output = None if output is None else Path(output)
         self._sys_path = list(sys.path if sys_path is None else sys_path)
@@ -204,6 +209,7 @@ class RankPool:
             task = dict(spec=spec, run_dir=str(run_dir), world_size=n, rendezvous=rendezvous,
                         collective_timeout_s=collective_timeout_s,
                         sys_path=list(sys.path if sys_path is None else sys_path))
+            self._tickets[ticket].handed = time.time()
             for rank, worker in enumerate(chosen):
                 worker.state, worker.ticket, worker.rank = "busy", ticket, rank
                 # A worker that died while idle raises here; the monitor sees it go and fails the rank.
@@ -476,6 +482,7 @@ class RankPool:
         """A new worker (of ``gpu``): forked from the pool's zygote, started with the first one,
         or, where fork is not available, a new interpreter that imports everything itself."""
         env = dict(os.environ)
+        env.update(self._env)
         env["PYTHONPATH"] = os.pathsep.join(p for p in self._sys_path if p)
         if _FORK:
             if self._zygote is None or not self._zygote.alive:

@@ -33,6 +33,7 @@ class Status:
         codes: Every rank's exit code (0: finished cleanly) once all have ended, else ``None``.
         failures: The ranks' failure reports (``failure-rank<r>.json``), once all have ended.
         report_times: When rank 0 wrote each report (wall-clock seconds), in the order of ``reports``.
+        handed_at: When the pool sent the trial's ranks to their workers.
         ready_at: When the last of the trial's ranks began (its worker reset and on its way),
             once all have.
     """
@@ -41,6 +42,7 @@ class Status:
     codes: list[int] | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
     report_times: list[float] = field(default_factory=list)
+    handed_at: float | None = None
     ready_at: float | None = None
 
 

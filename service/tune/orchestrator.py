@@ -285,11 +285,19 @@ def _warm_ranks(space: SearchSpace, plan: SearchPlan, local: Any) -> Any:
     machine's pool, already started (``_local_ranks``)."""
     from hpsearch.tune.reservations import Reservations
 
-    return Reservations(workload=space.workload.name, device=plan.device,
-                        cpus_per_worker=space.resources.cpus_per_worker,
-                        gpus_per_worker=space.resources.gpus_per_worker,
-                        ranks_at_once=_ranks_at_once(space), reuse=space.resources.reuse_workers,
-                        local=local if plan.device == "cpu" else None)
+    mps = str(getattr(space.resources, "mps", "auto"))
+    reservations = Reservations(workload=space.workload.name, device=plan.device,
+                                cpus_per_worker=space.resources.cpus_per_worker,
+                                gpus_per_worker=space.resources.gpus_per_worker,
+                                ranks_at_once=_ranks_at_once(space), reuse=space.resources.reuse_workers,
+                                mps=mps, local=local if plan.device == "cpu" else None)
+    if mps == "on" and plan.device == "cuda":
+        try:
+            reservations.refuse_without_mps()  # before the study is written
+        except BaseException:
+            reservations.close()
+            raise
+    return reservations
 
 
 def _search_storage(settings: Settings, on_event: Callable[[SearchEvent], None] | None) -> optuna.storages.BaseStorage:

@@ -29,6 +29,7 @@ from typing import Any
 import ray
 
 from hpsearch.trials.launcher import workload_module
+from hpsearch.trials.mps import MpsDaemon, MpsError
 from hpsearch.trials.pool import RankPool
 from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
@@ -45,15 +46,29 @@ ACTOR_THREADS = 256
 
 
 class _PoolActor:
-    """A node's ``RankPool``, as a threaded Ray actor (``start_pool_actor``)."""
+    """A node's ``RankPool``, as a threaded Ray actor (``start_pool_actor``), with the search's
+    CUDA MPS daemon of the node where asked for (``hpsearch.trials.mps``)."""
 
     def __init__(self, preload: list[str], prestart: dict[str | None, int], reuse: bool,
-                 sys_path: list[str]) -> None:
-        self.pool = RankPool(preload, prestart=prestart, reuse=reuse, sys_path=sys_path)
+                 sys_path: list[str], mps: str | None, shared: bool) -> None:
+        self.mps_error: str | None = None
+        self.mps: MpsDaemon | None = None
+        if mps is not None:
+            try:
+                self.mps = MpsDaemon(mps, shared=shared)
+            except MpsError as exc:
+                self.mps_error = str(exc)
+        env = self.mps.env if self.mps is not None else {}
+        self.pool = RankPool(preload, prestart=prestart, reuse=reuse, sys_path=sys_path, env=env)
 
     def ready(self, timeout: float) -> bool:
         """Whether the pool's workers started ahead are warm, waiting up to ``timeout`` seconds."""
         return self.pool.wait_ready(timeout)
+
+    def mps_state(self) -> tuple[str | None, str | None]:
+        """What this node's trials record as ``mps`` (``None`` on a CPU node), and, for
+        ``resources.mps: on``, why the daemon could not start."""
+        return (self.mps.state if self.mps is not None else None), self.mps_error
 
     def start(self, spec: TrialSpec, run_dir: str, gpu_ids: list[str] | None, collective_timeout_s: float,
               watch_pid: int | None, sys_path: list[str]) -> int:
@@ -68,6 +83,8 @@ class _PoolActor:
 
     def close(self) -> None:
         self.pool.close()
+        if self.mps is not None:
+            self.mps.stop()
 
 
 class RayRanks:
@@ -94,20 +111,24 @@ class RayRanks:
 def start_pool_actor(node_id: str, resources: dict[str, float], options: dict[str, Any]) -> Any:
     """Start the pool actor of ``node_id`` (resources: the node's, as Ray reports them), with the
     search's ``options`` (``preload``, ``device``, ``cpus_per_worker``, ``gpus_per_worker``,
-    ``ranks_at_once``, ``reuse``, ``sys_path``). It ends with the search's Ray job."""
+    ``ranks_at_once``, ``reuse``, ``sys_path``, ``mps``). It ends with the search's Ray job."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     prestart: dict[str | None, int]
+    per_rank = float(options["gpus_per_worker"])
     if options["device"] == "cuda":
-        # Whole GPUs, one process each: the ids Ray gives a node's GPUs are 0..n-1.
+        # The ids Ray gives a node's GPUs are 0..n-1; a GPU shared by ranks of several trials
+        # (gpus_per_worker 0.5, 0.25...) has a warm process for each; a rank on several GPUs
+        # starts its process when a trial first asks (its GPUs are known then).
         gpus = int(resources.get("GPU", 0))
-        prestart = {str(g): 1 for g in range(gpus)} if options["gpus_per_worker"] == 1 else {}
+        prestart = {str(g): round(1 / per_rank) for g in range(gpus)} if per_rank <= 1 else {}
     else:
         prestart = {None: cpu_prestart(resources.get("CPU", 0), options["cpus_per_worker"], options["ranks_at_once"])}
+    mps = options.get("mps") if options["device"] == "cuda" else None
     return ray.remote(_PoolActor).options(
         num_cpus=0, max_concurrency=ACTOR_THREADS, name=_POOL_NAME.format(node_id=node_id),
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-    ).remote(options["preload"], prestart, options["reuse"], options["sys_path"])
+    ).remote(options["preload"], prestart, options["reuse"], options["sys_path"], mps, per_rank < 1)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from typing import Any
 
 import ray
 
+from hpsearch.errors import ResourceError
 from hpsearch.trials.launcher import workload_module
 from hpsearch.tune.plan import trial_bundle
 from hpsearch.tune.pools import ACTOR_THREADS, LocalRanks, start_pool_actor
@@ -51,6 +52,7 @@ class Grant:
     node_ip: str
     gpu_ids: list[str] | None
     pool: tuple[str, bytes] | None = None  # the search process's own pool: its socket and key
+    mps: str | None = None  # CUDA MPS on the node: "on", or "off: <why>" (None on CPU)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class _ReservationsActor:
         self._ids = itertools.count()
         self._idle_check: asyncio.TimerHandle | None = None
         self._warm: set[str] = set()  # nodes whose pools are warm
+        self._mps: dict[str, str | None] = {}  # each node's CUDA MPS state, as its trials record it
         # The node whose pool the search's own process serves (``LocalRanks``), if any.
         self._local: dict[str, Any] | None = pool_options.get("local")
         for node in ray.nodes():
@@ -117,6 +120,7 @@ class _ReservationsActor:
                     remove_placement_group(pending)
             self._schedule_idle_return()
         await self._pool_warm(grant.node_id)
+        grant.mps = self._mps.get(grant.node_id)
         return grant
 
     async def _pool_warm(self, node_id: str) -> None:
@@ -127,8 +131,14 @@ class _ReservationsActor:
         actor = self._pools.get(node_id)
         if actor is None or node_id in self._warm:
             return
+        self._mps[node_id] = (await actor.mps_state.remote())[0]
         if await actor.ready.remote(_WARM_WAIT_S):
             self._warm.add(node_id)
+
+    async def mps_refusals(self) -> list[str]:
+        """Why CUDA MPS could not start on the nodes where ``resources.mps: on`` asked for it."""
+        states = await asyncio.gather(*(a.mps_state.remote() for a in self._pools.values() if a is not None))
+        return [error for _, error in states if error is not None]
 
     async def release(self, units: list[tuple[int, int]]) -> None:
         for group, index in units:
@@ -147,16 +157,16 @@ class _ReservationsActor:
         self._idle_check = asyncio.get_running_loop().call_later(_IDLE_S, check)
 
     def _take(self, processes: int) -> Grant | None:
-        """``processes`` free units of one node, or ``None``; the node's busiest groups first, so
-        that idle ones empty out and can go back to Ray."""
+        """``processes`` free units of one node, on as many different GPUs, or ``None``; the
+        node's busiest groups first, so that idle ones empty out and can go back to Ray."""
         by_node: dict[str, list[tuple[int, int]]] = {}
         order = sorted(self._groups.items(), key=lambda item: item[1].free.count(True))
         for gid, g in order:
             by_node.setdefault(g.node_id, []).extend((gid, i) for i, free in enumerate(g.free) if free)
-        node_id = next((n for n, units in by_node.items() if len(units) >= processes), None)
-        if node_id is None:
+        picked = ((n, self._apart(units, processes)) for n, units in by_node.items())
+        node_id, units = next(((n, u) for n, u in picked if u is not None), (None, None))
+        if node_id is None or units is None:
             return None
-        units = by_node[node_id][:processes]
         for gid, i in units:
             self._groups[gid].free[i] = False
         group = self._groups[units[0][0]]
@@ -164,6 +174,24 @@ class _ReservationsActor:
         if group.gpu_ids is not None:
             gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
         return Grant(units, node_id, group.node_ip, gpu_ids, self._local_pool(node_id))
+
+    def _apart(self, units: list[tuple[int, int]], processes: int) -> list[tuple[int, int]] | None:
+        """``processes`` of ``units`` whose GPUs all differ (two ranks of one trial never share a
+        GPU: NCCL refuses a GPU twice in one group), or ``None``. Ray places fractional GPU
+        bundles first-fit: a group of two half-GPU units lands on one GPU, so a two-rank trial is
+        served from units of several groups."""
+        chosen: list[tuple[int, int]] = []
+        taken: set[str] = set()
+        for gid, i in units:
+            ids = self._groups[gid].gpu_ids
+            gpus = set(ids[i]) if ids is not None else set()
+            if gpus & taken:
+                continue
+            chosen.append((gid, i))
+            taken |= gpus
+            if len(chosen) == processes:
+                return chosen
+        return None
 
     def _local_pool(self, node_id: str) -> tuple[str, bytes] | None:
         """The socket and key of the search process's pool, if it serves ``node_id``."""
@@ -175,11 +203,12 @@ class _ReservationsActor:
         where the desk holds enough units for a trial of that many ranks once they free up."""
         from ray.util.placement_group import remove_placement_group
 
-        held: dict[str, int] = {}
-        for g in self._groups.values():
-            held[g.node_id] = held.get(g.node_id, 0) + len(g.free)
+        held: dict[str, list[tuple[int, int]]] = {}
+        for gid, g in self._groups.items():
+            held.setdefault(g.node_id, []).extend((gid, i) for i in range(len(g.free)))
+        serves = {node: bool(keep_for) and self._apart(units, keep_for) is not None for node, units in held.items()}
         for gid, g in list(self._groups.items()):
-            if all(g.free) and not (keep_for and held[g.node_id] >= keep_for):
+            if all(g.free) and not serves[g.node_id]:
                 remove_placement_group(g.pg)
                 del self._groups[gid]
 
@@ -225,22 +254,30 @@ class Reservations:
         cpus_per_worker, gpus_per_worker: What a rank reserves.
         ranks_at_once: The most ranks the search runs at once (``None``: as many as fit).
         reuse: ``resources.reuse_workers``.
+        mps: ``resources.mps`` (``hpsearch.trials.mps``).
         local: The pool the search's process already runs for its own node, if any: no pool
             actor is started there, and trials on that node use this one.
     """
 
-    def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: int,
-                 ranks_at_once: int | None, reuse: bool, local: LocalRanks | None = None) -> None:
+    def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: float,
+                 ranks_at_once: int | None, reuse: bool, mps: str = "auto", local: LocalRanks | None = None) -> None:
         module = workload_module(workload)
         options: dict[str, Any] = dict(
             preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
-            gpus_per_worker=gpus_per_worker, ranks_at_once=ranks_at_once, reuse=reuse, sys_path=list(sys.path))
+            gpus_per_worker=gpus_per_worker, ranks_at_once=ranks_at_once, reuse=reuse, mps=mps,
+            sys_path=list(sys.path))
         if local is not None:
             address, authkey = local.address
             options["local"] = dict(node_id=ray.get_runtime_context().get_node_id(), address=address,
                                     authkey=authkey)
         self.actor: Any = ray.remote(_ReservationsActor).options(
             num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
+
+    def refuse_without_mps(self) -> None:
+        """Raise ``ResourceError`` when ``resources.mps: on`` and a node's daemon could not start."""
+        refusals = ray.get(self.actor.mps_refusals.remote())
+        if refusals:
+            raise ResourceError(refusals[0])
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

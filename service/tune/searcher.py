@@ -171,7 +171,8 @@ class StudySearcher(Searcher):
             skip = self._skip(spec)
             if skip is not None:
                 reason, detail = skip
-                _write(trial, {**derived, "status_reason": reason, "status_detail": detail})
+                _write(trial, {**derived, "status_reason": reason, "status_detail": detail,
+                               PHASES: _phases(asked, None)})
                 self.study.tell(trial, state=TrialState.PRUNED)
                 self._emit("skipped", trial.number, reason=reason, detail=detail)
                 continue

@@ -81,6 +81,8 @@ def trainable(config: dict[str, Any]) -> None:
             tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail,
                                       PHASES_KEY: list(phases.items())}))
             return
+    if grant.mps is not None:
+        final["mps"] = grant.mps
     tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items())}))
 
 
