@@ -91,6 +91,16 @@ PRECISION = "precision"
 #: With ``workload.compile``: seconds of the steps and evaluations that compiled the model,
 #: left out of ``train_s``.
 COMPILE_S = "compile_s"
+#: The most memory one of the trial's ranks held at once, in bytes: on CUDA the allocator's peak
+#: (``torch.cuda.max_memory_allocated``), on the CPU the rank process's peak resident memory
+#: during the trial; the largest over the ranks.
+PEAK_MEMORY_BYTES = "peak_memory_bytes"
+#: CUDA MPS on the trial's node: ``on``, or ``off: <why>`` (``resources.mps``).
+MPS = "mps"
+#: The per-device batch and accumulation the trial ran at, when ``search.on_oom: accumulate``
+#: halved its per-device batch (doubling its accumulation, the same effective batch) because a
+#: larger one ran out of memory: ``{"per_device_batch_size": b, "grad_accum_steps": A, "because": ...}``.
+RAN_AS = "ran_as"
 
 # ---- bookkeeping written by the searcher ----
 #: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
@@ -128,6 +138,10 @@ REASON_RANK_EXITED = "rank_exited"
 REASON_PEER_LOST = "peer_lost"
 REASON_WORKLOAD_ERROR = "workload_error"
 REASON_NO_RESULT = "no_result"
+#: A rank ran out of memory (the device's, or ``resources.memory_per_worker`` on the CPU).
+REASON_OUT_OF_MEMORY = "out_of_memory"
+#: Not started: the same configuration ran out of memory at this per-device batch or a smaller one.
+REASON_EXCEEDS_MEMORY = "exceeds_memory"
 REASON_MISSING_METRIC = "missing_metric"
 REASON_STOPPED = "stopped"
 REASON_ERROR = "error"
@@ -137,7 +151,7 @@ REASON_ERROR = "error"
 RERUN_REASONS = frozenset({REASON_INTERRUPTED, REASON_BUDGET})
 #: Trials that did not run to an end of their own: skipped by a constraint or as equivalent, or
 #: cut short by a stopped search. They do not count as finished.
-NOT_RUN_REASONS = frozenset({REASON_CONSTRAINT, REASON_EQUIVALENT}) | RERUN_REASONS
+NOT_RUN_REASONS = frozenset({REASON_CONSTRAINT, REASON_EQUIVALENT, REASON_EXCEEDS_MEMORY}) | RERUN_REASONS
 
 #: Optuna's trial states as the record names them, and the ones that have ended.
 STATES: tuple[str, ...] = ("RUNNING", "WAITING", "COMPLETE", "PRUNED", "FAIL")
@@ -206,6 +220,10 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(NODE, "node", "bookkeeping"),
     Field(NODE_ID, "Ray node id", "bookkeeping"),
     Field(GPU_IDS, "GPUs (rank order)", "bookkeeping"),
+    Field(PEAK_MEMORY_BYTES, "peak memory per rank (bytes)", "measured", _MIN,
+          doc="the most memory one rank held at once: CUDA's allocator peak, or the CPU rank's peak resident memory"),
+    Field(MPS, "CUDA MPS", "bookkeeping"),
+    Field(RAN_AS, "ran as (b, A)", "bookkeeping"),
     Field(MODEL_PATH, "saved model", "measured",
           doc="the trial's final weights (a torch state dict), on the node of its rank 0"),
     Field(DATA_PATH, "data path", "measured", doc="device (tensors on the device) or loader (a DataLoader)"),
@@ -232,7 +250,8 @@ CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, T
 RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
-    NODE_ID, GPU_IDS, LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S,
+    NODE_ID, GPU_IDS, LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
+    MPS,
 )
 
 
