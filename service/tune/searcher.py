@@ -40,20 +40,27 @@ from hpsearch.reasons import (
     REASON_INTERRUPTED,
     occupies_its_configuration,
 )
-from hpsearch.sampler import distributions
+from hpsearch.sampler import distributions, grid_size
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.search_spaces.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
+    GRAD_ACCUM_STEPS,
     MODEL_PATH,
+    PER_DEVICE_BATCH_SIZE,
     PHASE_NAMES,
     PHASES,
+    RAN_AS,
+    REASON_EXCEEDS_MEMORY,
+    REASON_OUT_OF_MEMORY,
     RECORDED_METRICS,
     RUNTIME_S,
+    STATUS_REASON,
     TRAINING_STARTED,
 )
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec, trial_spec
+from hpsearch.tune.memory import MemoryCeilings
 from hpsearch.tune.trainable import EARLIER_KEY, FAILED_KEY, FINAL_KEY, PHASES_KEY, REPORT_EVERY_S, STARTED_KEY
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
@@ -134,11 +141,28 @@ class StudySearcher(Searcher):
         self._asked: dict[str, float] = {}
         self._launched = 0
         self._tried: set[Hashable] = set()
+        # Every configuration tried, by its exact parameters: the trial that ran it. The seed is
+        # the search's, so running one again would train the very same thing (random search
+        # and TPE proposed repeats, some diverging twice).
+        self._ran: dict[Hashable, int] = {}
+        # Per open trial, the per-device batch it runs at (halved by search.on_oom: accumulate).
+        self._batch: dict[str, int] = {}
+        self.on_oom = str(getattr(space.search, "on_oom", "skip"))
+        # Every configuration proposed so far, and how many the space has (None: infinitely
+        # many): a random search of a finite space stops once it proposed them all.
+        self._seen: set[Hashable] = set()
+        self._space_size = grid_size(space)
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
-        if space.constraints.skip_equivalent:
-            for t in study.get_trials(deepcopy=False):
-                if t.params and occupies_its_configuration(t) and t.user_attrs.get("status_reason") not in NOT_RUN_REASONS:
+        trials = study.get_trials(deepcopy=False)
+        #: Per configuration, the smallest per-device batch that ran out of memory.
+        self.ceilings = MemoryCeilings.of_trials(trials)
+        for t in trials:
+            if t.params and occupies_its_configuration(t) and t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS:
+                self._ran.setdefault(_exact(t.params), t.number)
+            if t.params and occupies_its_configuration(t):
+                self._seen.add(_exact(t.params))
+                if space.constraints.skip_equivalent:
                     self._tried.add(equivalence_key(trial_spec(space, dict(t.params), device=device)))
 
     def __getstate__(self) -> dict[str, Any]:
@@ -162,13 +186,23 @@ class StudySearcher(Searcher):
         for _ in range(MAX_SKIPS_IN_A_ROW):
             if remaining is not None and not remaining(self.study) and not self._queued():
                 return Searcher.FINISHED  # the grid is used up
+            if self._space_size is not None and len(self._seen) >= self._space_size and not self._queued():
+                self._emit("exhausted", -1, detail=f"every one of the space's {self._space_size} configurations "
+                                                   "has been proposed; stopping the search")
+                return Searcher.FINISHED
             asked = time.time()
             trial = self.study.ask(self._distributions)
             params = dict(trial.params)
-            spec = trial_spec(self.space, params, device=self.device)
-            derived = {"effective_batch_size": spec.effective_batch_size, "base_batch_size": spec.base_batch_size,
-                       "lr": spec.lr, "warmup_epochs": spec.warmup_epochs}
-            skip = self._skip(spec)
+            memory = self.ceilings.plan(params, self.on_oom)
+            ran_as = memory[1] if memory is not None and memory[0] == "accumulate" else None
+            spec = trial_spec(self.space, {**params, **_shape(ran_as)}, device=self.device)
+            derived: dict[str, Any] = {"effective_batch_size": spec.effective_batch_size,
+                                       "base_batch_size": spec.base_batch_size, "lr": spec.lr,
+                                       "warmup_epochs": spec.warmup_epochs}
+            if ran_as is not None:
+                derived[RAN_AS] = ran_as
+            skip = self._skip(spec, params, memory)
+            self._seen.add(_exact(params))
             if skip is not None:
                 reason, detail = skip
                 _write(trial, {**derived, "status_reason": reason, "status_detail": detail,
@@ -180,12 +214,15 @@ class StudySearcher(Searcher):
                 return Searcher.FINISHED
             _write(trial, derived)
             self._tried.add(equivalence_key(spec))
+            self._ran.setdefault(_exact(params), trial.number)
+            self._batch[trial_id] = spec.per_device_batch_size
             self._launched += 1
             self._trials[trial_id] = trial
             self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
             self._asked[trial_id] = asked
             self._emit("started", trial.number, params=params)
             return {"spec": spec.to_dict(), "number": trial.number, "timeout_s": self.space.search.trial_timeout_s,
+                    "on_oom": self.on_oom,
                     "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}"),
                     # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
                     "report_every_s": None if self.space.search.scheduler == "asha" else REPORT_EVERY_S}
@@ -249,13 +286,19 @@ class StudySearcher(Searcher):
                 self.on_trial_complete(trial_id, final)
         self.fail_open_trials(REASON_BUDGET, f"stopped: {self.budget_stop}")
 
-    def _skip(self, spec: TrialSpec) -> tuple[str, str] | None:
+    def _skip(self, spec: TrialSpec, params: dict[str, Any],
+              memory: tuple[str, dict[str, Any]] | None) -> tuple[str, str] | None:
         broken = violation(spec, self.space.constraints)
         if broken is not None:
             return REASON_CONSTRAINT, broken
+        earlier = self._ran.get(_exact(params))
+        if earlier is not None:
+            return REASON_EQUIVALENT, f"the same configuration as trial #{earlier}, which ran with the same seed"
         if self.space.constraints.skip_equivalent and equivalence_key(spec) in self._tried:
             return REASON_EQUIVALENT, (f"same effective batch {spec.effective_batch_size}, lr {spec.lr:.4g} and "
                                        "other settings as a trial already tried")
+        if memory is not None and memory[0] == "skip":
+            return REASON_EXCEEDS_MEMORY, memory[1]["detail"]
         return None
 
     @_store_guard
@@ -326,6 +369,9 @@ class StudySearcher(Searcher):
         attrs, intermediates, _ = self._epoch_records(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
         attrs[PHASES] = _phases(self._asked.pop(trial_id, None), result.get(PHASES_KEY))
+        if isinstance(result.get(RAN_AS), dict):  # its own process halved it (search.on_oom: accumulate)
+            attrs[RAN_AS] = result[RAN_AS]
+        self._learn_memory(trial, result, self._batch.pop(trial_id, None))
         attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
         self._end_device_time(trial_id, trial, attrs, final=bool(result.get(FINAL_KEY)))
         _write(trial, attrs, intermediates)
@@ -346,6 +392,15 @@ class StudySearcher(Searcher):
             self._prune(trial, result)
         else:
             self._fail(trial, "stopped", "the trial stopped before its last epoch without a failure report")
+
+    def _learn_memory(self, trial: optuna.Trial, result: dict[str, Any], batch: int | None) -> None:
+        """A trial that ran out of memory, or ran halved after it did, sets its configuration's
+        ceiling (``hpsearch.tune.memory``)."""
+        ran_as = result.get(RAN_AS)
+        if isinstance(ran_as, dict) and isinstance(ran_as.get("out_of_memory_at"), int):
+            self.ceilings.ran_out(trial.params, ran_as["out_of_memory_at"])
+        if result.get(FAILED_KEY) and result.get("status_reason") == REASON_OUT_OF_MEMORY and batch is not None:
+            self.ceilings.ran_out(trial.params, batch)
 
     def _complete(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
         values = [result.get(m) for m in self._metrics]
@@ -476,6 +531,18 @@ def _phases(asked: float | None, seen: Any) -> dict[str, float]:
     phases = {"asked_at": round(start, 3)}
     phases.update({name: round(float(times[name]) - start, 4) for name in PHASE_NAMES if _is_finite(times.get(name))})
     return phases
+
+
+def _exact(params: dict[str, Any]) -> Hashable:
+    """A configuration's exact parameters, as a key."""
+    return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
+def _shape(ran_as: dict[str, Any] | None) -> dict[str, Any]:
+    """The parameters a halved trial runs at instead of its own (``ran_as``)."""
+    if ran_as is None:
+        return {}
+    return {k: ran_as[k] for k in (PER_DEVICE_BATCH_SIZE, GRAD_ACCUM_STEPS)}
 
 
 def _is_finite(v: Any) -> bool:

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from hpsearch.search_spaces.record import RAN_AS, REASON_OUT_OF_MEMORY
 from hpsearch.trials.spec import TrialSpec
+from hpsearch.tune.memory import halved
 from hpsearch.tune.pools import node_ranks
 from hpsearch.tune.reservations import reserved
 
@@ -73,14 +76,31 @@ def trainable(config: dict[str, Any]) -> None:
         where = {"node": grant.node_ip, "node_id": grant.node_id}
         tune.report({STARTED_KEY: True, **where})
         reports = _Reports(where, config.get("report_every_s"))
-        try:
-            with node_ranks(grant.node_id, grant.pool) as ranks:
-                final = run_trial(spec, config["run_dir"], report=reports.forward, timeout_s=config.get("timeout_s"),
-                                  ranks=ranks, gpu_ids=grant.gpu_ids, phases=phases)
-        except TrialFailed as exc:
-            tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason, "status_detail": exc.detail,
-                                      PHASES_KEY: list(phases.items())}))
-            return
+        ran_as: dict[str, Any] | None = None
+        while True:
+            try:
+                with node_ranks(grant.node_id, grant.pool) as ranks:
+                    final = run_trial(spec, config["run_dir"], report=reports.forward,
+                                      timeout_s=config.get("timeout_s"), ranks=ranks, gpu_ids=grant.gpu_ids,
+                                      phases=phases)
+                break
+            except TrialFailed as exc:
+                # search.on_oom: accumulate: the same trial again at half the per-device batch and
+                # twice the accumulation (the same effective batch, the same optimisation), on
+                # the devices it holds, until it fits (hpsearch.tune.memory).
+                fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
+                if exc.reason != REASON_OUT_OF_MEMORY or config.get("on_oom") != "accumulate" or fits is None:
+                    tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason,
+                                              "status_detail": exc.detail, PHASES_KEY: list(phases.items())}))
+                    return
+                ran_as = {"per_device_batch_size": fits[0], "grad_accum_steps": fits[1],
+                          "out_of_memory_at": spec.per_device_batch_size}
+                # The one reshaping of a built spec: the trial's own configuration, at the shape
+                # its memory allows (trial_spec built it; the effective batch and the LR stay).
+                spec = replace(spec, per_device_batch_size=fits[0], grad_accum_steps=fits[1])
+                reports = _Reports(where, config.get("report_every_s"))
+    if ran_as is not None:
+        final[RAN_AS] = ran_as
     if grant.mps is not None:
         final["mps"] = grant.mps
     tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items())}))

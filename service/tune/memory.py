@@ -1,0 +1,112 @@
+"""Out-of-memory as an outcome the search learns from.
+
+In a batch-size search the large end runs out of memory first (on a GPU it is the most common
+way a trial ends early). A trial that ran out of memory at per-device batch b says something
+about every configuration that differs from it only in the LR, the rule or the seed: at b or
+above, they run out too. ``MemoryCeilings`` keeps, per such configuration, the smallest b that
+ran out, and decides what to do with a proposal at or above it (``search.on_oom``):
+
+- ``skip`` (the default): do not start it; it is recorded as not run (``exceeds_memory``) and
+  does not count toward ``n_trials``;
+- ``accumulate``: run it with the per-device batch halved and the accumulation doubled, as many
+  times as it takes to go below the ceiling: the same effective batch and, since the engine's
+  accumulation is exact, the same optimisation (its record says so: ``ran_as``).
+
+The trial itself that ran out of memory under ``accumulate`` is retried that way by its own
+process (``hpsearch.tune.trainable``), so the search loses no configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from hpsearch.search_spaces.record import (
+    BASE_LR,
+    GRAD_ACCUM_STEPS,
+    LR_RULE,
+    PER_DEVICE_BATCH_SIZE,
+    RAN_AS,
+    REASON_OUT_OF_MEMORY,
+    STATUS_REASON,
+)
+
+__all__ = ["MemoryCeilings", "halved", "memory_key"]
+
+# Parameters that do not change how much memory a rank needs.
+_NOT_MEMORY = frozenset({BASE_LR, LR_RULE, PER_DEVICE_BATCH_SIZE})
+
+
+def memory_key(params: Mapping[str, Any]) -> Hashable:
+    """What a configuration's memory depends on: every parameter but the per-device batch, the
+    LR and the rule (the seed is the search's, the same for all).
+
+    Example:
+        >>> memory_key({"per_device_batch_size": 64, "base_lr": 0.1, "hidden": 8}) == \\
+        ...     memory_key({"per_device_batch_size": 8, "base_lr": 0.01, "hidden": 8})
+        True
+    """
+    return tuple(sorted((k, repr(v)) for k, v in params.items() if k not in _NOT_MEMORY))
+
+
+def halved(batch: int, accum: int, ceiling: int) -> tuple[int, int] | None:
+    """The per-device batch and accumulation below ``ceiling`` with the same product, halving
+    the batch; ``None`` when an odd batch would have to be split unevenly.
+
+    Example:
+        >>> halved(256, 1, 256), halved(256, 2, 100), halved(6, 1, 4)
+        ((128, 2), (64, 8), (3, 2))
+        >>> halved(3, 1, 2) is None
+        True
+    """
+    while batch >= ceiling:
+        if batch % 2:
+            return None
+        batch, accum = batch // 2, accum * 2
+    return batch, accum
+
+
+class MemoryCeilings:
+    """The smallest per-device batch that ran out of memory, per configuration (``memory_key``)."""
+
+    def __init__(self) -> None:
+        self._ceiling: dict[Hashable, int] = {}
+
+    @classmethod
+    def of_trials(cls, trials: Iterable[Any]) -> MemoryCeilings:
+        """Ceilings from a study's trials (``resume``): those that ran out of memory, and those
+        that ran halved (``ran_as``) because a larger batch had."""
+        ceilings = cls()
+        for t in trials:
+            ran_as = t.user_attrs.get(RAN_AS)
+            if isinstance(ran_as, Mapping) and isinstance(ran_as.get("out_of_memory_at"), int):
+                ceilings.ran_out(t.params, int(ran_as["out_of_memory_at"]))
+            elif t.user_attrs.get(STATUS_REASON) == REASON_OUT_OF_MEMORY and t.params:
+                ceilings.ran_out(t.params, int(t.params.get(PER_DEVICE_BATCH_SIZE, 0)) or 1)
+        return ceilings
+
+    def ran_out(self, params: Mapping[str, Any], batch: int) -> None:
+        """A trial of ``params`` ran out of memory at per-device batch ``batch``."""
+        key = memory_key(params)
+        self._ceiling[key] = min(batch, self._ceiling.get(key, batch))
+
+    def ceiling(self, params: Mapping[str, Any]) -> int | None:
+        """The smallest per-device batch known to run out of memory for ``params``, if any."""
+        return self._ceiling.get(memory_key(params))
+
+    def plan(self, params: Mapping[str, Any], on_oom: str) -> tuple[str, dict[str, Any]] | None:
+        """What to do with a proposal: ``None`` to run it as it is; ``("skip", detail)`` not to
+        start it; ``("accumulate", ran_as)`` to run it at the halved batch ``ran_as`` gives."""
+        ceiling = self.ceiling(params)
+        batch = int(params.get(PER_DEVICE_BATCH_SIZE, 1))
+        if ceiling is None or batch < ceiling:
+            return None
+        accum = int(params.get(GRAD_ACCUM_STEPS, 1))
+        fits = halved(batch, accum, ceiling) if on_oom == "accumulate" else None
+        if fits is None:
+            why = (f"per-device batch {batch} is at or above {ceiling}, where the same configuration ran out of "
+                   "memory")
+            if on_oom == "accumulate":
+                why += f" (and {batch} cannot be halved evenly below it)"
+            return "skip", {"detail": why}
+        return "accumulate", {PER_DEVICE_BATCH_SIZE: fits[0], GRAD_ACCUM_STEPS: fits[1], "out_of_memory_at": ceiling}
