@@ -10,13 +10,45 @@ module and writes the sections under a description of the machine to ``docs/benc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import shutil
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ProcessTreeCPU", "interleaved", "md_table", "median", "ratio_row", "timed", "verdict"]
+__all__ = ["ProcessTreeCPU", "interleaved", "md_table", "median", "ratio_row", "revision_tree", "timed", "verdict"]
+
+
+@contextlib.contextmanager
+def revision_tree(rev: str | None, work: Path) -> Iterator[list[str] | None]:
+    """The import path that makes ``hpsearch`` the code of revision ``rev`` (laid out as it
+    installs, ``tests/linktree.py``), for a benchmark that measures before and after in one run;
+    ``None`` where this clone lacks ``rev`` or git. ``rev`` ``None``: this tree, as installed.
+    The project's root follows, so the benchmarks' own modules import from this tree."""
+    root = Path(__file__).resolve().parents[1]
+    if rev is None:
+        yield [str(root)]
+        return
+    known = shutil.which("git") is not None and subprocess.run(
+        ["git", "-C", str(root), "cat-file", "-e", f"{rev}^{{commit}}"], capture_output=True).returncode == 0
+    if not known:
+        yield None
+        return
+    copy = work / f"tree-{rev}"
+    subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "--force", str(copy), rev],
+                   check=True, capture_output=True, text=True)
+    try:
+        build = f"import sys; sys.path.insert(0, {str(copy / 'tests')!r}); import linktree; linktree.build()"
+        subprocess.run([sys.executable, "-c", build], check=True, capture_output=True, text=True)
+        yield [str(copy / "build" / "linktree"), str(root)]
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(copy)],
+                       capture_output=True, text=True)
 
 
 def timed(fn: Callable[[], Any]) -> float:

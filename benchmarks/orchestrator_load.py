@@ -28,7 +28,6 @@ import argparse
 import itertools
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,10 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import md_table, median, verdict
+from benchmarks.common import md_table, median, revision_tree, verdict
 from hpsearch.search_spaces.record import PHASE_NAMES
 
-ROOT = Path(__file__).resolve().parents[1]
 #: The tree before the orchestrator work of issue 27 (phases, forked rank processes, warm grants).
 BASELINE = "5e594f5"
 SPAN_TARGET = 1.5
@@ -60,25 +58,6 @@ search: {{sampler: random, n_trials: {trials}, seed: 0}}
 resources: {{device: cpu, cpus_per_worker: 1}}
 constraints: {{skip_equivalent: false}}
 """
-
-
-def _tree(rev: str | None, work: Path) -> list[str]:
-    """The import path that makes ``hpsearch`` the tree of ``rev`` (``None``: this one), and
-    makes the sleeping workload importable."""
-    if rev is None:
-        return [str(ROOT)]
-    copy = work / f"tree-{rev}"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(copy), rev],
-                   check=True, capture_output=True, text=True)
-    links = copy / "build" / "linktree"
-    build = f"import sys; sys.path.insert(0, {str(copy / 'tests')!r}); import linktree; linktree.build()"
-    subprocess.run([sys.executable, "-c", build], check=True, capture_output=True, text=True)
-    return [str(links), str(ROOT)]
-
-
-def _remove_tree(rev: str, work: Path) -> None:
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(work / f"tree-{rev}")],
-                   capture_output=True, text=True)
 
 
 def run_search(path: list[str], cpus: int, trials: int, folder: Path, sample_s: float) -> dict[str, Any]:
@@ -134,26 +113,16 @@ def _figures(db: Path, cpus: int) -> dict[str, Any]:
 
 def run(quick: bool = False, baseline: str | None = BASELINE) -> str:
     cases = [(16, 16)] if quick else [(16, 32), (32, 32)]
-    sides: dict[str, str | None] = {"hpsearch (this tree)": None}
-    if baseline is not None and shutil.which("git") is not None:
-        known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{baseline}^{{commit}}"],
-                               capture_output=True).returncode == 0
-        if known:  # a clone without that history measures this tree alone
-            sides = {f"before (commit {baseline})": baseline, **sides}
     results: dict[tuple[str, int], dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="hpsearch-load-") as tmp:
-        work = Path(tmp)
-        try:
-            paths = {name: _tree(rev, work) for name, rev in sides.items()}
-            for cpus, trials in cases:
-                for name in sides:
-                    print(f"  {cpus} CPUs, {trials} trials: {name}", flush=True)
-                    results[name, cpus] = run_search(paths[name], cpus, trials, work / f"{len(results)}",
-                                                     sample_s=2.0 / 64)
-        finally:
-            for rev in sides.values():
-                if rev is not None:
-                    _remove_tree(rev, work)
+    with tempfile.TemporaryDirectory(prefix="hpsearch-load-") as tmp, \
+            revision_tree(baseline, Path(tmp)) as before, revision_tree(None, Path(tmp)) as ours:
+        assert ours is not None
+        paths = {f"before (commit {baseline})": before, "hpsearch (this tree)": ours}
+        sides = {name: path for name, path in paths.items() if path is not None}
+        for cpus, trials in cases:
+            for name, path in sides.items():
+                print(f"  {cpus} CPUs, {trials} trials: {name}", flush=True)
+                results[name, cpus] = run_search(path, cpus, trials, Path(tmp) / f"{len(results)}", sample_s=2.0 / 64)
     return _section(results, cases, list(sides), quick)
 
 

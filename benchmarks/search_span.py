@@ -14,7 +14,7 @@ trial, the overhead (told minus devices reserved minus the rank's training time:
 ranks, the reports, the searcher's bookkeeping) and the wait for devices (reserved minus asked);
 and the fixed costs before the first ask and after the last tell.
 
-    python -m benchmarks.search_span            # the four cases, one run each (about 6 minutes)
+    python -m benchmarks.search_span            # the four cases and the quickstart as of BASELINE (about 8 minutes)
     python -m benchmarks.search_span --quick    # 2 epochs per trial
 """
 
@@ -29,8 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import md_table, median, verdict
+from benchmarks.common import md_table, median, revision_tree, verdict
 
+#: The revision before this round's GPU and orchestrator work, measured beside this tree.
+BASELINE = "5e594f5"
+BEFORE = f"mixed, as of commit {BASELINE}"
 SPAN_TARGET = 1.5
 OVERHEAD_TARGET = 0.5
 QUICKSTART = Path(__file__).resolve().parents[1] / "search_spaces" / "examples" / "quickstart.yaml"
@@ -54,16 +57,17 @@ def space_text(edits: dict[str, str], epochs: int | None) -> str:
     return text
 
 
-def run_case(folder: Path, text: str) -> dict[str, Any]:
-    """Run one ``hpsearch start`` and read its study's timeline."""
+def run_case(folder: Path, text: str, path: list[str] | None = None) -> dict[str, Any]:
+    """Run one ``hpsearch start`` (of the tree on ``path``, default this one) and read its
+    study's timeline."""
     import hpsearch
 
     folder.mkdir()
     (folder / "space.yaml").write_text(text)
-    exe = Path(sys.executable).with_name("hpsearch")
+    env = {**os.environ, **({"PYTHONPATH": os.pathsep.join(path)} if path else {})}
     began = time.time()
-    done = subprocess.run([str(exe) if exe.exists() else "hpsearch", "start", "space.yaml", "--no-progress"],
-                          cwd=folder, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                          cwd=folder, capture_output=True, text=True, env=env)
     ended = time.time()
     if done.returncode != 0:
         raise SystemExit(f"hpsearch start failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
@@ -74,7 +78,10 @@ def run_case(folder: Path, text: str) -> dict[str, Any]:
     runtime = frame["runtime_s"].astype(float).tolist()
     span = max(told) - min(asked)
     ideal = float(frame["device_seconds"].sum()) / (os.cpu_count() or 1)
+    outcome = {tuple(sorted((k, str(frame.at[i, k])) for k in ("lr_rule", "per_device_batch_size", "world_size"))):
+               (frame.at[i, "val_accuracy"], frame.at[i, "val_loss"]) for i in frame.index}
     return {
+        "outcome": outcome,
         "trials": len(frame),
         "complete": int((frame["state"] == "COMPLETE").sum()),
         "command": ended - began,
@@ -90,14 +97,35 @@ def run_case(folder: Path, text: str) -> dict[str, Any]:
     }
 
 
+def _against_before(results: dict[str, dict[str, Any]]) -> str:
+    """The quickstart as shipped against the earlier revision's: its span, and whether every
+    trial measured the same (same seeds, so the same numbers: the engine's changes must not move
+    a result)."""
+    before = results.get(BEFORE)
+    if before is None:
+        return "\n(The earlier revision is not in this clone's history: no before/after row.)\n"
+    mixed = results["mixed (the quickstart)"]
+    same = mixed["outcome"] == before["outcome"]
+    differ = sum(mixed["outcome"].get(k) != v for k, v in before["outcome"].items())
+    return (f"\nAgainst commit {BASELINE} (the row above it, run first): span/ideal {before['ratio']:.2f}x -> "
+            f"{mixed['ratio']:.2f}x, overhead per trial {before['overhead']:.2f} s -> {mixed['overhead']:.2f} s; "
+            + ("every trial's validation accuracy and loss are identical.\n" if same else
+               f"**{differ} of {len(before['outcome'])} trials measured differently.**\n"))
+
+
 def _met(seconds: float, target: float) -> str:
     return f"**{'met' if seconds <= target else 'missed'}** ({seconds:.2f} s, target {target:.2f} s or better)"
 
 
-def run(quick: bool = False) -> str:
+def run(quick: bool = False, baseline: str | None = BASELINE) -> str:
     epochs = 2 if quick else None
     results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, revision_tree(baseline, Path(tmp)) as before:
+        if before is not None:
+            # Today's figure first, then ours, in one run (the same machine state): the quickstart
+            # as shipped on the earlier revision.
+            print(f"  {BEFORE}", flush=True)
+            results[BEFORE] = run_case(Path(tmp) / "before", space_text({}, epochs), before)
         for i, (name, edits) in enumerate(CASES.items()):
             print(f"  {name}", flush=True)
             results[name] = run_case(Path(tmp) / f"case-{i}", space_text(edits, epochs))
@@ -122,7 +150,7 @@ reserved minus the rank's training time. Wait: devices reserved minus asked.
 {table}
 
 Verdict: span {verdict(mixed['ratio'], SPAN_TARGET)}; overhead per trial {_met(mixed['overhead'], OVERHEAD_TARGET)}.
-
+{_against_before(results)}
 What it says: with warm rank processes the mixed grid costs what its one-shape halves cost,
 {mixed['ratio']:.2f}x its ideal against {fresh['ratio']:.2f}x with a fresh process per rank. What
 remains of the span: the trials of one world size queue for their devices (the median wait; the
@@ -141,7 +169,10 @@ Tune trial process and the reservation desk starting in Ray), and {mixed['teardo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 epochs per trial instead of 10")
-    print(run(parser.parse_args().quick))
+    parser.add_argument("--baseline", default=BASELINE, help=f"the revision measured beside this tree (default "
+                                                               f"{BASELINE}); 'none' for this tree only")
+    args = parser.parse_args()
+    print(run(args.quick, None if args.baseline.lower() == "none" else args.baseline))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def test_a_trial_is_predicted_from_the_completed_trials_of_its_shape_else_from_a
     same = predict_trial(trials, {"per_device_batch_size": 8, "world_size": 1, "grad_accum_steps": 1}, devices=1)
     assert same is not None
     assert (same.wall_s, same.device_s) == (110.0, 100.0)
-    assert same.basis == "2 completed trial(s) of the same shape"
+    assert same.basis == "2 completed trials of the same shape"
     other = predict_trial(trials, {"per_device_batch_size": 32, "world_size": 2, "grad_accum_steps": 1}, devices=2)
     assert other is not None
     assert (other.wall_s, other.device_s) == (100.0, 180.0)  # medians of all three, runtime x 2 devices
@@ -55,7 +55,7 @@ def test_the_wall_clock_budget_counts_earlier_runs_and_refuses_a_trial_that_cann
     assert ledger.refusal(fits) is None
     assert ledger.refusal(None) is None  # nothing to predict from: it may start
     clock.now += 40  # 130 s left
-    assert ledger.refusal(fits) == ("not started: predicted to take 2m30s (1 completed trial(s) of the same "
+    assert ledger.refusal(fits) == ("not started: predicted to take 2m30s (1 completed trial of the same "
                                     "shape), and 2m10s of the wall-clock budget is left")
     assert ledger.exhausted() is None
     clock.now += 130
@@ -75,7 +75,7 @@ def test_the_device_hours_count_the_running_trials_and_what_they_are_predicted_t
     clock.now += 10
     assert ledger.device_s() == 80.0  # 60 s from earlier runs and 2 devices x 10 s
     # 360 s in all: 60 spent, 180 held for the running trial, 120 left: a second one does not fit.
-    assert ledger.refusal(prediction) == ("not started: predicted to use 0.05 device-hours (1 completed trial(s) "
+    assert ledger.refusal(prediction) == ("not started: predicted to use 0.05 device-hours (1 completed trial "
                                           "of the same shape), and 0.0333 are left once the running trials end")
     ledger.trial_ended("a", 25.0)  # it stopped early, having used 25 device-seconds
     assert ledger.device_s() == 85.0
