@@ -4,9 +4,10 @@ search and resources. Each function checks one section and returns its typed val
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from hpsearch.search_spaces._budget import parse_budget
 from hpsearch.search_spaces._document import Document, KeyPath
@@ -23,6 +24,7 @@ from hpsearch.search_spaces._rules import (
     is_int,
     is_number,
     kind,
+    label_of,
     show,
     suggest,
 )
@@ -30,10 +32,12 @@ from hpsearch.search_spaces.record import METRICS
 from hpsearch.search_spaces.space import (
     DATA_PATHS,
     LR_SCHEDULES,
+    ON_OOM_MODES,
     PRECISIONS,
     SAMPLER_CLASS_NAMES,
     SAMPLERS,
     SAVE_MODEL_MODES,
+    SWITCHES,
     AnalysisSpec,
     Choice,
     Constraints,
@@ -45,6 +49,7 @@ from hpsearch.search_spaces.space import (
     ResourceSpec,
     ScalingSpec,
     SearchSettings,
+    Switch,
     WorkloadSpec,
 )
 
@@ -79,8 +84,9 @@ _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
-                "budget")
-_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "reuse_workers")
+                "budget", "on_oom")
+_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "reuse_workers", "mps",
+                  "memory_per_worker")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
 _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
 
@@ -337,6 +343,9 @@ def parse_search(
     if section.get("enqueue") is not None:
         enqueue = _enqueue(doc, section["enqueue"], path + ("enqueue",), parameters)
     budget = parse_budget(doc, section.get("budget"), path + ("budget",))
+    on_oom = SearchSettings.on_oom
+    if section.get("on_oom") is not None:
+        on_oom = check_one_of(doc, section["on_oom"], path + ("on_oom",), ON_OOM_MODES)
     return SearchSettings(
         sampler=sampler,
         n_trials=n_trials,
@@ -348,6 +357,7 @@ def parse_search(
         trial_timeout_s=trial_timeout_s,
         enqueue=tuple(enqueue),
         budget=budget,
+        on_oom=on_oom,
     )
 
 
@@ -481,28 +491,101 @@ def parse_resources(doc: Document, root: Mapping[str, Any]) -> ResourceSpec:
         )
     # A CPU-only space would otherwise reserve the default one GPU per rank and never start on
     # a machine without GPUs.
-    gpus = 0 if device == "cpu" else ResourceSpec.gpus_per_worker
+    gpus = 0.0 if device == "cpu" else ResourceSpec.gpus_per_worker
     if "gpus_per_worker" in section:
-        gpus = check_int(
-            doc, section["gpus_per_worker"], path + ("gpus_per_worker",), minimum=0, maximum=64
-        )
-        if device == "cpu" and gpus > 0:
-            fail(
-                doc,
-                path + ("gpus_per_worker",),
-                f"gpus_per_worker must be 0 with device 'cpu', got {gpus}",
-            )
-        if device == "cuda" and gpus == 0:
-            fail(
-                doc,
-                path + ("gpus_per_worker",),
-                "gpus_per_worker must be >= 1 with device 'cuda', got 0",
-            )
-    emulate = False
-    if "emulate_ranks" in section:
-        emulate = check_bool(doc, section["emulate_ranks"], path + ("emulate_ranks",))
+        gpus = _gpus(doc, section["gpus_per_worker"], path + ("gpus_per_worker",), device)
+    emulate = ResourceSpec.emulate_ranks
+    if section.get("emulate_ranks") is not None:
+        emulate = _switch(doc, section["emulate_ranks"], path + ("emulate_ranks",))
     reuse = True
     if "reuse_workers" in section:
         reuse = check_bool(doc, section["reuse_workers"], path + ("reuse_workers",))
+    mps = ResourceSpec.mps
+    if section.get("mps") is not None:
+        mps = _switch(doc, section["mps"], path + ("mps",))
+        if mps == "on" and device == "cpu":
+            fail(doc, path + ("mps",), "mps 'on' asks for CUDA MPS, which serves GPUs; this space has device 'cpu'")
+    memory = None
+    if section.get("memory_per_worker") is not None:
+        if device == "cuda":
+            fail(doc, path + ("memory_per_worker",),
+                 "memory_per_worker caps a rank's memory on the CPU; with device 'cuda' the GPU's own memory is "
+                 "the limit (a trial that runs out of it is recorded as out_of_memory)")
+        memory = _size(doc, section["memory_per_worker"], path + ("memory_per_worker",))
     return ResourceSpec(device=device, cpus_per_worker=cpus, gpus_per_worker=gpus,  # type: ignore[arg-type]
-                        emulate_ranks=emulate, reuse_workers=reuse)
+                        emulate_ranks=emulate, reuse_workers=reuse, mps=mps,
+                        memory_per_worker=memory)
+
+
+# A GPU shared by more ranks than this is more processes (each with its CUDA context) than
+# work; Ray's GPU accounting is exact to 1e-4.
+_MOST_SHARES = 64
+
+
+def _gpus(doc: Document, raw: Any, path: KeyPath, device: str) -> float:
+    """``gpus_per_worker``: a whole number of GPUs (0 with device ``cpu``), or the share ``1 / k``
+    of one (0.5, 0.25, 0.125...), kept as exactly ``1 / k``."""
+    if not is_number(raw) or not math.isfinite(raw):
+        fail(doc, path, f"gpus_per_worker must be a number of GPUs (an integer, or a share of one such as 0.5 or "
+                        f"0.25), got {kind(raw)}: {show(raw)}")
+    value = float(raw)
+    if value < 0:
+        fail(doc, path, f"gpus_per_worker must be >= 0, got {show(raw)}")
+    if value == int(value):
+        gpus = float(check_int(doc, int(value), path, minimum=0, maximum=64))
+    elif value > 1:
+        fail(doc, path, f"gpus_per_worker above 1 must be a whole number of GPUs (a rank never spans part of one "
+                        f"GPU), got {show(raw)}")
+    else:
+        shares = round(1 / value)
+        if abs(1 / value - shares) > 0.01:
+            fail(doc, path, f"gpus_per_worker below 1 must be a share that divides one GPU evenly, 1/k (0.5, 0.25, "
+                            f"0.2, 0.125...), so that k ranks fill it; got {show(raw)}, which is 1/{1 / value:.3g}")
+        if shares > _MOST_SHARES:
+            fail(doc, path, f"gpus_per_worker must be at least 1/{_MOST_SHARES} of a GPU ({_MOST_SHARES} ranks on "
+                            f"one GPU), got {show(raw)}")
+        gpus = 1 / shares
+    if device == "cpu" and gpus > 0:
+        fail(doc, path, f"gpus_per_worker must be 0 with device 'cpu', got {show(raw)}")
+    if device == "cuda" and gpus == 0:
+        fail(doc, path, "gpus_per_worker must be > 0 with device 'cuda', got 0")
+    return gpus
+
+
+def _switch(doc: Document, raw: Any, path: KeyPath) -> Switch:
+    """``auto``, ``on`` or ``off``; ``true`` and ``false`` mean ``on`` and ``off`` (YAML 1.1 also
+    reads a bare ``on`` or ``off`` as one of them)."""
+    if isinstance(raw, bool):
+        return "on" if raw else "off"
+    if not isinstance(raw, str) or raw not in SWITCHES:
+        listed = ", ".join(f"'{o}'" for o in SWITCHES)
+        fail(doc, path, f"{label_of(path)} must be one of {listed} (true and false mean 'on' and 'off'), got "
+                        f"{show(raw)}{suggest(raw, SWITCHES)}")
+    return cast(Switch, raw)
+
+
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)?\s*")
+# Below this a rank could not even hold the interpreter and torch it runs in.
+_LEAST_MEMORY = 2**20
+
+
+def _size(doc: Document, raw: Any, path: KeyPath) -> int:
+    """A size in bytes: an integer, or a number and a unit (``1.5GiB``, ``512MiB``, ``2GB``)."""
+    rule = "a size: bytes as an integer, or a number and a unit such as 1.5GiB, 512MiB or 2GB"
+    if is_number(raw) and math.isfinite(raw) and float(raw) == int(raw):
+        size = int(raw)
+    elif isinstance(raw, str) and (match := _SIZE.fullmatch(raw)) is not None:
+        unit = (match.group(2) or "B").lower()
+        if unit not in _UNITS:
+            units = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
+            fail(doc, path, f"{label_of(path)} must be {rule}; got {show(raw)}: the unit must be one of "
+                            f"{', '.join(units)}{suggest(match.group(2), units)}")
+        size = int(float(match.group(1)) * _UNITS[unit])
+    else:
+        fail(doc, path, f"{label_of(path)} must be {rule}, got {kind(raw)}: {show(raw)}")
+    if size < _LEAST_MEMORY:
+        fail(doc, path, f"{label_of(path)} must be at least 1MiB (a rank holds the interpreter and torch), got "
+                        f"{show(raw)}")
+    return size

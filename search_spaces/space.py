@@ -16,9 +16,11 @@ __all__ = [
     "ENGINE_PARAMETERS",
     "LR_RULES",
     "LR_SCHEDULES",
+    "ON_OOM_MODES",
     "OPTIMIZER_PARAMETERS",
     "PRECISIONS",
     "SAVE_MODEL_MODES",
+    "SWITCHES",
     "TRAINING_PARAMETERS",
     "AnalysisSpec",
     "Budget",
@@ -34,6 +36,7 @@ __all__ = [
     "ScalingSpec",
     "SearchSettings",
     "SearchSpace",
+    "Switch",
     "WorkloadSpec",
 ]
 
@@ -77,6 +80,16 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16")
 #: COMPLETE trial, or only the trials no other COMPLETE trial beats on every objective.
 SAVE_MODEL_MODES: tuple[str, ...] = ("none", "all", "best")
 
+#: What a search does with a configuration at or above a per-device batch that ran out of
+#: memory for the same configuration (``search.on_oom``): not start it (``exceeds_memory``), or
+#: run it at half the per-device batch and twice the accumulation, the same effective batch.
+ON_OOM_MODES: tuple[str, ...] = ("skip", "accumulate")
+
+#: The settings of ``resources.emulate_ranks`` and ``resources.mps``; ``true`` and ``false`` in
+#: a space file mean ``on`` and ``off`` (YAML 1.1 reads a bare ``on`` as ``true``).
+SWITCHES: tuple[str, ...] = ("auto", "on", "off")
+
+Switch = Literal["auto", "on", "off"]
 Scalar = int | float | str | bool
 
 
@@ -252,7 +265,11 @@ class SearchSettings:
     limit. ``enqueue`` holds configurations (parameter name -> value) that run first, before
     the sampler proposes any (``hpsearch recommend --space`` puts its recommendation there).
     ``budget`` caps what the whole search spends (``Budget``); the search ends at
-    ``n_trials`` or at the budget, whichever comes first.
+    ``n_trials`` or at the budget, whichever comes first. ``on_oom`` (one of ``ON_OOM_MODES``)
+    says what becomes of a configuration at or above a per-device batch that ran out of memory
+    for the same configuration (every parameter but the LR, the rule and the seed): ``skip``
+    records it as not run (``exceeds_memory``), ``accumulate`` runs it at half the per-device
+    batch and twice the accumulation, halving until it fits.
     """
 
     sampler: str = "tpe"
@@ -265,6 +282,7 @@ class SearchSettings:
     trial_timeout_s: float | None = None
     enqueue: tuple[Mapping[str, Scalar], ...] = ()
     budget: Budget = Budget()
+    on_oom: str = "skip"
 
 
 @dataclass(frozen=True)
@@ -299,20 +317,34 @@ class Constraints:
 class ResourceSpec:
     """What one DDP rank (worker) of a trial needs.
 
-    ``emulate_ranks: true`` runs every trial in one process that plays all its world_size ranks
-    as gradient accumulation, in the sample order the real ranks would read: a one-device
-    preview of a W-device run with the same math (runtimes are then one device's).
+    ``gpus_per_worker`` is a whole number of GPUs, or a share of one that divides it (0.5,
+    0.25, 0.125...: ``1 / k``), so that ranks of k different trials share a GPU; two ranks of
+    one trial never share one. It is 0 with ``device: cpu``.
+
+    ``emulate_ranks`` (one of ``SWITCHES``): ``on`` runs every trial in one process that plays
+    all its world_size ranks as gradient accumulation, in the sample order the real ranks
+    would read: a one-device preview of a W-device run with the same math (runtimes are then
+    one device's); ``auto`` does so for the trials whose world size the node's devices cannot
+    hold; ``off`` never.
 
     ``reuse_workers: false`` runs every rank in a fresh process instead of a warm one that
     served earlier trials (docs/trials.md, "Warm rank processes"): slower to start, and the
     reference that reuse is checked against; the results are the same.
+
+    ``mps`` (one of ``SWITCHES``): CUDA MPS for the search's GPUs; ``auto`` starts it where
+    trials share GPUs and it can start, ``on`` refuses to run without it.
+
+    ``memory_per_worker``: bytes one rank may hold on the CPU (``None``: no cap); a rank that
+    needs more fails as ``out_of_memory``, as one would on a GPU whose memory is full.
     """
 
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpus_per_worker: int = 1
-    gpus_per_worker: int = 1
-    emulate_ranks: bool = False
+    gpus_per_worker: float = 1.0
+    emulate_ranks: Switch = "auto"
     reuse_workers: bool = True
+    mps: Switch = "auto"
+    memory_per_worker: int | None = None
 
 
 @dataclass(frozen=True)

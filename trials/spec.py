@@ -144,7 +144,7 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
     The sampled ``params`` give the searched and fixed parameters (``per_device_batch_size``,
     ``world_size``, ``lr_rule``... and any other, which reach the optimizer or the workload's
     factory); the space gives everything else (workload, epochs, scaling, seed, threads per
-    rank); ``resources.emulate_ranks`` plays all of a trial's ranks in one process.
+    rank); ``resources.emulate_ranks: on`` plays all of a trial's ranks in one process.
 
     Args:
         space: The validated space.
@@ -181,7 +181,7 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
         device=device,
         cpus_per_worker=space.resources.cpus_per_worker,
         seed=space.search.seed,
-        emulated_ranks=int(core.get("world_size", 1)) if space.resources.emulate_ranks else 1,
+        emulated_ranks=int(core.get("world_size", 1)) if space.resources.emulate_ranks == "on" else 1,
     )
     fields.update(core, hyperparameters=others)
     fields.update(overrides)
