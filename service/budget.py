@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.search_spaces import Budget
-from hpsearch.search_spaces.record import CURVES, DEVICE_SECONDS, RUNTIME_S
+from hpsearch.search_spaces.record import CURVES, DEVICE_SECONDS, EMULATED_RANKS, RUNTIME_S
 from hpsearch.store import ATTR_BUDGET, ATTR_BUDGET_SPENT
 
 if TYPE_CHECKING:
@@ -164,12 +164,13 @@ def budget_status(study: optuna.Study, default: Budget | None = None) -> BudgetS
     return BudgetStatus.of(budget_of(study, default or Budget()), spent_of(study))
 
 
-def trial_devices(params: Mapping[str, Any], space: SearchSpace) -> int:
+def trial_devices(params: Mapping[str, Any], space: SearchSpace, max_processes: int | None = None) -> int:
     """The devices a trial's ``device_seconds`` counts: its processes (``TrialSpec.processes``:
-    its world size, or fewer when its ranks are emulated)."""
+    its world size, or fewer when its ranks are emulated; ``max_processes``: the most one trial
+    can have on the cluster, ``SearchPlan.devices``)."""
     from hpsearch.trials.spec import trial_spec
 
-    return trial_spec(space, params).processes
+    return trial_spec(space, params, max_processes=max_processes).processes
 
 
 def _trials(n: int) -> str:
@@ -184,7 +185,12 @@ def settle_orphans(study: optuna.Study, space: SearchSpace) -> None:
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         runtime = _last_runtime(t.user_attrs.get(CURVES))
         if runtime is not None and DEVICE_SECONDS not in t.user_attrs:
-            study._storage.set_trial_user_attr(t._trial_id, DEVICE_SECONDS, runtime * trial_devices(t.params, space))
+            # Its processes: as many as its ranks, less those it played in one (recorded when it
+            # was proposed).
+            emulated = t.user_attrs.get(EMULATED_RANKS)
+            devices = (int(t.params.get("world_size", 1)) // int(emulated) if isinstance(emulated, int) and emulated > 0
+                       else trial_devices(t.params, space))
+            study._storage.set_trial_user_attr(t._trial_id, DEVICE_SECONDS, runtime * devices)
 
 
 def _last_runtime(curves: Any) -> float | None:

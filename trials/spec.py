@@ -25,7 +25,7 @@ from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 if TYPE_CHECKING:
     from hpsearch.search_spaces.space import SearchSpace
 
-__all__ = ["TrialSpec", "trial_spec"]
+__all__ = ["TrialSpec", "processes_for", "trial_spec"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,9 @@ class TrialSpec:
         compile: ``torch.compile`` the model; the compiling steps' time is ``compile_s``.
         keep_data: A warm rank process keeps the data it built for the next trial with the same
             workload and data options (``False``: build it every trial).
+        memory_limit_bytes: The memory one rank may hold on the CPU (``resources.memory_per_worker``);
+            past it the trial fails as ``out_of_memory``. ``None``: no cap (always on CUDA, where
+            the GPU's own memory is the limit).
     """
 
     per_device_batch_size: int
@@ -90,6 +93,7 @@ class TrialSpec:
     precision: str = "fp32"
     compile: bool = False
     keep_data: bool = True
+    memory_limit_bytes: int | None = None
 
     @property
     def effective_batch_size(self) -> int:
@@ -137,19 +141,43 @@ class TrialSpec:
         return asdict(self)
 
 
-def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "cpu", **overrides: Any) -> TrialSpec:
+def processes_for(world_size: int, emulate: str, max_processes: int | None) -> int:
+    """How many processes play a trial's ``world_size`` ranks (``resources.emulate_ranks``): all of
+    them in one (``on``), one each (``off``), or, with ``auto``, one each where a node holds
+    that many (``max_processes``: its devices, one GPU per rank), else the most that divide the
+    world size and fit, each playing its share of the ranks (a one-GPU user studies W devices).
+
+    Example:
+        >>> processes_for(8, "auto", 1), processes_for(8, "auto", 4), processes_for(6, "auto", 4), processes_for(2, "auto", 2)
+        (1, 4, 3, 2)
+        >>> processes_for(8, "on", 8), processes_for(8, "off", 1)
+        (1, 8)
+    """
+    if emulate == "on":
+        return 1
+    if emulate == "off" or max_processes is None or world_size <= max_processes:
+        return world_size
+    return max(d for d in range(1, max(1, max_processes) + 1) if world_size % d == 0)
+
+
+def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "cpu",
+               max_processes: int | None = None, **overrides: Any) -> TrialSpec:
     """The ``TrialSpec`` of one configuration of ``space``: the one place a configuration
     becomes a spec.
 
     The sampled ``params`` give the searched and fixed parameters (``per_device_batch_size``,
     ``world_size``, ``lr_rule``... and any other, which reach the optimizer or the workload's
     factory); the space gives everything else (workload, epochs, scaling, seed, threads per
-    rank); ``resources.emulate_ranks: on`` plays all of a trial's ranks in one process.
+    rank); ``resources.emulate_ranks`` says how many processes play its ranks
+    (``processes_for``).
 
     Args:
         space: The validated space.
         params: One configuration, as sampled.
         device: ``cpu`` or ``cuda``, already resolved from ``resources.device``.
+        max_processes: The most processes one trial can have on a node of the cluster (its
+            GPUs, or CPU slots), once known; ``None``: no limit (``emulate_ranks: auto`` then
+            runs one process per rank).
         **overrides: ``TrialSpec`` fields to set instead of the space's (``hpsearch
             export-trial`` trains real ranks, ``emulated_ranks=1``, and keeps the weights,
             ``save_model=True``).
@@ -164,6 +192,7 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
     """
     core = {k: params[k] for k in CORE_PARAMETERS if k in params}
     others = {k: v for k, v in params.items() if k not in CORE_PARAMETERS}
+    world_size = int(core.get("world_size", 1))
     fields: dict[str, Any] = dict(
         base_batch_size=space.scaling.base_batch_size,
         warmup_epochs=space.scaling.warmup_epochs,
@@ -180,8 +209,9 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
         keep_data=space.workload.keep_data,
         device=device,
         cpus_per_worker=space.resources.cpus_per_worker,
+        memory_limit_bytes=space.resources.memory_per_worker if device == "cpu" else None,
         seed=space.search.seed,
-        emulated_ranks=int(core.get("world_size", 1)) if space.resources.emulate_ranks == "on" else 1,
+        emulated_ranks=world_size // processes_for(world_size, space.resources.emulate_ranks, max_processes),
     )
     fields.update(core, hyperparameters=others)
     fields.update(overrides)

@@ -163,7 +163,7 @@ def resume_search(
                 finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
                 to_run = max(0, target - finished)
                 if space.search.sampler in SEARCH_SAMPLERS:
-                    runnable = {_key(p) for p in runnable_grid_points(space, plan.device)}
+                    runnable = {_key(p) for p in runnable_grid_points(space, plan.device, plan.devices)}
                     taken = {_key(t.params) for t in study.get_trials(deepcopy=False)
                              if t.params and occupies_its_configuration(t)}
                     to_run = min(to_run, len(runnable - taken))
@@ -273,7 +273,7 @@ def _ranks_at_once(space: SearchSpace) -> int | None:
     trials of its largest world size); ``None``: as many as the nodes hold."""
     if space.search.max_concurrent is None:
         return None
-    largest = 1 if space.resources.emulate_ranks else space.max_world_size()
+    largest = 1 if space.resources.emulate_ranks == "on" else space.max_world_size()
     return space.search.max_concurrent * largest
 
 
@@ -345,7 +345,7 @@ def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
 
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
     ledger = BudgetLedger(plan.budget, plan.spent, plan.run_started if plan.run_started is not None else time.monotonic())
-    searcher = StudySearcher(study, space, plan.n_trials, plan.device, plan.runs_dir,
+    searcher = StudySearcher(study, space, plan.n_trials, plan.device, plan.runs_dir, max_processes=plan.devices,
                              on_event=on_event, ledger=ledger)
 
     stopper = InterruptStopper(searcher)

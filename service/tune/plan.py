@@ -12,7 +12,7 @@ from hpsearch.errors import ResourceError, SpaceError
 from hpsearch.sampler import grid_points
 from hpsearch.search_spaces import Budget, SearchSpace
 from hpsearch.settings import Settings, study_runs_dir
-from hpsearch.trials.spec import trial_spec
+from hpsearch.trials.spec import processes_for, trial_spec
 
 __all__ = ["SEARCH_SAMPLERS", "SearchPlan", "plan_search", "runnable_grid_points", "trial_bundle"]
 
@@ -28,8 +28,11 @@ class SearchPlan:
         n_trials: Trials to launch in this run (for ``resume``, the ones still missing).
         finished: Trials the study had already finished (``resume``; 0 for a new study).
         requeued: Configurations of interrupted trials queued to run again (``resume``).
-        devices: The most devices one trial can use: the GPUs (CPU slots on a CPU cluster) of
-            the largest node, in units of ``gpus_per_worker`` (``cpus_per_worker``).
+        devices: The most processes one trial can have: the GPUs (CPU slots on a CPU cluster)
+            of the largest node, a GPU per rank (``gpus_per_worker``, or a whole GPU for a share
+            of one: two ranks of one trial never share a GPU), ``cpus_per_worker`` CPUs per rank.
+            A trial of a larger world size plays its ranks on this many processes
+            (``resources.emulate_ranks: auto``).
         budget: The study's budget (``search.budget``, or the one given to start/resume).
         spent: What earlier runs of the study spent (``resume``; nothing for a new study).
         run_started: ``time.monotonic()`` when this run began: its wall-clock time counts
@@ -67,18 +70,28 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         device = "cuda" if has_gpu else "cpu"
     if device == "cuda" and not has_gpu:
         raise ResourceError("resources.device is cuda but no node of the Ray cluster has a GPU")
+    kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
+        ("CPU", space.resources.cpus_per_worker)
+    # The most processes one trial can have on a node: a rank per GPU (two ranks of one trial
+    # never share a GPU: NCCL refuses it), or per cpus_per_worker CPUs.
+    devices = max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes)
     w_max = space.max_world_size()
-    need = _trial_resources(w_max, space, device)
-    if not any(all(node.get(k, 0) >= v for k, v in need.items()) for node in nodes):
+    processes = processes_for(w_max, space.resources.emulate_ranks, devices)
+    need = _trial_resources(processes, space, device)
+    if not any(_fits(node, processes, need, device, space) for node in nodes):
         biggest = max(nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)))
+        ranks = f"{processes} processes (world_size {w_max})" if processes != w_max else f"world_size {w_max}"
+        apart = " on as many GPUs (two ranks of one trial never share a GPU)" if device == "cuda" else ""
+        emulate = ("set resources.emulate_ranks: auto to play its ranks on the devices a node has, "
+                   if space.resources.emulate_ranks == "off" else "")
         raise ResourceError(
-            f"a trial with world_size {w_max} needs {_fmt(need)} on one node, but the largest node "
-            f"has {_fmt({k: biggest.get(k, 0) for k in need})}; lower parameters.world_size or "
+            f"a trial with {ranks} needs {_fmt(need)}{apart} on one node, but the largest node "
+            f"has {_fmt({k: biggest.get(k, 0) for k in need})}; {emulate}lower parameters.world_size or "
             "resources.cpus_per_worker, or add a bigger node"
         )
     n_trials = space.search.n_trials
     if space.search.sampler in SEARCH_SAMPLERS:
-        runnable = runnable_grid_points(space, device)
+        runnable = runnable_grid_points(space, device, max(devices, 1))
         if not runnable:
             raise SpaceError("the constraints skip every configuration of the grid; loosen them",
                              key_path="constraints", source=space.source_path or "<space>")
@@ -89,22 +102,19 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         # trial only when one could start, so trials do not sit RUNNING in the study while
         # they wait for resources.
         w_min = space.min_world_size()
-        small = _trial_resources(w_min, space, device)
+        small = _trial_resources(processes_for(w_min, space.resources.emulate_ranks, devices), space, device)
         max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
     runs = study_runs_dir(settings, study_name)
-    kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
-        ("CPU", space.resources.cpus_per_worker)
-    devices = max(1, max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes))
-    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent, devices=devices)
+    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent, devices=max(1, devices))
 
 
-def runnable_grid_points(space: SearchSpace, device: str) -> list[dict[str, Any]]:
+def runnable_grid_points(space: SearchSpace, device: str, max_processes: int | None = None) -> list[dict[str, Any]]:
     """The grid's configurations that the constraints let run (one of each equivalent set)."""
     from hpsearch.constraints import equivalence_key, violation
 
     runnable, seen = [], set()
     for point in grid_points(space):
-        spec = trial_spec(space, point, device=device)
+        spec = trial_spec(space, point, device=device, max_processes=max_processes)
         if violation(spec, space.constraints) is not None:
             continue
         if space.constraints.skip_equivalent:
@@ -116,16 +126,24 @@ def runnable_grid_points(space: SearchSpace, device: str) -> list[dict[str, Any]
     return runnable
 
 
-def _trial_resources(world_size: int, space: SearchSpace, device: str) -> dict[str, float]:
-    processes = 1 if space.resources.emulate_ranks else world_size
+def _trial_resources(processes: int, space: SearchSpace, device: str) -> dict[str, float]:
+    """What a trial of ``processes`` processes reserves, in all."""
     return trial_bundle(processes, device, space.resources.cpus_per_worker, space.resources.gpus_per_worker)
+
+
+def _fits(node: dict[str, float], processes: int, need: dict[str, float], device: str, space: SearchSpace) -> bool:
+    """Whether a trial of ``processes`` processes fits on ``node``: its CPUs and GPUs in all, and
+    on CUDA a GPU of its own for each process (shares of a GPU go to ranks of other trials)."""
+    if any(node.get(k, 0) < v for k, v in need.items()):
+        return False
+    return device != "cuda" or processes * max(space.resources.gpus_per_worker, 1) <= node.get("GPU", 0)
 
 
 def _fmt(res: dict[str, float]) -> str:
     return ", ".join(f"{v:g} {k}" for k, v in res.items())
 
 
-def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_worker: int) -> dict[str, float]:
+def trial_bundle(processes: int, device: str, cpus_per_worker: int, gpus_per_worker: float) -> dict[str, float]:
     """The devices ``processes`` ranks reserve (one rank's: a unit)."""
     need = {"CPU": float(processes * cpus_per_worker)}
     if device == "cuda":

@@ -45,6 +45,7 @@ from hpsearch.search_spaces import SearchSpace
 from hpsearch.search_spaces.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
+    EMULATED_RANKS,
     GRAD_ACCUM_STEPS,
     MODEL_PATH,
     PER_DEVICE_BATCH_SIZE,
@@ -95,6 +96,8 @@ class StudySearcher(Searcher):
         space: The validated space.
         n_trials: How many trials to launch in this run (skipped configurations not counted).
         device: ``cpu`` or ``cuda``: where the trials train.
+        max_processes: The most processes one trial can have (``SearchPlan.devices``): a larger
+            world size plays its ranks on fewer (``resources.emulate_ranks: auto``).
         runs_dir: Parent of each trial's run folder.
         on_event: Called with each ``SearchEvent`` (progress display).
         ledger: The search's budget account (``hpsearch.budget``); ``None``: no budget kept.
@@ -109,12 +112,14 @@ class StudySearcher(Searcher):
         runs_dir: Path,
         on_event: Callable[[SearchEvent], None] | None = None,
         ledger: BudgetLedger | None = None,
+        max_processes: int | None = None,
     ) -> None:
         super().__init__()
         self.study = study
         self.space = space
         self.n_trials = n_trials
         self.device = device
+        self.max_processes = max_processes
         self.runs_dir = runs_dir
         self.on_event = on_event
         #: Set by the orchestrator on Ctrl-C/SIGTERM: trials stopped from then on are
@@ -163,7 +168,8 @@ class StudySearcher(Searcher):
             if t.params and occupies_its_configuration(t):
                 self._seen.add(_exact(t.params))
                 if space.constraints.skip_equivalent:
-                    self._tried.add(equivalence_key(trial_spec(space, dict(t.params), device=device)))
+                    self._tried.add(equivalence_key(trial_spec(space, dict(t.params), device=device,
+                                                               max_processes=max_processes)))
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its searcher into the experiment state; the study (a live database
@@ -195,10 +201,11 @@ class StudySearcher(Searcher):
             params = dict(trial.params)
             memory = self.ceilings.plan(params, self.on_oom)
             ran_as = memory[1] if memory is not None and memory[0] == "accumulate" else None
-            spec = trial_spec(self.space, {**params, **_shape(ran_as)}, device=self.device)
+            spec = trial_spec(self.space, {**params, **_shape(ran_as)}, device=self.device,
+                              max_processes=self.max_processes)
             derived: dict[str, Any] = {"effective_batch_size": spec.effective_batch_size,
                                        "base_batch_size": spec.base_batch_size, "lr": spec.lr,
-                                       "warmup_epochs": spec.warmup_epochs}
+                                       "warmup_epochs": spec.warmup_epochs, EMULATED_RANKS: spec.emulated_ranks}
             if ran_as is not None:
                 derived[RAN_AS] = ran_as
             skip = self._skip(spec, params, memory)
@@ -239,7 +246,7 @@ class StudySearcher(Searcher):
         runs it first) and the search proposes no more trials; the running ones go on."""
         if self.ledger is None:
             return False
-        devices = trial_devices(params, self.space)
+        devices = trial_devices(params, self.space, self.max_processes)
         prediction = refusal = None
         if self.ledger.budget.limited:
             done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -459,7 +466,7 @@ class StudySearcher(Searcher):
         self._finals.pop(trial_id, None)
         if not final and DEVICE_SECONDS not in attrs and last is not None:
             runtime, at = last
-            devices = trial_devices(trial.params, self.space)
+            devices = trial_devices(trial.params, self.space, self.max_processes)
             attrs[DEVICE_SECONDS] = (runtime + max(0.0, time.monotonic() - at)) * devices
         if self.ledger is not None:
             seconds = attrs.get(DEVICE_SECONDS)

@@ -18,12 +18,13 @@ parameters:
   per_device_batch_size: 32
   world_size: {choices: WORLD}
   base_lr: 0.01
-resources: {device: DEVICE, cpus_per_worker: CPUS}
+resources: {device: DEVICE, cpus_per_worker: CPUS, emulate_ranks: EMULATE}
 """
 
 
-def _space(world: str = "[1, 2]", device: str = "cpu", cpus: int = 1):
-    return parse_space(SPACE.replace("WORLD", world).replace("DEVICE", device).replace("CPUS", str(cpus)))
+def _space(world: str = "[1, 2]", device: str = "cpu", cpus: int = 1, emulate: str = "auto"):
+    return parse_space(SPACE.replace("WORLD", world).replace("DEVICE", device).replace("CPUS", str(cpus))
+                       .replace("EMULATE", emulate))
 
 
 def _plan(space, *nodes: dict[str, float]):
@@ -39,25 +40,34 @@ def test_concurrency_is_as_many_of_the_smallest_trials_as_every_node_holds() -> 
     assert _plan(gpu, {"CPU": 32, "GPU": 4}).device == "cuda"
 
 
-def test_a_trial_bigger_than_every_node_is_refused_before_the_search() -> None:
+def test_a_trial_bigger_than_every_node_is_refused_before_the_search_unless_its_ranks_are_emulated() -> None:
     with pytest.raises(ResourceError) as caught:
-        _plan(_space("[1, 8]"), {"CPU": 4}, {"CPU": 6})
+        _plan(_space("[1, 8]", emulate="off"), {"CPU": 4}, {"CPU": 6})
     assert "a trial with world_size 8 needs 8 CPU on one node, but the largest node has 6 CPU" in str(caught.value)
+    assert "set resources.emulate_ranks: auto" in str(caught.value)
 
     with pytest.raises(ResourceError, match="no node of the Ray cluster has a GPU"):
         _plan(_space(device="cuda"), {"CPU": 64})
-    with pytest.raises(ResourceError, match="needs 4 CPU, 4 GPU on one node"):
-        _plan(_space("[4]", device="cuda"), {"CPU": 64, "GPU": 2}, {"CPU": 64, "GPU": 3})
+    with pytest.raises(ResourceError, match=r"needs 4 CPU, 4 GPU on as many GPUs .* on one node"):
+        _plan(_space("[4]", device="cuda", emulate="off"), {"CPU": 64, "GPU": 2}, {"CPU": 64, "GPU": 3})
+    # emulate_ranks: auto (the default): the same spaces run, their ranks played by the
+    # processes the largest node holds (of 6 CPUs: 4 processes for 8 ranks; of 3 GPUs: 2 for 4).
+    assert _plan(_space("[1, 8]"), {"CPU": 4}, {"CPU": 6}).devices == 6
+    assert _plan(_space("[4]", device="cuda"), {"CPU": 64, "GPU": 2}, {"CPU": 64, "GPU": 3}).devices == 3
+    # One rank that fits on no node is refused even so.
+    with pytest.raises(ResourceError, match="needs 8 CPU on one node"):
+        _plan(_space("[1, 2]", cpus=8), {"CPU": 4}, {"CPU": 6})
 
 
 def test_start_refuses_a_space_this_machine_can_never_run_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text(
-        "study: too-big\n" + SPACE.replace("WORLD", "[1, 64]").replace("DEVICE", "cpu").replace("CPUS", "1"))
+        "study: too-big\n" + SPACE.replace("WORLD", "[1, 32]").replace("DEVICE", "cpu").replace("CPUS", "1")
+        .replace("EMULATE", "off"))
     result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "error: a trial with world_size 64 needs 64 CPU on one node" in result.stderr
+    assert "error: a trial with world_size 32 needs 32 CPU on one node" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "hpsearch.db").exists()  # nothing written
 
@@ -69,7 +79,8 @@ def test_an_address_where_no_cluster_answers_is_a_clear_error(tmp_path: Path) ->
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     (tmp_path / "space.yaml").write_text(
-        "study: nowhere\n" + SPACE.replace("WORLD", "[1]").replace("DEVICE", "cpu").replace("CPUS", "1"))
+        "study: nowhere\n" + SPACE.replace("WORLD", "[1]").replace("DEVICE", "cpu").replace("CPUS", "1")
+        .replace("EMULATE", "auto"))
     result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--address",
                              f"127.0.0.1:{port}", "--no-progress"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
