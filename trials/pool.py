@@ -68,6 +68,8 @@ class _Worker:
     proc: subprocess.Popen[bytes] | None = None  # started on its own (no zygote)
     request: int = 0  # the zygote's fork request, for a forked worker
     pid: int | None = None  # a forked worker's, once the zygote said it
+    printed: int | None = None  # the pipe a forked worker prints into (its reading end)
+    partial: bytes = b""  # the start of a line it has not finished
     state: str = "starting"  # starting -> idle <-> busy; any -> gone
     ticket: int | None = None
     rank: int = -1
@@ -374,17 +376,21 @@ class RankPool:
                     return
                 self._spawn_missing()
                 by_conn = {w.conn: w for w in self._workers}
+                by_pipe = {w.printed: w for w in self._workers if w.printed is not None}
                 zygote = self._zygote.conn if self._zygote is not None and self._zygote.alive else None
-            waiting: list[Any] = [*by_conn, *([zygote] if zygote is not None else [])]
+            waiting: list[Any] = [*by_conn, *by_pipe, *([zygote] if zygote is not None else [])]
             if waiting:
                 ready = wait_any(waiting, timeout=_TICK_S)
             else:
                 time.sleep(_TICK_S)
                 ready = []
             with self._cond:
-                for conn in ready:
+                # What the workers printed first: it belongs to the trial they ran until now.
+                for conn in sorted(ready, key=lambda c: not isinstance(c, int)):
                     if conn is zygote:
                         self._zygote_said()
+                    elif isinstance(conn, int):
+                        self._printed(by_pipe[conn])
                     else:
                         self._receive(by_conn[conn])  # type: ignore[index]
                 self._stop_orphaned_tickets()
@@ -413,6 +419,7 @@ class RankPool:
             worker.state = "idle"
             self._start_failures = 0
         elif message[0] == "done":
+            self._printed(worker, drain=True)  # under the trial that printed it
             worker.tasks += 1
             self._rank_ended(worker, 0)
             if self.reuse:
@@ -420,6 +427,52 @@ class RankPool:
             else:
                 worker.state = "retiring"
                 self._signal(worker, signal.SIGKILL)
+
+    def _printed(self, worker: _Worker, *, drain: bool = False, flush: bool = False) -> None:
+        """Pass on what a forked worker printed, each line marked with the trial and rank it was
+        running (``[trial-00012 rank 1] ...``), so the ranks of concurrent trials can be told
+        apart in one log. ``drain``: all it printed so far (its rank ends: the rest is not that
+        trial's); ``flush``: the worker is gone, take all it left, its unfinished last line too."""
+        if worker.printed is None:
+            return
+        chunks, ended = [], False
+        while True:
+            try:
+                data = os.read(worker.printed, 1 << 16)
+            except BlockingIOError:  # nothing more for now
+                break
+            except OSError:
+                ended = True
+                break
+            if not data:  # the worker closed its end: it is gone
+                ended = True
+                break
+            chunks.append(data)
+            if not (drain or flush):
+                break
+        lines = (worker.partial + b"".join(chunks)).split(b"\n")
+        worker.partial = lines.pop()
+        if (ended or flush) and worker.partial:
+            lines.append(worker.partial)
+            worker.partial = b""
+        if ended or flush:
+            with contextlib.suppress(OSError):
+                os.close(worker.printed)
+            worker.printed = None
+        if lines:
+            t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+            label = f"[{t.run.name} rank {worker.rank}] " if t is not None else f"[rank process {self._pid(worker)}] "
+            self._log(b"".join(label.encode() + line + b"\n" for line in lines))
+
+    def _log(self, text: bytes) -> None:
+        """Append to the pool's output (``output``, else this process's stderr)."""
+        if self.output is None:
+            sys.stderr.buffer.write(text)
+            sys.stderr.flush()
+            return
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        with self.output.open("ab") as log:
+            log.write(text)
 
     def _zygote_said(self) -> None:
         """A message from the zygote: a forked worker's pid, or a worker's exit code."""
@@ -432,6 +485,7 @@ class RankPool:
                 worker.pid = zygote.pids.pop(worker.request, None)
 
     def _gone(self, worker: _Worker) -> None:
+        self._printed(worker, flush=True)  # its last words, under the trial it ran
         code = self._reap(worker)
         if worker.state == "starting":
             self._start_failures += 1
@@ -489,11 +543,11 @@ class RankPool:
                 if self._zygote is not None:
                     self._zygote.kill()
                 self._zygote = Zygote(self.preload, env, self.output)
-            request, conn = self._zygote.fork(gpu)
+            request, conn, printed = self._zygote.fork(gpu)
             # A warm zygote answers within milliseconds: know the pid at once, as for a process
             # started anew; one still importing answers later (``_zygote_said``).
             pid = self._zygote.pid(request, 1.0) if self._zygote.ready else None
-            return _Worker(conn, gpu, request=request, pid=pid)
+            return _Worker(conn, gpu, request=request, pid=pid, printed=printed)
         parent, child = socket.socketpair()
         env["HPSEARCH_WORKER_FD"] = str(child.fileno())
         if gpu is not None:

@@ -16,9 +16,10 @@ holds no lock across the fork.
 The protocol, on the socket in ``HPSEARCH_ZYGOTE_FD`` (a ``multiprocessing`` connection):
 
 - the zygote says ``("ready", pid)`` once its imports are done;
-- the pool sends ``("fork", request, gpu)`` followed by the socket of the new rank process
-  (``multiprocessing.reduction.send_handle``); the zygote forks, and the child runs
-  ``hpsearch.trials.worker.main`` on that socket; the zygote answers ``("forked", request, pid)``;
+- the pool sends ``("fork", request, gpu)`` followed by the socket of the new rank process and
+  the writing end of a pipe for what it prints (``multiprocessing.reduction.send_handle``); the
+  zygote forks, and the child runs ``hpsearch.trials.worker.main`` on that socket, its stdout and
+  stderr on that pipe; the zygote answers ``("forked", request, pid)``;
 - the zygote reaps its children and says ``("exited", pid, code)`` for each (``code`` as
   ``subprocess`` gives it: negative for a signal).
 
@@ -62,11 +63,12 @@ def main(argv: list[str]) -> None:
                 message = conn.recv()
                 if message[0] == "fork":
                     _, request, gpu = message
-                    fd = recv_handle(conn)
+                    fd, out = recv_handle(conn), recv_handle(conn)
                     pid = os.fork()
                     if pid == 0:
-                        _child(conn, fd, gpu, argv)  # never returns
+                        _child(conn, fd, out, gpu, argv)  # never returns
                     os.close(fd)
+                    os.close(out)
                     conn.send(("forked", request, pid))
             _reap(conn)
         except (EOFError, OSError):
@@ -74,12 +76,17 @@ def main(argv: list[str]) -> None:
             os._exit(0)
 
 
-def _child(conn: Connection, fd: int, gpu: str | None, argv: list[str]) -> None:
-    """In the forked child: forget the zygote's socket and become a rank process."""
+def _child(conn: Connection, fd: int, out: int, gpu: str | None, argv: list[str]) -> None:
+    """In the forked child: forget the zygote's socket, write into the pool's pipe (``out``, for
+    stdout and stderr alike: the pool marks each line with the trial and rank), and become a rank
+    process."""
     from hpsearch.trials import worker
 
     try:
         conn.close()
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
         if gpu is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = gpu
         os.environ["HPSEARCH_WORKER_FD"] = str(fd)
@@ -141,19 +148,24 @@ class Zygote:
         self.exited: dict[int, int] = {}
         self._requests = itertools.count(1)
 
-    def fork(self, gpu: str | None) -> tuple[int, Connection]:
-        """Ask for a rank process (of ``gpu``); returns the request's number and the pool's end
-        of the new process's socket. The process's pid comes later (``pids``)."""
+    def fork(self, gpu: str | None) -> tuple[int, Connection, int]:
+        """Ask for a rank process (of ``gpu``); returns the request's number, the pool's end of
+        the new process's socket, and the reading end of the pipe it prints into (non-blocking).
+        The process's pid comes later (``pids``)."""
         request = next(self._requests)
         parent, child = socket.socketpair()
+        output, printed = os.pipe()
+        os.set_blocking(output, False)
         try:
             self.conn.send(("fork", request, gpu))
             send_handle(self.conn, child.fileno(), self.proc.pid)
+            send_handle(self.conn, printed, self.proc.pid)
         except OSError:
             self.alive = False  # it died: the pool sees the new process's socket close
         finally:
             child.close()
-        return request, Connection(parent.detach())
+            os.close(printed)
+        return request, Connection(parent.detach()), output
 
     def receive(self) -> None:
         """Take the zygote's waiting messages (``pids``, ``exited``), without blocking; marks it
