@@ -19,7 +19,13 @@ in a :class:`SyntheticTruth`:
 - the gradient noise scale sits near B_crit; trials of W x A = 1 record none;
 - the worst trials are PRUNED with ``early_stopped`` (cut at 1 or 3 of 10 epochs);
 - with ``hidden_choices``, the workload's own parameter ``hidden`` is searched too: the largest
-  width trains at the laws' pace, any other needs a quarter more samples.
+  width trains at the laws' pace, any other needs a quarter more samples;
+- a rank's peak memory is fixed + per-sample x b on its device kind (``SyntheticDevice``: the
+  weights, gradients and optimizer state, then the activations of the per-device batch, which
+  scale with ``hidden``); a trial whose peak would pass the device's memory runs out of it
+  (``out_of_memory``), and the search then treats that configuration at that per-device batch
+  or above as ``hpsearch start`` does (``search.on_oom``): not started (``exceeds_memory``, not
+  counted toward ``n_trials``), or run halved with twice the accumulation (``ran_as``).
 
 The LR rules and the study's attrs are the product's own (``hpsearch.trials.scaling``,
 ``hpsearch.store.study_attrs``). Nothing here is a measurement: the space text says so.
@@ -44,8 +50,9 @@ from hpsearch.search_spaces import record as r
 from hpsearch.store import open_storage, study_attrs
 from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
+from hpsearch.tune.memory import MemoryCeilings, halved
 
-__all__ = ["HIDDEN_PENALTY", "SyntheticTruth", "synthetic_study"]
+__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SyntheticDevice", "SyntheticTruth", "synthetic_study"]
 
 # The space the synthetic trials are drawn from. It validates (hpsearch.search_spaces) and
 # names only what the model uses. A real search of it would need CIFAR-10 at the path and 8
@@ -70,8 +77,9 @@ objectives:
   - {{metric: val_accuracy, direction: maximize}}
   - {{metric: runtime_s, direction: minimize}}
 search: {{sampler: random, n_trials: {n_trials}, max_concurrent: {slots}, seed: {seed}}}
-resources: {{device: cuda, cpus_per_worker: 4, gpus_per_worker: 1}}
+resources: {resources}
 """
+_CUDA_RESOURCES = "{device: cuda, cpus_per_worker: 4, gpus_per_worker: 1}"
 _OBJECTIVES = [r.VAL_ACCURACY, r.RUNTIME_S]
 _RULES = ("constant", "linear", "sqrt")
 _MOMENTUM = 0.9
@@ -85,10 +93,45 @@ _START_S = 15.0  # launching a trial's ranks
 _SLOTS = 8  # trials running at once
 _NODES = ("10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14")
 _DEVICE = "cuda (NVIDIA H100 80GB HBM3)"
+#: Bytes in a mebibyte and a gibibyte (memory sizes: ``SyntheticDevice``).
+MIB = 2**20
+GIB = 2**30
 _STARTED = datetime(2025, 1, 6, 9, 0, 0)
 #: Trials per write to the store: bounds memory, and a store shared with readers (the
 #: dashboard) is never held by one long transaction.
 _BATCH = 2000
+
+
+@dataclass(frozen=True)
+class SyntheticDevice:
+    """One device kind of the synthetic cluster, and what a rank of a trial holds in its memory.
+
+    A rank's peak memory is ``fixed_bytes + per_sample_bytes x b`` at per-device batch b (the
+    weights, their gradients and the optimizer's state whatever the batch, then the activations
+    of each sample of a micro-step; accumulation and the world size add none), the activations
+    scaled by ``hidden / max(hidden)`` where ``hidden`` is searched, with a run's scatter
+    (``SyntheticTruth.memory_noise``). A trial whose peak would pass ``memory_bytes`` runs out
+    of memory.
+
+    Attributes:
+        name: The trials' ``device`` attr on this kind.
+        memory_bytes: What a rank may hold: the device's memory (or ``resources.memory_per_worker``
+            on the CPU); ``None``: no trial runs out.
+        fixed_bytes: The peak's part that does not grow with the batch.
+        per_sample_bytes: The peak's growth per sample of the per-device batch.
+        speed: Step times are divided by this (a faster kind).
+    """
+
+    name: str = _DEVICE
+    memory_bytes: float | None = None
+    fixed_bytes: float = 2.0 * GIB
+    per_sample_bytes: float = 24.0 * MIB
+    speed: float = 1.0
+
+    def peak_bytes(self, per_device_batch: int, width: float = 1.0) -> float:
+        """A rank's peak memory at ``per_device_batch``, without a run's scatter; ``width`` scales
+        the activations (``hidden / max(hidden)``)."""
+        return self.fixed_bytes + self.per_sample_bytes * per_device_batch * width
 
 
 @dataclass(frozen=True)
@@ -122,6 +165,14 @@ class SyntheticTruth:
         hidden_choices: The widths a search draws the workload's own parameter ``hidden``
             from; empty (the default): not searched. The largest trains at the laws' pace, any
             other needs ``1 + HIDDEN_PENALTY`` times the samples.
+        devices: The device kinds the trials run on (drawn per trial where there are several),
+            with their memory (``SyntheticDevice``). By default one H100 kind that no trial
+            runs out of.
+        memory_noise: A run's scatter of its peak memory (lognormal sigma).
+        on_oom: What the search does with a configuration at or above a per-device batch that
+            ran out of memory (``search.on_oom``): ``skip`` records it as not started
+            (``exceeds_memory``), ``accumulate`` runs it at half the per-device batch and twice
+            the accumulation (``ran_as``), halving until it fits, the trial that ran out too.
     """
 
     e_min: float = 150_000.0
@@ -145,6 +196,9 @@ class SyntheticTruth:
     accum_steps: tuple[int, ...] = (1, 2, 4)
     base_lr_range: tuple[float, float] = (0.01, 0.2)
     hidden_choices: tuple[int, ...] = ()
+    devices: tuple[SyntheticDevice, ...] = (SyntheticDevice(),)
+    memory_noise: float = 0.01
+    on_oom: str = "skip"
 
     def best_lr(self, batch: float) -> float:
         """The LR that trains best at effective batch ``batch``."""
@@ -172,6 +226,7 @@ class _Outcome:
     values: list[float] | None
     intermediate_values: dict[int, float]
     runtime_s: float
+    ran: bool = True  # False: the search did not start it (exceeds_memory)
 
 
 def synthetic_study(
@@ -195,8 +250,10 @@ def synthetic_study(
         storage: A store URL (``sqlite:///demo.db``, ``postgresql+psycopg://...``) or an Optuna
             storage object such as ``optuna.storages.InMemoryStorage()``.
         study_name: The new study's name.
-        n_trials: How many trials to write (all finished: COMPLETE, FAIL or PRUNED); also the
-            study's target. 0 writes a study whose search has just started (target 1).
+        n_trials: How many finished trials to write (COMPLETE, FAIL or PRUNED); also the
+            study's target. 0 writes a study whose search has just started (target 1). Where
+            trials run out of memory, the proposals the search then does not start
+            (``exceeds_memory``) come besides, as they do not count toward ``n_trials``.
         seed: Seeds every random draw.
         truth: The laws to draw from (default: ``SyntheticTruth()``).
 
@@ -239,13 +296,27 @@ def synthetic_study(
         accum_steps=list(truth.accum_steps),
         base_lr=(truth.base_lr_range[0] if truth.base_lr_range[0] == truth.base_lr_range[1] else
                  f"{{low: {truth.base_lr_range[0]}, high: {truth.base_lr_range[1]}, log: true}}"),
-        hidden=f"\n  hidden: {{choices: {list(truth.hidden_choices)}}}" if truth.hidden_choices else "")
+        hidden=f"\n  hidden: {{choices: {list(truth.hidden_choices)}}}" if truth.hidden_choices else "",
+        resources=_resources(truth))
     for key, value in study_attrs(space_text, _OBJECTIVES, target).items():
         study.set_user_attr(key, value)
 
     rng = np.random.default_rng(seed)
-    node_ids = {ip: rng.bytes(28).hex() for ip in _NODES}
-    outcomes = [_draw_trial(rng, node_ids, truth) for _ in range(n_trials)]
+    node_ids = {ip: rng.bytes(28).hex() for ip in _nodes(truth)}
+    # Peaks draw their scatter from a stream of their own, so that studies drawn before memory
+    # was part of the model draw every other number as they did.
+    memory = _Memory(truth, np.random.default_rng([seed, 0x6D656D]))
+    outcomes: list[_Outcome] = []
+    finished = skipped = 0
+    while finished < n_trials:
+        outcome = _draw_trial(rng, node_ids, truth, memory)
+        outcomes.append(outcome)
+        if outcome.ran:
+            finished, skipped = finished + 1, 0
+        else:
+            skipped += 1
+            if skipped >= _MOST_SKIPS:  # as the search stops, when it can propose nothing that fits
+                break
     _prune_the_worst(outcomes, truth)
     trials = _frozen_trials(outcomes, truth)
     for start in range(0, len(trials), _BATCH):
@@ -257,7 +328,53 @@ def synthetic_study(
     return Search(study_name, backend)
 
 
-def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: SyntheticTruth) -> _Outcome:
+class _Memory:
+    """What the synthetic search knows of memory: the smallest per-device batch that ran out per
+    configuration (the search's own ``MemoryCeilings``), and the peaks' own random stream."""
+
+    def __init__(self, truth: SyntheticTruth, rng: np.random.Generator) -> None:
+        self.truth = truth
+        self.rng = rng
+        self.ceilings = MemoryCeilings()
+
+    def width(self, params: dict[str, Any]) -> float:
+        """The activations' scale of a configuration: its ``hidden`` over the largest."""
+        hidden = self.truth.hidden_choices
+        return params["hidden"] / max(hidden) if hidden and "hidden" in params else 1.0
+
+    def fits(self, device: SyntheticDevice, params: dict[str, Any], batch: int) -> bool:
+        return device.memory_bytes is None or device.peak_bytes(batch, self.width(params)) <= device.memory_bytes
+
+    def peak(self, device: SyntheticDevice, params: dict[str, Any], batch: int) -> int:
+        """A run's measured peak at ``batch``: the model's, with its scatter, never above what the
+        device holds (a rank that needed more would have run out)."""
+        peak = device.peak_bytes(batch, self.width(params)) * self.rng.lognormal(0, self.truth.memory_noise)
+        return int(peak if device.memory_bytes is None else min(peak, device.memory_bytes))
+
+
+def _nodes(truth: SyntheticTruth) -> tuple[str, ...]:
+    """The cluster's nodes: two per device kind where there are several kinds (a node holds one)."""
+    if len(truth.devices) == 1:
+        return _NODES
+    return tuple(f"10.0.{k + 1}.{11 + j}" for k in range(len(truth.devices)) for j in range(2))
+
+
+def _resources(truth: SyntheticTruth) -> str:
+    """The space's ``resources``: CUDA, or the CPU with its cap on a rank's memory where every
+    kind is the CPU and one has a limit (``resources.memory_per_worker``)."""
+    limits = [d.memory_bytes for d in truth.devices if d.memory_bytes is not None]
+    if all(d.name == "cpu" for d in truth.devices) and limits:
+        return f"{{device: cpu, cpus_per_worker: 4, memory_per_worker: {int(min(limits))}}}"
+    return _CUDA_RESOURCES
+
+
+#: Proposals in a row the synthetic search may leave unstarted before it stops (the search's
+#: own ``MAX_SKIPS_IN_A_ROW``).
+_MOST_SKIPS = 1000
+
+
+def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: SyntheticTruth,
+                memory: _Memory) -> _Outcome:
     """One trial of the random search, as the searcher would record it."""
     b = int(rng.choice(truth.per_device_batches))
     w = int(rng.choice(truth.world_sizes))
@@ -273,9 +390,44 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     if truth.hidden_choices:  # drawn only when searched: studies without it keep their draws
         params["hidden"] = int(rng.choice(truth.hidden_choices))
         slower = 1.0 if params["hidden"] == max(truth.hidden_choices) else 1.0 + HIDDEN_PENALTY
-    node = str(rng.choice(_NODES))
+    kind = 0
+    if len(truth.devices) > 1:  # drawn only with several kinds: studies of one keep their draws
+        kind = int(rng.integers(len(truth.devices)))
+    device = truth.devices[kind]
+    nodes = _nodes(truth)
+    node = str(rng.choice(nodes if len(truth.devices) == 1 else nodes[2 * kind:2 * kind + 2]))
     attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
-                             r.WARMUP_EPOCHS: 0.0, r.TRAINING_STARTED: True}
+                             r.WARMUP_EPOCHS: 0.0}
+
+    # Memory, as the searcher and the trial's process handle it (hpsearch.tune.memory): a
+    # proposal at or above a batch that ran out is not started, or runs halved; a trial that
+    # runs out fails, or (on_oom: accumulate) runs again halved on its devices until it fits.
+    plan = memory.ceilings.plan(params, truth.on_oom)
+    if plan is not None and plan[0] == "skip":
+        attrs.update({r.STATUS_REASON: r.REASON_EXCEEDS_MEMORY, r.STATUS_DETAIL: plan[1]["detail"]})
+        return _Outcome("PRUNED", params, attrs, None, {}, 0.0, ran=False)
+    ran_as: dict[str, Any] | None = plan[1] if plan is not None else None
+    b_run, a_run = (ran_as[r.PER_DEVICE_BATCH_SIZE], ran_as[r.GRAD_ACCUM_STEPS]) if ran_as else (b, a)
+    attrs[r.TRAINING_STARTED] = True
+    while not memory.fits(device, params, b_run):
+        assert device.memory_bytes is not None
+        memory.ceilings.ran_out(params, b_run)
+        smaller = halved(b_run, a_run, b_run) if truth.on_oom == "accumulate" else None
+        if smaller is None:
+            need = device.peak_bytes(b_run, memory.width(params))
+            attrs.update({r.DEVICE: device.name, r.NODE: node, r.NODE_ID: node_ids[node],
+                          r.PEAK_MEMORY_BYTES: int(device.memory_bytes),
+                          r.STATUS_REASON: r.REASON_OUT_OF_MEMORY,
+                          r.STATUS_DETAIL: f"out of memory at per-device batch {b_run}: a rank needed about "
+                                           f"{need / GIB:.3g} GiB, {device.name} holds "
+                                           f"{device.memory_bytes / GIB:.3g} GiB"})
+            if ran_as is not None:
+                attrs[r.RAN_AS] = ran_as
+            return _Outcome("FAIL", params, attrs, None, {}, 0.0)
+        ran_as = {r.PER_DEVICE_BATCH_SIZE: smaller[0], r.GRAD_ACCUM_STEPS: smaller[1], "out_of_memory_at": b_run}
+        b_run, a_run = smaller
+    if ran_as is not None:
+        attrs[r.RAN_AS] = ran_as
 
     # Accuracy approaches a_max as chance + (a_max - chance)(1 - exp(-s / tau)); at the best LR
     # it crosses the target after E(B) samples (with a seed's noise), so tau follows from E(B).
@@ -284,7 +436,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     tau = (truth.examples_to_target(batch) * rng.lognormal(0, truth.examples_noise)
            / math.log((truth.best_accuracy - _CHANCE) / (truth.best_accuracy - truth.target)))
     tau *= (1 + 0.5 * off * off) * slower
-    step_s = truth.step_time(b, w, a) * rng.lognormal(0, truth.step_noise)
+    step_s = truth.step_time(b_run, w, a_run) / device.speed * rng.lognormal(0, truth.step_noise)
     comm_s = truth.t_allreduce * 2 * (w - 1) / w
     samples_per_epoch = math.ceil(truth.train_samples / w) * w  # padded so every rank has as many
     steps_per_epoch = math.ceil(truth.train_samples / batch)
@@ -316,6 +468,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     if evals:
         attrs.update({r.CURVES: curves, r.EPOCHS_COMPLETED: epochs, r.SAMPLES_SEEN: curves[r.SAMPLES_SEEN][-1],
                       r.STEPS: curves[r.STEPS][-1]})
+    attrs[r.PEAK_MEMORY_BYTES] = memory.peak(device, params, b_run)
     if diverged_in is not None:
         attrs.update({r.NODE: node, r.NODE_ID: node_ids[node], r.STATUS_REASON: r.REASON_DIVERGED,
                       r.STATUS_DETAIL: f"non-finite training loss nan in epoch {diverged_in}, "
@@ -328,7 +481,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
         r.TRAIN_LOSS: curves[r.TRAIN_LOSS][-1], r.RUNTIME_S: runtime, r.TRAIN_S: curves[r.TRAIN_S][-1],
         r.DEVICE_SECONDS: runtime * w, r.SAMPLES_PER_S: curves[r.SAMPLES_SEEN][-1] / runtime,
         r.COMM_FRACTION: curves[r.COMM_FRACTION][-1], r.ALLREDUCE_CALLS: steps_per_epoch * truth.epochs if w > 1 else 0,
-        r.EMULATED_RANKS: 1, r.DEVICE: _DEVICE, r.NODE: node, r.NODE_ID: node_ids[node],
+        r.EMULATED_RANKS: 1, r.DEVICE: device.name, r.NODE: node, r.NODE_ID: node_ids[node],
     })
     if noise_scale is None:
         attrs[r.NOISE_SCALE_NOTE] = "not measurable: world_size x grad_accum_steps = 1"
@@ -348,7 +501,8 @@ def _prune_the_worst(outcomes: list[_Outcome], truth: SyntheticTruth) -> None:
         stop = stop_epoch * truth.evals_per_epoch
         curves = {k: v[:stop] for k, v in o.user_attrs[r.CURVES].items()}
         attrs = {k: o.user_attrs[k] for k in (r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS,
-                                               r.TRAINING_STARTED, r.NODE, r.NODE_ID)}
+                                               r.TRAINING_STARTED, r.NODE, r.NODE_ID, r.RAN_AS)
+                 if k in o.user_attrs}
         attrs.update({
             r.CURVES: curves, r.EPOCHS_COMPLETED: stop_epoch, r.SAMPLES_SEEN: curves[r.SAMPLES_SEEN][-1],
             r.STEPS: curves[r.STEPS][-1], r.VAL_ACCURACY: curves[r.VAL_ACCURACY][-1],
@@ -387,9 +541,12 @@ def _frozen_trials(outcomes: list[_Outcome], truth: SyntheticTruth) -> list[optu
     free_at = [0.0] * _SLOTS
     trials = []
     for o in outcomes:
-        start = heapq.heappop(free_at)
-        end = start + _START_S + o.runtime_s
-        heapq.heappush(free_at, end)
+        if not o.ran:  # told at once when asked, with no slot of its own
+            start = end = free_at[0]
+        else:
+            start = heapq.heappop(free_at)
+            end = start + _START_S + o.runtime_s
+            heapq.heappush(free_at, end)
         trial = optuna.trial.create_trial(
             state=states[o.state], params=o.params, distributions=distributions, values=o.values,
             user_attrs=o.user_attrs, intermediate_values=o.intermediate_values,

@@ -10,8 +10,11 @@
   constant), or eps_max / (1 + B_noise / B) where it bends; each rule's regret and the batch
   where it breaks.
 - **Throughput**: step time A (t0 + t1 b) + t_allreduce 2 (W - 1) / W per device kind.
+- **Memory**: peak memory per rank fixed + per_sample x b per device kind and configuration,
+  the largest per-device batch that fit and the smallest that ran out (``memory_models``).
 - **Recommendation**: the (b, W <= N, A, rule, LR) with the least predicted time (or
-  device-hours) to the target, with intervals, and what was extrapolated.
+  device-hours) to the target, with intervals, and what was extrapolated; its per-device batch
+  never above what fit in memory.
 
 The analysis takes the study's data: ``analyze_trials(study, frame, curves, ...)`` on the
 trials table and curves, ``analyze_study(storage, info)`` reading them from a store, and
@@ -31,6 +34,7 @@ Example:
 from hpsearch.analysis._batches import BatchPoint, LRPoint
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
+from hpsearch.analysis._memory import MEMORY_MARGIN, MemoryModel, memory_models
 from hpsearch.analysis._recommend import (
     FITTED,
     MEASURED,
@@ -49,6 +53,7 @@ from hpsearch.analysis._study import (
     analyze,
     analyze_study,
     analyze_trials,
+    memory_limits,
     resolve_target,
 )
 from hpsearch.analysis._target import CURVE_FIELDS, Crossing, Target, crossing, default_target, parse_target
@@ -60,6 +65,7 @@ __all__ = [
     "FITTED",
     "MEASURED",
     "MEASURED_UPPER_BOUND",
+    "MEMORY_MARGIN",
     "Alternative",
     "BatchPoint",
     "CriticalBatchFit",
@@ -67,6 +73,7 @@ __all__ = [
     "Interval",
     "LRLawFit",
     "LRPoint",
+    "MemoryModel",
     "Recommendation",
     "RulePoint",
     "RuleReport",
@@ -83,6 +90,8 @@ __all__ = [
     "fit_lr_law",
     "fit_throughput",
     "follow_up_space",
+    "memory_limits",
+    "memory_models",
     "parse_target",
     "recommend",
     "resolve_target",

@@ -12,6 +12,12 @@ scatter to bound its prediction with (intervals of zero width), the answer falls
 best measured trial and says so; one that reached the target at its first evaluation is an
 upper bound, and said to be. The study's other parameters (the workload's own, optimizer
 settings) are those of the trials the answer rests on.
+
+Memory bounds the per-device batch (``hpsearch.analysis.MemoryModel.cap``): never above the
+largest that fit on the device kind with the answer's configuration, nor at or above the
+smallest that ran out; with ``allow_larger_batch``, up to the one the memory fit predicts to fit
+where a rank's memory is known. Where the fastest configuration's batch would not fit, the
+answer keeps its effective batch with more accumulation when it can, and says so.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from hpsearch.analysis._batches import BatchPoint
+from hpsearch.analysis._memory import MemoryModel
 from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.search_spaces.space import LR_RULES
+from hpsearch.study import format_bytes
 
 __all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
 
@@ -106,6 +115,13 @@ class Recommendation:
             and optimizer settings), as the trials the answer rests on ran them.
         source_trials: The trials those come from: the measured trial, or the runs of the best
             configuration at the batch nearest the answer's.
+        memory: The memory facts of the answer's device kind and configuration, where the trials
+            have any (``MemoryModel``: the peak's line, the largest batch that fit, the
+            smallest that ran out).
+        per_device_batch_cap: The largest per-device batch the answer could use there
+            (``MemoryModel.cap``); ``None`` where nothing bounded it.
+        peak_memory_bytes: The answer's peak memory per rank: the memory fit's prediction at
+            its per-device batch, or the measured trial's own.
     """
 
     devices: int
@@ -140,6 +156,9 @@ class Recommendation:
     upper_bound: bool = False
     other_params: Mapping[str, Any] = field(default_factory=dict)
     source_trials: tuple[int, ...] = ()
+    memory: MemoryModel | None = None
+    per_device_batch_cap: int | None = None
+    peak_memory_bytes: float | None = None
 
     def params(self) -> dict[str, Any]:
         """The recommendation as the study's parameters (a space's ``search.enqueue`` entry):
@@ -175,6 +194,8 @@ class Recommendation:
             "extrapolated": list(self.extrapolated), "explanation": list(self.explanation),
             "alternatives": [vars(a) for a in self.alternatives],
             "target": None if self.target is None else str(self.target),
+            "peak_memory_bytes": self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
+            "memory": None if self.memory is None else self.memory.to_dict(),
         }
 
 
@@ -188,8 +209,9 @@ def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "ti
         devices: How many devices the run may use (W <= devices; a trial spans one node).
         minimize: ``time`` (wall time to the target) or ``device-hours``.
         allow_larger_batch: Let the per-device batch go up to 4x the largest that ran on the
-            device kind (it may not fit in a device's memory); by default it stays within
-            what ran.
+            device kind, though below the smallest that ran out of memory and, where a rank's
+            memory is known, at most the one the memory fit predicts to fit; by default it
+            stays within what ran and fit.
         device_kind: The device kind to plan for (a value of the trials' ``device``); default:
             the kind most trials ran on.
 
@@ -222,6 +244,15 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     ran = sorted({int(t["per_device_batch_size"]) for t in analysis.trials
                   if t["device"] == kind and t["per_device_batch_size"] and t["state"] in ("COMPLETE", "PRUNED")})
     b_choices = ran + ([2 * ran[-1], 4 * ran[-1]] if allow_larger_batch and ran else [])
+    # The batches that ran out of memory are candidates too, so that an answer held below them
+    # says so (memory rules them out below); with allow_larger_batch, so is the largest batch the
+    # memory fit predicts to fit, in steps of 8.
+    kinds_memory = [m for m in analysis.memory if m.device == kind]
+    b_choices += [m.smallest_out_of_memory for m in kinds_memory if m.smallest_out_of_memory is not None]
+    if allow_larger_batch and ran:
+        b_choices += [m.predicted_largest // 8 * 8 for m in kinds_memory
+                      if m.predicted_largest is not None and m.predicted_largest // 8 * 8 > ran[-1]]
+    b_choices = sorted(set(b_choices))
     tried_a = {int(t["grad_accum_steps"]) for t in analysis.trials if t["grad_accum_steps"]}
     a_choices = sorted(set(_ACCUMULATION) | tried_a)
     reached = [p.effective_batch_size for p in analysis.batches]
@@ -233,6 +264,13 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         raise NoAnswerError(f"every configuration on {devices} device(s) has an effective batch above {ceiling:,.0f}, "
                             f"twice the largest batch that reached the target; the fit says nothing there", analysis)
     b, w, a, batch = b[keep], w[keep], a[keep], batch[keep]
+    # Memory: each candidate's per-device batch at most its configuration's cap on this kind.
+    memory_of = _memory_at(analysis, kind, batch)
+    caps = np.array([_cap(memory_of[float(x)], allow_larger_batch) for x in batch], dtype=float)
+    fits = b <= caps
+    if not fits.any():
+        raise NoAnswerError(f"no configuration on {devices} device(s) has a per-device batch that fit in memory on "
+                            f"{kind} (every batch tried is at or above one that ran out of memory)", analysis)
     steps = np.asarray(cb.steps(batch), dtype=float)
     startup = np.array([analysis.startup(kind, int(x)) for x in w], dtype=float)
     time_s = startup + steps * np.asarray(model.step_time(b, w, a), dtype=float)
@@ -240,8 +278,14 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     score = time_s if minimize == "time" else hours
     # Ties (flat scores) go to fewer devices, then less accumulation.
     order = np.lexsort((a, w, np.round(score, 9)))
-    best = int(order[0])
+    unbounded = int(order[0])
+    best = int(order[fits[order]][0])
     bb, ww, aa, big_b = int(b[best]), int(w[best]), int(a[best]), float(batch[best])
+    memory = memory_of[big_b]
+    memory_lines = _memory_lines(kind, memory, b_choices, (b, w, a, batch), unbounded, best, memory_of,
+                                 allow_larger_batch)
+    b, w, a, batch, time_s, hours, score = (x[fits] for x in (b, w, a, batch, time_s, hours, score))
+    best = int(np.count_nonzero(fits[:best]))  # its place among those that fit
 
     # The intervals pair the two fits' draws, draw by draw, over the draws both kept: a draw
     # that left its model's support is NaN there (dropped, not clipped), and the answer says
@@ -286,7 +330,7 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
                     f"and the step time" + (f" ({dropped} of {n:,} dropped: they left a model's support, a sample "
                                             "count or step time of zero or less)" if dropped else ""))
     others, sources, other_lines = _params_near(analysis, big_b)
-    extrapolated = _extrapolations(analysis, model, bb, ww, aa)
+    extrapolated = _extrapolations(analysis, model, bb, ww, aa, kind, memory)
     if minimize == "time" and ww < devices:
         # Say why devices are left idle: the best use of all of them is predicted slower.
         at_all = np.flatnonzero(w == devices)
@@ -303,11 +347,13 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
         samples=samples, samples_interval=samples_iv, steps=float(cb.steps(big_b)), basis=FITTED,
         extrapolated=tuple(extrapolated),
-        explanation=tuple(_explain(analysis, kind) + lr_lines + other_lines),
+        explanation=tuple(_explain(analysis, kind) + memory_lines + lr_lines + other_lines),
         alternatives=_alternatives(b, w, a, batch, time_s, hours, score, devices,
-                                   lambda *c: _extrapolations(analysis, model, *c)),
+                                   lambda *c: _extrapolations(analysis, model, *c, kind, memory_of[float(np.prod(c))])),
         target=analysis.target, step_time_s=step_s, step_time_interval=step_iv, startup_s=startup_s,
-        interval_draws=int(kept.sum()), interval_draws_total=n, other_params=others, source_trials=sources)
+        interval_draws=int(kept.sum()), interval_draws_total=n, other_params=others, source_trials=sources,
+        memory=memory, per_device_batch_cap=None if memory is None else memory.cap(allow_larger_batch),
+        peak_memory_bytes=None if memory is None else memory.peak(bb))
 
 
 def _why_exact(analysis: StudyAnalysis, kind: str) -> str:
@@ -318,12 +364,62 @@ def _why_exact(analysis: StudyAnalysis, kind: str) -> str:
     return "the points lie exactly on the fitted laws"
 
 
+def _nearest_point(analysis: StudyAnalysis, batch: float) -> BatchPoint:
+    """The batch at its best configuration nearest ``batch`` (in ratio) that the critical-batch
+    fit used: the answer at ``batch`` runs its other parameters."""
+    points = [p for p in analysis.batches if not p.upper_bound] or list(analysis.batches)
+    return min(points, key=lambda p: (abs(math.log(p.effective_batch_size / batch)), -p.effective_batch_size))
+
+
+def _memory_at(analysis: StudyAnalysis, kind: str, batches: np.ndarray) -> dict[float, MemoryModel | None]:
+    """The memory facts on ``kind`` of the configuration an answer at each effective batch would
+    run (``_nearest_point``'s), by batch."""
+    trials = {t["number"]: t for t in analysis.trials}
+    out: dict[float, MemoryModel | None] = {}
+    for batch in {float(x) for x in batches}:
+        point = _nearest_point(analysis, batch)
+        out[batch] = analysis.memory_model(kind, _params_of(analysis.parameters, trials.get(point.runs[0])))
+    return out
+
+
+def _cap(memory: MemoryModel | None, allow_larger: bool) -> float:
+    cap = None if memory is None else memory.cap(allow_larger)
+    return math.inf if cap is None else float(cap)
+
+
+def _memory_lines(kind: str, memory: MemoryModel | None, b_choices: Sequence[int],
+                  candidates: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], unbounded: int, best: int,
+                  memory_of: Mapping[float, MemoryModel | None], allow_larger: bool) -> list[str]:
+    """What memory says of the answer: the facts of its configuration, and, where the fastest
+    configuration's per-device batch would not fit, the cap and what the answer did instead
+    (the same effective batch with more accumulation, where it could)."""
+    b, w, a, batch = candidates
+    lines = [] if memory is None else [memory.describe()]
+    if unbounded == best:
+        return lines
+    ub, uw, ua, u_batch = int(b[unbounded]), int(w[unbounded]), int(a[unbounded]), float(batch[unbounded])
+    bounding = memory_of[u_batch]
+    assert bounding is not None  # only a cap rules a candidate out
+    cap = bounding.cap(allow_larger)
+    shown = max((v for v in b_choices if cap is not None and v <= cap), default=cap)
+    lines.append(f"per-device batch capped at {shown}: {bounding.why_not(ub)}")
+    bb, ww, aa = int(b[best]), int(w[best]), int(a[best])
+    if float(batch[best]) == u_batch and ww == uw:
+        lines.append(f"b {ub} x A {ua} would not fit, so the answer keeps the effective batch B {format_batch(u_batch)} "
+                     f"with accumulation: b {bb} x A {aa} (the same gradient, docs/science.md; {aa // ua} "
+                     "micro-steps per step where there was one)")
+    else:
+        lines.append(f"the fastest configuration without the cap, b {ub} x W {uw} x A {ua} (B "
+                     f"{format_batch(u_batch)}), is left out: it would not fit in memory on {kind}")
+    return lines
+
+
 def _params_near(analysis: StudyAnalysis, batch: float) -> tuple[dict[str, Any], tuple[int, ...], list[str]]:
     """The study's other parameters for an answer at ``batch``: those of the best configuration
     at the batch nearest it (in ratio) that the critical-batch fit used, its runs, and a line
     saying so, or where the best configurations of other batches ran other values."""
     points = [p for p in analysis.batches if not p.upper_bound] or list(analysis.batches)
-    nearest = min(points, key=lambda p: (abs(math.log(p.effective_batch_size / batch)), -p.effective_batch_size))
+    nearest = _nearest_point(analysis, batch)
     if not analysis.parameters:
         return {}, nearest.runs, []
     trials = {t["number"]: t for t in analysis.trials}
@@ -348,10 +444,21 @@ def _params_of(parameters: Sequence[str], trial: Mapping[str, Any] | None) -> di
     return {} if trial is None else {k: trial[k] for k in parameters if trial.get(k) is not None}
 
 
-def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int) -> tuple[str, ...]:
-    """What a prediction for (b, W, A) reads beyond the study's data."""
+def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int, kind: str,
+                    memory: MemoryModel | None) -> tuple[str, ...]:
+    """What a prediction for (b, W, A) on ``kind`` reads beyond the study's data, its memory
+    (``memory``: the facts of its configuration) included."""
     big_b = float(b * w * a)
     out = list(model.extrapolations(b, w, a))
+    largest = None if memory is None else memory.largest_fit
+    if largest is None or b > largest:
+        peak = None if memory is None else memory.peak(b)
+        if memory is not None and memory.predicted_largest is not None and peak is not None and memory.limit_bytes:
+            out.append(f"per-device batch {b} has not run on {kind}: the memory fit predicts {format_bytes(peak)} per "
+                       f"rank, within the {format_bytes(memory.limit_bytes)} a rank may hold")
+        elif largest is not None or b > model.per_device_batch_range[1]:
+            out.append(f"per-device batch {b} has not run on {kind}, and nothing says it fits in memory (no trial ran "
+                       "out of it, and a rank's memory is not known)")
     reached = [p.effective_batch_size for p in analysis.batches]
     low, high = min(reached), max(reached)
     if big_b > high:
@@ -473,6 +580,13 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
     if others:
         lines.append("other parameters: " + ", ".join(f"{k} {v}" for k, v in others.items())
                      + f", as trial #{best['number']} ran them")
+    memory = None if best["device"] is None else analysis.memory_model(best["device"], others)
+    if memory is not None:
+        lines.append(memory.describe())
+    if best["out_of_memory_at"] is not None:
+        lines.append(f"trial #{best['number']} ran as b {best['per_device_batch_size']:g} x A "
+                     f"{best['grad_accum_steps']:g} (the same effective batch): {best['out_of_memory_at']} ran out of "
+                     "memory (search.on_oom: accumulate)")
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best["per_device_batch_size"]),
         world_size=int(best["world_size"]), grad_accum_steps=int(best["grad_accum_steps"]),
@@ -481,7 +595,9 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
         device_hours=float(seconds) * best["devices"] / 3600, device_hours_interval=None,
         samples=float(best["samples_to_target"]), samples_interval=None, steps=float(best["steps_to_target"] or 0),
         basis=MEASURED_UPPER_BOUND if upper else MEASURED, extrapolated=(), explanation=tuple(lines),
-        target=analysis.target, upper_bound=upper, other_params=others, source_trials=(int(best["number"]),))
+        target=analysis.target, upper_bound=upper, other_params=others, source_trials=(int(best["number"]),),
+        memory=memory, per_device_batch_cap=None if memory is None else memory.cap(),
+        peak_memory_bytes=best["peak_memory_bytes"])
 
 
 def _num(value: float) -> str:

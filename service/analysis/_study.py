@@ -30,6 +30,7 @@ from hpsearch.analysis._batches import (
 )
 from hpsearch.analysis._critical_batch import CriticalBatchFit
 from hpsearch.analysis._lr_law import LRLawFit
+from hpsearch.analysis._memory import MemoryModel, memory_models, ran_shapes
 from hpsearch.analysis._rules import RuleReport, rule_reports
 from hpsearch.analysis._stats import Interval
 from hpsearch.analysis._target import (
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from hpsearch.study import StudyInfo
 
 __all__ = ["ANALYSIS_ATTRS", "CURVE_STATES", "StudyAnalysis", "StudyHandle", "analyze", "analyze_study",
-           "analyze_trials", "resolve_target"]
+           "analyze_trials", "memory_limits", "resolve_target"]
 
 
 class StudyHandle(Protocol):
@@ -101,6 +102,9 @@ class StudyAnalysis:
             each is a key of every ``trials`` entry, and part of what makes a configuration.
         diverging: Trials whose metric diverged (went non-finite, or ended worse than it
             started): a derived target leaves them out.
+        memory: Peak memory per rank against the per-device batch, with the largest batch
+            that fit and the smallest that ran out, per device kind and configuration
+            (``MemoryModel``; docs/analysis.md, "Memory").
     """
 
     study: str
@@ -123,6 +127,15 @@ class StudyAnalysis:
     warmup_epochs: float
     parameters: tuple[str, ...] = ()
     diverging: tuple[int, ...] = ()
+    memory: tuple[MemoryModel, ...] = ()
+
+    def memory_model(self, kind: str, configuration: Mapping[str, Any] | None = None) -> MemoryModel | None:
+        """The memory facts of device ``kind`` for a configuration (its values of the study's
+        other ``parameters``; those that vary among the trials tell configurations apart),
+        ``None`` where there are none."""
+        wanted = configuration or {}
+        return next((m for m in self.memory if m.device == kind
+                     and all(wanted.get(k) == v for k, v in m.configuration.items())), None)
 
     def startup(self, kind: str, world_size: int) -> float:
         """The start-up seconds of a run of ``world_size`` devices of ``kind``: measured at that
@@ -180,6 +193,7 @@ class StudyAnalysis:
             "warmup_epochs": self.warmup_epochs,
             "parameters": list(self.parameters),
             "diverging": list(self.diverging),
+            "memory": [m.to_dict() for m in self.memory],
         })
         return data
 
@@ -256,7 +270,8 @@ def _analyze(storage: optuna.storages.BaseStorage, info: StudyInfo, target: Targ
     read = {*_TABLE_COLUMNS, *ANALYSIS_ATTRS, r.TRAINING_STARTED, *info.objectives}
     return analyze_trials(info.name, frame, by_number, target=resolved, metric=metric,
                           direction=read_model.direction(metric, info.objective_directions), seed=seed,
-                          parameters=[c for c in frame.columns if c not in read and c not in CORE_PARAMETERS])
+                          parameters=[c for c in frame.columns if c not in read and c not in CORE_PARAMETERS],
+                          memory_limits=memory_limits(info))
 
 
 def _metric_known(info: StudyInfo, target: Target | tuple[str, float] | None) -> bool:
@@ -276,7 +291,7 @@ CURVE_STATES: tuple[str, ...] = COUNTED
 #: The user attrs the analysis reads from the trials table (besides the params).
 ANALYSIS_ATTRS: tuple[str, ...] = (
     r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
-    r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON,
+    r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.RAN_AS, r.NODE_ID,
 )
 
 
@@ -314,6 +329,24 @@ def _info(study: StudyInfo | StudyHandle) -> StudyInfo:
     return study if isinstance(study, StudyInfo) else study.info
 
 
+def memory_limits(study: StudyInfo | StudyHandle) -> dict[str, tuple[float, str]]:
+    """What a rank may hold per device kind, where the study's space says so, and where from:
+    ``resources.memory_per_worker`` caps a CPU rank (``{"cpu": (bytes, "resources.memory_per_worker")}``).
+    A GPU's own memory is not in the record: the trials that ran out of it say where it ends."""
+    from hpsearch.store import ATTR_SPACE_TEXT
+
+    space_text = _info(study).user_attrs.get(ATTR_SPACE_TEXT)
+    if not isinstance(space_text, str) or not space_text:
+        return {}
+    from hpsearch.search_spaces import SpaceError, parse_space
+
+    try:
+        limit = getattr(parse_space(space_text).resources, "memory_per_worker", None)
+    except SpaceError:  # a space that no longer validates: no limit from it
+        return {}
+    return {"cpu": (float(limit), "resources.memory_per_worker")} if limit else {}
+
+
 def _space_target(info: StudyInfo) -> tuple[str, float] | None:
     """The space's ``analysis.target``, when the study's space text has one."""
     from hpsearch.store import ATTR_SPACE_TEXT
@@ -331,7 +364,8 @@ def _space_target(info: StudyInfo) -> tuple[str, float] | None:
 
 def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *, target: Target | None,
                    metric: str, direction: str, seed: int = 0,
-                   parameters: Sequence[str] | None = None) -> StudyAnalysis:
+                   parameters: Sequence[str] | None = None,
+                   memory_limits: Mapping[str, tuple[float, str]] | None = None) -> StudyAnalysis:
     """``analyze`` on data already read: the trials table and each trial's curves by number.
 
     Args:
@@ -346,6 +380,8 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         parameters: The study's parameters besides the batch, world size, accumulation, LR
             rule and base LR (``hidden``, ``momentum``...); default: the table's columns that
             are neither the trial record's names nor the table's own.
+        memory_limits: What a rank may hold per device kind, and where that comes from
+            (``memory_limits(study)``: the space's ``resources.memory_per_worker`` on the CPU).
 
     Raises:
         NoAnswerError: no trial has curves, or no target can be derived.
@@ -367,23 +403,32 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         target = default_target([b for b, u in zip(sizes, usable) if u],
                                 [float(v) for v, u in zip(arrays.best(sense), usable) if u], metric, sense,
                                 ignored=int(diverging.sum()))
-    trials = _trial_costs(frame, crossings(arrays, target), others)
+    shapes = ran_shapes(frame)
+    trials = _trial_costs(frame, crossings(arrays, target), others, shapes)
     step_s, startup_s = arrays.step_lines()
     reached = [t for t in trials if t["state"] in COUNTED and t["samples_to_target"] is not None]
     batches = best_per_batch(reached, others)
     critical, critical_refusal = critical_batch(batches, reached, seed)
-    lr_points = best_lrs(trials, target, others)
+    # A trial that never trained (not started, or out of memory before its first step) says
+    # nothing about an LR or a rule: it would count as an LR tried, or as a rule that failed.
+    trained = [t for t in trials if t["status_reason"] not in _NEVER_TRAINED]
+    lr_points = best_lrs(trained, target, others)
     fitted_law, lr_refusal = lr_law(lr_points, seed)
-    throughput, refusals, startup = _throughput(frame, step_s, startup_s, seed)
+    throughput, refusals, startup = _throughput(frame, step_s, startup_s, seed, shapes)
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
     warmup = _first(frame, r.WARMUP_EPOCHS)
     return StudyAnalysis(
         study=study, target=target, n_trials=len(trials), n_reached=len(reached), trials=tuple(trials),
         batches=batches, critical_batch=critical, critical_batch_refusal=critical_refusal,
         noise_scale=_noise_scale(frame), lr_points=lr_points, lr_law=fitted_law, lr_law_refusal=lr_refusal,
-        rules=rule_reports(trials, target), throughput=throughput, throughput_refusals=refusals, startup_s=startup,
+        rules=rule_reports(trained, target), throughput=throughput, throughput_refusals=refusals, startup_s=startup,
         base_batch_size=base_batch, warmup_epochs=warmup or 0.0, parameters=others,
-        diverging=tuple(int(n) for n, d in zip(frame["number"].tolist(), diverging) if d))
+        diverging=tuple(int(n) for n, d in zip(frame["number"].tolist(), diverging) if d),
+        memory=memory_models(frame, others, memory_limits))
+
+
+#: Reasons of trials that never trained: not started, or out of memory.
+_NEVER_TRAINED = r.NOT_RUN_REASONS | {r.REASON_OUT_OF_MEMORY}
 
 
 #: The trials table's own columns, besides the params, the record's names and the objectives.
@@ -404,18 +449,25 @@ _COST_KEYS = frozenset({
     "number", "state", "status_reason", "effective_batch_size", "per_device_batch_size", "world_size",
     "grad_accum_steps", "lr_rule", "lr", "base_lr", "device", "devices", "best_value", "samples_to_target",
     "steps_to_target", "train_seconds_to_target", "seconds_to_target", "device_seconds_to_target", "first_evaluation",
+    "peak_memory_bytes", "out_of_memory_at",
 })
 
 
-def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Each trial's configuration (with its values of the study's other ``parameters``) and its
-    cost to the target (``hits``: its crossing)."""
+def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str] = (),
+                 shapes: tuple[list[float | None], list[float | None], list[int | None]] | None = None
+                 ) -> list[dict[str, Any]]:
+    """Each trial's configuration (with its values of the study's other ``parameters``; its
+    per-device batch and accumulation as it ran, ``shapes``: see ``ran_shapes``) and its cost
+    to the target (``hits``: its crossing)."""
     numbers = [int(n) for n in frame["number"].tolist()]
     batch = _column(frame, r.EFFECTIVE_BATCH_SIZE)
     states = frame["state"].tolist()
     world = [w or 1.0 for w in _column(frame, r.WORLD_SIZE)]
     emulated = [v or 1.0 for v in _column(frame, r.EMULATED_RANKS)]
-    columns = {name: _column(frame, name) for name in (r.PER_DEVICE_BATCH_SIZE, r.GRAD_ACCUM_STEPS, r.LR, r.BASE_LR)}
+    b_ran, a_ran, halved_from = shapes or ran_shapes(frame)
+    peaks = _column(frame, r.PEAK_MEMORY_BYTES)
+    columns = {name: _column(frame, name) for name in (r.LR, r.BASE_LR)}
+    columns[r.PER_DEVICE_BATCH_SIZE], columns[r.GRAD_ACCUM_STEPS] = b_ran, a_ran
     texts = {name: (frame[name].tolist() if name in frame.columns else [None] * len(frame))
              for name in (r.LR_RULE, r.DEVICE, r.STATUS_REASON)}
     others = {name: _param_values(frame[name]) for name in parameters}
@@ -435,6 +487,7 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
             "train_seconds_to_target": _finite_or_none(hits.train_s[i]), "seconds_to_target": runtime,
             "device_seconds_to_target": None if runtime is None else runtime * devices,
             "first_evaluation": bool(hits.first_evaluation[i]),
+            "peak_memory_bytes": peaks[i], "out_of_memory_at": halved_from[i],
         })
     return out
 
@@ -479,7 +532,8 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int) -> tuple[
+def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
+                shapes: tuple[list[float | None], list[float | None], list[int | None]] | None = None) -> tuple[
         dict[str, ThroughputModel], dict[str, str], dict[str, dict[int, float]]]:
     """One step-time model per device kind, on the median steady step time of each
     configuration (processes, micro-steps per process and per-device batch), and the median
@@ -487,7 +541,9 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int) -> 
 
     A trial's steady step time is the slope of its training seconds against its steps over its
     evaluations (``CurveArrays.step_lines``); where it has fewer than two, its training seconds
-    over its steps."""
+    over its steps. A trial that ran halved (``ran_as``) counts at the batch and accumulation it
+    ran."""
+    b_ran, a_ran, _ = shapes or ran_shapes(frame)
     rows: dict[str, dict[tuple[float, float, float], list[float]]] = {}
     starts: dict[str, dict[int, list[float]]] = {}
     train_s, runtime = _column(frame, r.TRAIN_S), _column(frame, r.RUNTIME_S)
@@ -495,8 +551,7 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int) -> 
     states = frame["state"].tolist()
     for i, (steps, seconds, b, w, a, v, device) in enumerate(zip(
             _column(frame, r.STEPS), [t or w for t, w in zip(train_s, runtime)],
-            _column(frame, r.PER_DEVICE_BATCH_SIZE), _column(frame, r.WORLD_SIZE),
-            _column(frame, r.GRAD_ACCUM_STEPS), _column(frame, r.EMULATED_RANKS), devices)):
+            b_ran, _column(frame, r.WORLD_SIZE), a_ran, _column(frame, r.EMULATED_RANKS), devices)):
         if states[i] not in COUNTED or not steps or not seconds or not b or not w or not isinstance(device, str):
             continue  # a trial stopped early reports no device: its step time is measured anyway
         # V emulated ranks run one after another in each process: W / V devices, A x V micro-steps.

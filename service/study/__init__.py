@@ -35,6 +35,7 @@ from hpsearch.study._summary import (
     summarize,
 )
 from hpsearch.study._table import PENDING, display_state, read_attr, read_trials, revision
+from hpsearch.study._units import format_bytes
 
 __all__ = [
     "PENDING",
@@ -53,6 +54,7 @@ __all__ = [
     "direction",
     "display_state",
     "finished_count",
+    "format_bytes",
     "format_seconds",
     "frontier_numbers",
     "is_finished",

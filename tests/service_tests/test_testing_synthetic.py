@@ -16,7 +16,7 @@ from hpsearch.dashboards.accuracy_vs_batch import accuracy_vs_batch_info
 from hpsearch.errors import StudyExistsError
 from hpsearch.search_spaces import parse_space, record
 from hpsearch.store import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
-from hpsearch.testing import HIDDEN_PENALTY, SyntheticTruth, synthetic_study
+from hpsearch.testing import GIB, HIDDEN_PENALTY, MIB, SyntheticDevice, SyntheticTruth, synthetic_study
 
 # docs/design.md, "What each trial must record".
 PARAMS = {"per_device_batch_size", "world_size", "grad_accum_steps", "lr_rule", "base_lr"}
@@ -163,3 +163,81 @@ def test_existing_study_name_is_refused() -> None:
     synthetic_study(storage, "taken", n_trials=1)
     with pytest.raises(StudyExistsError, match="'taken'"):
         synthetic_study(storage, "taken", n_trials=1)
+
+
+def test_studies_drawn_before_memory_was_modelled_draw_the_same_trials() -> None:
+    # Pinned from the release before the memory model: the peaks draw from a stream of their
+    # own, and no trial of the default device runs out of memory.
+    df = synthetic_study(optuna.storages.InMemoryStorage(), "s", n_trials=200, seed=7).trials_dataframe()
+    assert df["state"].value_counts().to_dict() == {"COMPLETE": 174, "FAIL": 17, "PRUNED": 9}
+    assert df["base_lr"].sum() == pytest.approx(12.311855996566235, rel=1e-12)
+    assert df["val_accuracy"].sum() == pytest.approx(124.1875199849201, rel=1e-12)
+    assert df["runtime_s"].sum() == pytest.approx(16347.442078198259, rel=1e-12)
+    assert df[df["state"] == "FAIL"]["number"].tolist() == [0, 11, 16, 41, 47, 67, 78, 97, 118, 119, 153, 154, 155,
+                                                              176, 181, 182, 194]
+
+
+def test_every_trial_that_trained_records_its_peak_memory_on_the_line_of_its_device(study: optuna.Study) -> None:
+    device = SyntheticTruth().devices[0]
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state.name == "PRUNED":
+            continue  # stopped early by ASHA: a trial reports its peak with its last result
+        peak = trial.user_attrs["peak_memory_bytes"]
+        assert isinstance(peak, int)
+        assert peak == pytest.approx(device.peak_bytes(trial.params["per_device_batch_size"]), rel=0.05)
+
+
+CPU = SyntheticDevice("cpu", memory_bytes=3 * GIB, fixed_bytes=1 * GIB, per_sample_bytes=20 * MIB)
+
+
+def test_trials_above_the_memory_ceiling_run_out_and_the_search_then_does_not_start_them() -> None:
+    search = synthetic_study(optuna.storages.InMemoryStorage(), "m", n_trials=300, seed=1,
+                             truth=SyntheticTruth(devices=(CPU,)))
+    df = search.trials_dataframe(all_attrs=True)
+    out = df[df["status_reason"] == "out_of_memory"]
+    skipped = df[df["status_reason"] == "exceeds_memory"]
+    assert len(out) and len(skipped)
+    assert set(out["state"]) == {"FAIL"} and set(skipped["state"]) == {"PRUNED"}
+    assert (out["per_device_batch_size"] >= 128).all() and "needed about" in out["status_detail"].iloc[0]
+    assert (df[df["state"] == "COMPLETE"]["per_device_batch_size"] <= 64).all()
+    # Each configuration (all but the batch, the LR and the rule) runs out once at its smallest
+    # batch above the ceiling; later proposals at or above it are not started, and do not count.
+    config = ["world_size", "grad_accum_steps"]
+    for _, row in skipped.iterrows():
+        same = out[(out[config] == row[config]).all(axis=1) & (out["number"] < row["number"])]
+        assert len(same) and row["per_device_batch_size"] >= same["per_device_batch_size"].min()
+    assert search.summary()["finished"] == 300 == len(df) - len(skipped)
+    assert skipped["training_started"].isna().all() and skipped["peak_memory_bytes"].isna().all()
+    assert parse_space(search.space_text).resources.memory_per_worker == 3 * GIB  # type: ignore[attr-defined]
+
+
+def test_with_on_oom_accumulate_a_trial_runs_halved_with_the_same_effective_batch() -> None:
+    search = synthetic_study(optuna.storages.InMemoryStorage(), "m", n_trials=300, seed=1,
+                             truth=SyntheticTruth(devices=(CPU,), on_oom="accumulate"))
+    df = search.trials_dataframe()
+    assert not set(df["status_reason"].dropna()) & {"out_of_memory", "exceeds_memory"}
+    halved = df[df["ran_as"].notna()]
+    assert len(halved)
+    for _, row in halved.iterrows():
+        ran = row["ran_as"]
+        assert ran["out_of_memory_at"] >= 128 and ran["per_device_batch_size"] <= 64
+        assert ran["per_device_batch_size"] * ran["grad_accum_steps"] == (
+            row["per_device_batch_size"] * row["grad_accum_steps"])
+        if row["state"] != "PRUNED":  # stopped early: no last result, no peak
+            assert row["peak_memory_bytes"] == pytest.approx(CPU.peak_bytes(ran["per_device_batch_size"]), rel=0.05)
+
+
+def test_several_device_kinds_each_with_their_own_nodes_and_memory() -> None:
+    small = SyntheticDevice("cuda (NVIDIA T4)", memory_bytes=4 * GIB, fixed_bytes=1 * GIB, per_sample_bytes=20 * MIB)
+    large = SyntheticDevice(fixed_bytes=1.5 * GIB, speed=4.0)
+    df = synthetic_study(optuna.storages.InMemoryStorage(), "k", n_trials=300, seed=2,
+                         truth=SyntheticTruth(devices=(small, large))).trials_dataframe()
+    ran = df[df["device"].notna()]
+    assert set(ran["device"]) == {small.name, large.name}
+    assert ran.groupby("node")["device"].nunique().max() == 1  # a node holds one kind
+    out = df[df["status_reason"] == "out_of_memory"]
+    assert set(out["device"]) == {small.name}
+    done = ran[(ran["state"] == "COMPLETE") & (ran["per_device_batch_size"] == 128) & (ran["world_size"] == 1)
+               & (ran["grad_accum_steps"] == 1)]
+    speeds = done.groupby("device")["train_s"].median()
+    assert speeds[small.name] > 3 * speeds[large.name]
