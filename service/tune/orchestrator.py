@@ -11,6 +11,7 @@ workers apart from the trial, and leaks placement groups when Tune stops a trial
 
 from __future__ import annotations
 
+import glob
 import importlib
 import logging
 import signal
@@ -19,11 +20,13 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from hpsearch.budget import BudgetLedger, budget_of, budget_status, settle_orphans, spent_of, write_budget
 from hpsearch.errors import (
@@ -56,6 +59,8 @@ from hpsearch.store import (
 )
 from hpsearch.tune.plan import SEARCH_SAMPLERS, SearchPlan, plan_search, runnable_grid_points
 from hpsearch.tune.ray_session import ray_session
+from hpsearch.tune.rungs import asha_scheduler
+from hpsearch.workloads import check_for_search
 
 __all__ = ["RANKS_LOG", "resume_search", "run_search"]
 
@@ -189,8 +194,6 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     A trial killed while its parameters were being chosen (the sampler writes them one by one)
     has only some of ``parameters``: it never ran and has no configuration to rerun, so it is
     marked interrupted and not queued."""
-    from optuna.trial import TrialState
-
     storage = study._storage
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         storage.set_trial_user_attr(t._trial_id, "status_reason", REASON_INTERRUPTED)
@@ -222,10 +225,6 @@ def _check_workload(space: SearchSpace, local: Any) -> int:
     (about 1.2 CPU-seconds). Ray Tune and the searcher are imported meanwhile, in a thread
     (about 1 s that would otherwise come after the check).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from hpsearch.workloads import check_for_search
-
     with ThreadPoolExecutor(1, thread_name_prefix="hpsearch-import-tune") as pool:
         pool.submit(importlib.import_module, "hpsearch.tune.searcher")  # and ray.tune with it
         found = check_for_search(space) if local is None else local.check(space)
@@ -248,7 +247,7 @@ def _local_ranks(space: SearchSpace, settings: Settings, study_name: str) -> Ite
     if settings.ray_address or (ray is not None and ray.is_initialized()) or not _cpu_only(space):
         yield None
         return
-    from hpsearch.tune.pools import LocalRanks
+    from hpsearch.tune.pools import LocalRanks  # imports ray (0.3 s): after the pool's processes start
 
     local = LocalRanks(workload=space.workload.name, cpus_per_worker=space.resources.cpus_per_worker,
                        ranks_at_once=_ranks_at_once(space), reuse=space.resources.reuse_workers,
@@ -262,8 +261,6 @@ def _local_ranks(space: SearchSpace, settings: Settings, study_name: str) -> Ite
 def _cpu_only(space: SearchSpace) -> bool:
     """Whether the search's trials run on CPU whatever Ray finds: ``device: cpu``, or ``auto``
     on a machine with no NVIDIA device."""
-    import glob
-
     device = space.resources.device
     return device == "cpu" or (device == "auto" and not glob.glob("/dev/nvidia[0-9]*"))
 
@@ -283,9 +280,9 @@ def _warm_ranks(space: SearchSpace, plan: SearchPlan, local: Any) -> Any:
     workload, writes the study and sets Tune up. They end with the Ray session (and are closed
     explicitly after the trials, for a cluster that outlives the search). ``local``: this
     machine's pool, already started (``_local_ranks``)."""
-    from hpsearch.tune.reservations import Reservations
+    from hpsearch.tune.reservations import Reservations  # imports ray: only once Ray runs
 
-    mps = str(getattr(space.resources, "mps", "auto"))
+    mps = space.resources.mps
     reservations = Reservations(workload=space.workload.name, device=plan.device,
                                 cpus_per_worker=space.resources.cpus_per_worker,
                                 gpus_per_worker=space.resources.gpus_per_worker,
@@ -338,6 +335,7 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
 
 def _run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
               on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int, reservations: Any) -> None:
+    # Ray Tune, and the engine's modules that import it (1-2 s): only once a search runs.
     from ray import tune
 
     from hpsearch.tune.searcher import InterruptStopper, StudySearcher, TrainingStarted
@@ -387,8 +385,6 @@ def _scheduler(space: SearchSpace, samples_per_epoch: int, study: optuna.Study) 
     study's earlier trials (``hpsearch.tune.rungs``), or ``None``."""
     if space.search.scheduler != "asha":
         return None
-    from hpsearch.tune.rungs import asha_scheduler
-
     return asha_scheduler(space, samples_per_epoch, study.get_trials(deepcopy=False))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.budget import BudgetSpent
+from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import ResourceError, SpaceError
 from hpsearch.sampler import grid_points
 from hpsearch.search_spaces import Budget, SearchSpace
@@ -110,8 +111,6 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
 
 def runnable_grid_points(space: SearchSpace, device: str, max_processes: int | None = None) -> list[dict[str, Any]]:
     """The grid's configurations that the constraints let run (one of each equivalent set)."""
-    from hpsearch.constraints import equivalence_key, violation
-
     runnable, seen = [], set()
     for point in grid_points(space):
         spec = trial_spec(space, point, device=device, max_processes=max_processes)

@@ -27,10 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from hpsearch.errors import WorkloadError
+from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import workload_module
 from hpsearch.trials.mps import MpsDaemon, MpsError
 from hpsearch.trials.pool import RankPool
+from hpsearch.trials.pool_server import PoolClient, PoolServer
 from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
 
@@ -112,8 +116,6 @@ def start_pool_actor(node_id: str, resources: dict[str, float], options: dict[st
     """Start the pool actor of ``node_id`` (resources: the node's, as Ray reports them), with the
     search's ``options`` (``preload``, ``device``, ``cpus_per_worker``, ``gpus_per_worker``,
     ``ranks_at_once``, ``reuse``, ``sys_path``, ``mps``). It ends with the search's Ray job."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     prestart: dict[str | None, int]
     per_rank = float(options["gpus_per_worker"])
     if options["device"] == "cuda":
@@ -138,8 +140,6 @@ def node_ranks(node_id: str, local: tuple[str, bytes] | None) -> Iterator[Any]:
     if local is None:
         yield RayRanks(ray.get_actor(_POOL_NAME.format(node_id=node_id)))
         return
-    from hpsearch.trials.pool_server import PoolClient
-
     with PoolClient(*local) as client:
         yield client
 
@@ -157,8 +157,6 @@ class LocalRanks:
 
     def __init__(self, *, workload: str, cpus_per_worker: int, ranks_at_once: int | None, reuse: bool,
                  output: Path) -> None:
-        from hpsearch.trials.pool_server import PoolServer
-
         module = workload_module(workload)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         prestart: dict[str | None, int] = {None: cpu_prestart(cpus, cpus_per_worker, ranks_at_once)}
@@ -181,9 +179,6 @@ class LocalRanks:
             WorkloadError: as the check does; also when the process checking it dies.
             SpaceError: as the check does.
         """
-        from hpsearch.errors import WorkloadError
-        from hpsearch.trials.errors import TrialFailed
-
         try:
             return self.pool.call("hpsearch.workloads:check_for_search", space)
         except TrialFailed as exc:  # the process itself went (a crash in the workload's code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +32,7 @@ def ray_session(address: str | None) -> Iterator[dict[str, Any]]:
     # Tune's strict check wants the scheduler's metric in every report and ended every ASHA search
     # on that one. The searcher records a trial that never reports its metric itself.
     os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
-    import ray
+    import ray  # after the variables above, which Ray reads as it loads; and heavy (0.3 s)
 
     started = not ray.is_initialized()
     if started:
@@ -72,7 +73,7 @@ def _shutdown_ray(*, local_head: bool) -> None:
     12 with a garbage collection before it). With the autoscaler monitor stopped first it takes
     0.35 s, so it is no longer worth the race.
     """
-    import ray
+    import ray  # loaded by ray_session already: this only names it
 
     if local_head:
         _stop_autoscaler_monitor()
@@ -86,7 +87,7 @@ def _stop_autoscaler_monitor() -> None:
     monitor stopped first (measured on Ray 2.60, 2 cores). The monitor scales a cluster; a
     local Ray about to stop has nothing for it to do. Through Ray's private node handle (Ray
     has no public call for this): where that handle is missing, nothing is done."""
-    import ray
+    import ray  # loaded by ray_session already: this only names it
 
     node = getattr(getattr(ray, "_private", None), "worker", None)
     kill = getattr(getattr(node, "_global_node", None), "kill_monitor", None)
@@ -98,8 +99,6 @@ def _stop_autoscaler_monitor() -> None:
 
 def _check_reachable(address: str) -> None:
     """Fail fast on a ``host:port`` where nothing listens: Ray itself retries for minutes."""
-    import socket
-
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or "://" in address:
         return  # "auto" and other forms: left to Ray

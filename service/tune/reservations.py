@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from hpsearch.errors import ResourceError
 from hpsearch.trials.launcher import workload_module
@@ -95,8 +97,6 @@ class _ReservationsActor:
                 self._pool(node["NodeID"], node["Resources"])
 
     async def reserve(self, processes: int) -> Grant:
-        from ray.util.placement_group import placement_group, remove_placement_group
-
         o = self._options
         unit = trial_bundle(1, o["device"], o["cpus_per_worker"], o["gpus_per_worker"])
         async with self._turn:
@@ -201,8 +201,6 @@ class _ReservationsActor:
     def _return_idle(self, keep_for: int = 0) -> None:
         """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node
         where the desk holds enough units for a trial of that many ranks once they free up."""
-        from ray.util.placement_group import remove_placement_group
-
         held: dict[str, list[tuple[int, int]]] = {}
         for gid, g in self._groups.items():
             held.setdefault(g.node_id, []).extend((gid, i) for i in range(len(g.free)))
@@ -213,8 +211,6 @@ class _ReservationsActor:
                 del self._groups[gid]
 
     async def _placed(self, pg: Any) -> _Group:
-        from ray.util.placement_group import placement_group_table
-
         await pg.ready()
         node_id = str(placement_group_table(pg)["bundles_to_node_id"][0])
         node: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
@@ -232,8 +228,6 @@ class _ReservationsActor:
         self._pools[node_id] = start_pool_actor(node_id, resources, self._options)
 
     def close(self) -> None:
-        from ray.util.placement_group import remove_placement_group
-
         for g in self._groups.values():
             with contextlib.suppress(Exception):
                 remove_placement_group(g.pg)
@@ -299,8 +293,6 @@ def reserved(processes: int) -> Iterator[Grant]:
 
 async def _bundle_gpus(group: Any, index: int, gpus: float) -> list[str]:
     """The ids of the GPUs in a bundle, as Ray assigns them to work placed in it."""
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
     probe = ray.remote(num_cpus=0, num_gpus=gpus)(ray.get_gpu_ids).options(
         scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index))
     return [str(g) for g in await probe.remote()]

@@ -40,7 +40,7 @@ __all__ = ["asha_scheduler", "rebuild_rungs", "trial_evaluations"]
 def asha_scheduler(space: SearchSpace, samples_per_epoch: int, trials: Iterable[optuna.trial.FrozenTrial] = ()) -> Any:
     """Ray Tune's ``ASHAScheduler`` for ``space`` (budget in samples seen, on the first
     objective), with its rungs rebuilt from the study's ``trials`` (``rebuild_rungs``)."""
-    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.schedulers import ASHAScheduler  # Ray Tune (about 1 s): only for a search that uses ASHA
 
     objective = space.objectives[0]
     scheduler = ASHAScheduler(

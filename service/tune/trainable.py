@@ -9,7 +9,8 @@ reserves its devices itself (``hpsearch.tune.reservations``), then runs its rank
 rank pool of the node that holds them (``hpsearch.tune.pools``). On CUDA, rank ``r`` runs in the
 warm process of the GPU of its ``r``-th unit.
 
-The trainable imports neither torch nor optuna.
+The trainable imports neither torch nor optuna; it imports Ray Tune, which a trial's process
+has loaded anyway (the orchestrator imports this module only once a search runs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ray import tune
+
 from hpsearch.search_spaces.record import RAN_AS, REASON_OUT_OF_MEMORY
+from hpsearch.trials.errors import TrialFailed
+from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.tune.memory import halved
 from hpsearch.tune.pools import node_ranks
@@ -63,11 +68,6 @@ def trainable(config: dict[str, Any]) -> None:
     This is the trial driver's error boundary: a failing trial reports its reason instead of
     raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
     """
-    from ray import tune
-
-    from hpsearch.trials.errors import TrialFailed
-    from hpsearch.trials.launcher import run_trial
-
     spec = TrialSpec(**config["spec"])
     with reserved(spec.processes) as grant:
         phases = {"reserved": time.time()}
@@ -126,8 +126,6 @@ class _Reports:
             return
         self.held.append(metrics)
         if self.every_s is None or self._clock() - self.sent >= self.every_s:
-            from ray import tune
-
             latest = self.held.pop()
             tune.report(self.last(latest))
             self.sent = self._clock()

@@ -83,9 +83,11 @@ def test_asha_stores_stopped_trials_as_pruned_with_the_budget_they_reached(
 # Two LRs for b=8 make one slow trial that trains two epochs before ASHA stops it, so a kill -9
 # lands inside it. With seed 0 the grid runs (32, 0.01), (8, 0.01), then that trial (8, 0.0002),
 # then (32, 0.0002); one trial at a time, so every trial meets the rungs its predecessors left.
+# The workload sleeps half a second an epoch (benchmarks.workloads.sleepy), so that trial trains
+# about a second whatever the machine (on the digits it took 0.07 s once data sat in tensors).
 SERIAL_SPACE = f"""\
 study: {{study}}
-workload: {{{{name: digits_mlp, epochs: {EPOCHS}}}}}
+workload: {{{{name: "benchmarks.workloads.sleepy:sleepy", epochs: {EPOCHS}, options: {{{{samples: 256, sample_s: 0.002}}}}}}}}
 scaling: {{{{base_batch_size: 8}}}}
 parameters:
   per_device_batch_size: {{{{choices: [8, 32]}}}}
@@ -103,9 +105,13 @@ resources: {{{{device: cpu}}}}
 """
 
 
+# The benchmarks' workloads import from the project's root.
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
 def _hpsearch(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hpsearch", *args, "--no-progress"], cwd=work,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=ENV)
 
 
 def _trials(work: Path, study: str) -> list[optuna.trial.FrozenTrial]:
@@ -149,7 +155,7 @@ def test_a_resumed_asha_search_stops_the_same_trials_as_an_uninterrupted_one(tmp
     assert target in expected, [(t.number, _config(t), t.state.name) for t in uninterrupted]
 
     proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"], cwd=killed,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=ENV)
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
