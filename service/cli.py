@@ -42,13 +42,13 @@ import click
 import hpsearch
 from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
 from hpsearch.progress import ProgressDisplay
-from hpsearch.reasons import no_completion_summary
+from hpsearch.reasons import describe_reason, no_completion_summary
 from hpsearch.search import Search, frontier_axes
 from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
-from hpsearch.search_spaces.record import NOT_RUN_REASONS, REASON_BUDGET
+from hpsearch.search_spaces.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
-from hpsearch.study import PENDING, TrialPhases, format_seconds, param_names, to_csv, to_json
+from hpsearch.study import PENDING, TrialPhases, format_bytes, format_seconds, param_names, to_csv, to_json
 
 __all__ = ["COMMANDS_GROUP", "REPORTS_GROUP", "cli", "main"]
 
@@ -260,7 +260,8 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
 @click.option("--minimize", type=click.Choice(["time", "device-hours"]), default="time", show_default=True,
               help="What the answer minimises to reach the target.")
 @click.option("--allow-larger-batch", is_flag=True,
-              help="Let the per-device batch go up to 4x the largest that ran (it may not fit in memory).")
+              help="Let the per-device batch go up to 4x the largest that ran, below the smallest that ran out of "
+                   "memory and, where a rank's memory is known, at most what the memory fit predicts to fit.")
 @click.option("--space", "space_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a follow-up space for these devices, centred on the answer (run it with "
                    "'hpsearch start FILE': the answer runs first).")
@@ -323,6 +324,13 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
                f"{most}{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
                f"{most}{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
                f"({answer.basis}){_draws(answer)}")
+    if answer.peak_memory_bytes is not None or answer.per_device_batch_cap is not None:
+        peak = (f"{format_bytes(answer.peak_memory_bytes)} per rank "
+                f"{'measured' if answer.step_time_s is None else 'predicted'}"
+                if answer.peak_memory_bytes is not None else "peak not measured")
+        cap = (f", per-device batch at most {answer.per_device_batch_cap} on {answer.device_kind}"
+               if answer.per_device_batch_cap is not None else "")
+        click.echo(f"  mem   {peak}{cap}")
     for line in answer.extrapolated:
         click.echo(f"  extrapolated: {line}")
     if brief:
@@ -579,6 +587,8 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
     if best_trial is not None:
         values = ", ".join(f"{m} {_fmt(v)}" for m, v in best_trial["values"].items())
         click.echo(f"best so far: trial #{best_trial['number']}: {values}")
+    for reason, n in summary["reasons"].items():
+        click.echo(f"{_count(n, 'trial')} {reason}: {describe_reason(reason)}")
     for r in summary["running"]:
         click.echo(f"training: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
                    f"W={r['world_size']} B={r['effective_batch_size']}, epochs done {_fmt(r['epochs_completed'])}")
@@ -596,7 +606,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     click.echo(f"trial #{trial.number} of {search.study_name!r} in {store_name(search.storage)}: {trial.state}")
     click.echo("  configuration: " + (", ".join(f"{k} {_fmt(v)}" for k, v in trial.params.items()) or "-"))
     if trial.status_reason:
-        click.echo(f"  reason: {trial.status_reason}" + (f": {trial.status_detail}" if trial.status_detail else ""))
+        click.echo(f"  reason: {trial.status_reason}"
+                   + (f": {trial.status_detail}" if trial.status_detail else f" ({describe_reason(trial.status_reason)})"))
+    memory = trial.memory_line()
+    if memory is not None:
+        click.echo(f"  memory: {memory}")
     timeline = trial.timeline
     if timeline is None:
         if trial.state in ("RUNNING", PENDING, "WAITING"):
@@ -634,9 +648,9 @@ def _count(n: int, noun: str) -> str:
 
 _TABLE_COLUMNS = ("number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
                   "effective_batch_size", "base_lr", "lr", "val_accuracy", "runtime_s", "device_seconds",
-                  "status_reason")
+                  PEAK_MEMORY_BYTES, "status_reason")
 _HEADERS = {"per_device_batch_size": "b", "world_size": "W", "grad_accum_steps": "A",
-            "effective_batch_size": "B", "number": "#"}
+            "effective_batch_size": "B", "number": "#", PEAK_MEMORY_BYTES: "peak memory"}
 #: The columns a narrow terminal keeps first, after the trial's number, state and objectives:
 #: what a trial ran (the batch, the rule, the LR), then how it ended.
 _FIRST_COLUMNS = ("effective_batch_size", "lr_rule", "lr", "per_device_batch_size", "world_size", "status_reason")
@@ -669,7 +683,7 @@ def _fit_columns(df: Any, columns: list[str], width: int, *, first: Sequence[str
     than every column cut, and ``hpsearch export`` has them all.
     """
     def cell_width(column: str) -> int:
-        cells = [len(_fmt(v)) for v in df[column].tolist()] if len(df) else []
+        cells = [len(_cell(column, v)) for v in df[column].tolist()] if len(df) else []
         return max([len(_HEADERS.get(column, column)), *cells])
 
     order = list(dict.fromkeys([*first, *_FIRST_COLUMNS, *columns]))
@@ -688,7 +702,7 @@ def _print_table(console: Any, df: Any, columns: list[str], title: str) -> None:
 
     table = Table(*[_HEADERS.get(c, c) for c in columns], title=title)
     for _, row in df.sort_values("number").iterrows():
-        table.add_row(*[_fmt(row[c]) for c in columns])
+        table.add_row(*[_cell(c, row[c]) for c in columns])
     console.print(table)
 
 
@@ -700,6 +714,14 @@ def _console() -> Any:
 
     console = Console()
     return console if console.is_terminal else Console(width=shutil.get_terminal_size((120, 24)).columns)
+
+
+def _cell(column: str, v: Any) -> str:
+    """A table cell: a byte count in a binary unit (``1.2 GiB``; ``hpsearch export`` has the
+    bytes), anything else as ``_fmt``."""
+    if column == PEAK_MEMORY_BYTES:
+        return format_bytes(None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
+    return _fmt(v)
 
 
 def _fmt(v: Any) -> str:

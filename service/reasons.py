@@ -9,11 +9,19 @@ COMPLETE    (none)               ran every epoch
 PRUNED      ``early_stopped``    ASHA stopped it; ``samples_seen`` is its budget
 PRUNED      ``constraint``       skipped: a cap of ``constraints:`` rules it out
 PRUNED      ``equivalent``       skipped: equivalent to a configuration already tried
+PRUNED      ``exceeds_memory``   not started: the same configuration ran out of memory
+                                 at this per-device batch or a smaller one
 FAIL        ``interrupted``      the search stopped under it; ``resume`` reruns it
 FAIL        ``budget``           the search's budget ran out under it (or before it
                                  started); ``resume`` with budget left reruns it
+FAIL        ``out_of_memory``    a rank ran out of memory (the device's, or
+                                 ``resources.memory_per_worker`` on the CPU)
 FAIL        anything else        the trial failed (``diverged``, ``rank_exited``...)
 ==========  ===================  ====================================================
+
+The skipped ones (``constraint``, ``equivalent``, ``exceeds_memory``) never ran and do not
+count toward ``n_trials``. ``REASON_TEXT`` says what each reason means in a few words, for the
+readers that show reasons (``hpsearch status``, the dashboard's legend).
 
 A trial stopped by the budget is, like an interrupted one, not finished in the ``n_trials``
 sense and does not hold its configuration: the search cut it short, not the trial itself, so
@@ -24,16 +32,19 @@ record stays, with its curves and the device time it used.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import (
     NOT_RUN_REASONS,
     REASON_BUDGET,
     REASON_CONSTRAINT,
     REASON_EARLY_STOPPED,
     REASON_EQUIVALENT,
+    REASON_EXCEEDS_MEMORY,
     REASON_INTERRUPTED,
+    REASON_OUT_OF_MEMORY,
     RERUN_REASONS,
     STATUS_REASON,
 )
@@ -48,13 +59,51 @@ __all__ = [
     "REASON_CONSTRAINT",
     "REASON_EARLY_STOPPED",
     "REASON_EQUIVALENT",
+    "REASON_EXCEEDS_MEMORY",
     "REASON_INTERRUPTED",
+    "REASON_OUT_OF_MEMORY",
+    "REASON_TEXT",
     "RERUN_REASONS",
     "counts_toward_n_trials",
     "cut_short_by_the_search",
+    "describe_reason",
     "no_completion_summary",
     "occupies_its_configuration",
 ]
+
+#: What each ``status_reason`` means, in a few words.
+REASON_TEXT: Mapping[str, str] = {
+    record.REASON_EARLY_STOPPED: "stopped early by ASHA: it fell behind at a rung",
+    record.REASON_CONSTRAINT: "not started: a cap of constraints: rules it out",
+    record.REASON_EQUIVALENT: "not started: equivalent to a configuration already tried",
+    record.REASON_EXCEEDS_MEMORY: ("not started: the same configuration ran out of memory at this per-device batch "
+                                   "or a smaller one"),
+    record.REASON_INTERRUPTED: "the search was stopped under it; resume runs it again",
+    record.REASON_BUDGET: "the search's budget ran out under it, or before it started; resume with more runs it",
+    record.REASON_DIVERGED: "its training diverged (a non-finite loss or objective)",
+    record.REASON_TIMEOUT: "it ran longer than search.trial_timeout_s",
+    record.REASON_RANK_EXITED: "a rank's process exited",
+    record.REASON_PEER_LOST: "a rank lost its peers",
+    record.REASON_WORKLOAD_ERROR: "the workload raised an error",
+    record.REASON_NO_RESULT: "it ended without a result",
+    record.REASON_OUT_OF_MEMORY: ("a rank ran out of memory (the device's, or resources.memory_per_worker on the "
+                                  "CPU)"),
+    record.REASON_MISSING_METRIC: "it reported no value of an objective",
+    record.REASON_STOPPED: "it stopped before its last epoch without a failure report",
+    record.REASON_ERROR: "the trial's process raised an error",
+}
+
+
+def describe_reason(reason: str) -> str:
+    """What a ``status_reason`` means (``REASON_TEXT``); an unknown one comes back as it is.
+
+    Example:
+        >>> print(describe_reason("out_of_memory"))
+        a rank ran out of memory (the device's, or resources.memory_per_worker on the CPU)
+        >>> describe_reason("my_reason")
+        'my_reason'
+    """
+    return REASON_TEXT.get(reason, reason)
 
 
 def counts_toward_n_trials(trial: optuna.trial.FrozenTrial) -> bool:
@@ -87,6 +136,8 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
         "no trial completed: 3 trials, 2 failed, 1 stopped by the budget; most common reason 'diverged' (2 of 3)"
         >>> no_completion_summary([])
         'no trial completed: the study has no trial'
+        >>> print(no_completion_summary([fail("out_of_memory")]))
+        no trial completed: 1 trial, 1 ran out of memory; most common reason 'out_of_memory' (1 of 1); lower per_device_batch_size, or set search.on_oom: accumulate to run such batches halved with accumulation
     """
     trials = list(trials)
     if any(t.state.name == "COMPLETE" for t in trials):
@@ -107,6 +158,10 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
             kinds["interrupted"] += 1
         elif reason in (REASON_CONSTRAINT, REASON_EQUIVALENT):
             kinds["skipped"] += 1
+        elif reason == REASON_EXCEEDS_MEMORY:
+            kinds["not started (at or above a per-device batch that ran out of memory)"] += 1
+        elif reason == REASON_OUT_OF_MEMORY:
+            kinds["ran out of memory"] += 1
         elif reason == REASON_EARLY_STOPPED:
             kinds["stopped early"] += 1
         else:
@@ -116,4 +171,7 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
     if reasons:
         (reason, n), = reasons.most_common(1)
         line += f"; most common reason {reason!r} ({n} of {sum(reasons.values())})"
+        if reason in (REASON_OUT_OF_MEMORY, REASON_EXCEEDS_MEMORY):
+            line += ("; lower per_device_batch_size, or set search.on_oom: accumulate to run such batches halved with "
+                     "accumulation")
     return line

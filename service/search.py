@@ -143,7 +143,8 @@ class Search:
         return str(self.study.user_attrs.get(ATTR_SPACE_TEXT, ""))
 
     def trials_dataframe(self, *, all_attrs: bool = False) -> pd.DataFrame:
-        """One row per trial: ``number``, ``state``, every param and user attr as a column, the
+        """One row per trial: ``number``, ``state``, every param and user attr as a column (its
+        ``peak_memory_bytes`` in bytes, its ``ran_as`` where the search halved its batch), the
         objective values under their metric names, and timing columns.
 
         ``state`` is Optuna's, except ``PENDING`` for a trial that was proposed and waits for its
@@ -303,8 +304,9 @@ class Search:
         return export_trial(self.study, number, folder, world_size=world_size, epochs=epochs)
 
     def summary(self) -> dict[str, Any]:
-        """Counts by state, finished trials against the target, objectives, the best trial and
-        the trials ``resume`` runs again (``cut_short``), as plain data
+        """Counts by state, finished trials against the target, objectives, the best trial,
+        the trials ``resume`` runs again (``cut_short``) and the trials per status reason
+        (``reasons``: ``out_of_memory``, ``exceeds_memory``...), as plain data
         (``hpsearch.study.StudySummary.to_dict``).
 
         Example:
@@ -437,13 +439,17 @@ class Search:
         """What to run on ``devices`` devices: the per-device batch, world size (at most
         ``devices``), accumulation, rule and LR with the least predicted time (or
         device-hours, ``minimize="device-hours"``) to the target, with intervals and what was
-        extrapolated (``hpsearch.analysis.recommend``).
+        extrapolated (``hpsearch.analysis.recommend``). Its per-device batch is never above the
+        largest that fit in memory on the device kind, and its explanation says where memory
+        capped it.
 
         Args:
             devices: The devices the run may use.
             target: What "reached" means (as ``analyze``).
             minimize: ``"time"`` or ``"device-hours"``.
-            allow_larger_batch: Let the per-device batch go up to 4x the largest that ran.
+            allow_larger_batch: Let the per-device batch go up to 4x the largest that ran,
+                though below the smallest that ran out of memory and, where a rank's memory
+                is known, at most the one the memory fit predicts to fit.
             analysis: An analysis of this study made before (``analyze``), to ask it for
                 several device counts without reading and fitting the study again; it carries
                 its own target, so ``target`` is not given with it.

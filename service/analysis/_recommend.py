@@ -610,9 +610,10 @@ def _finite(value: float) -> float | None:
 
 def follow_up_space(recommendation: Recommendation, space_text: str, study: str) -> str:
     """A space file for a follow-up search on the recommendation's devices, centred on it: the
-    recommended per-device batch and its neighbours, base LRs around the recommended one (x0.5
-    to x2), the recommended rule, world size and accumulation, and the study's other
-    parameters at the answer's values; the recommendation itself enqueued to run first.
+    recommended per-device batch and its neighbours (less those at or above one that ran out of
+    memory), base LRs around the recommended one (x0.5 to x2), the recommended rule, world size
+    and accumulation, and the study's other parameters at the answer's values; the
+    recommendation itself enqueued to run first.
     Everything else (workload, scaling, objectives, resources) is the study's own.
 
     Raises:
@@ -626,8 +627,12 @@ def follow_up_space(recommendation: Recommendation, space_text: str, study: str)
     rec = recommendation
     b = rec.per_device_batch_size
     parameters: dict[str, Any] = dict(document.get("parameters") or {})
+    # Its neighbours, less those at or above a batch that ran out of memory there: a follow-up
+    # study would only run out again.
+    out_of_memory = None if rec.memory is None else rec.memory.smallest_out_of_memory
+    batches = sorted(c for c in {max(1, b // 2), b, 2 * b} if out_of_memory is None or c < out_of_memory)
     parameters.update(
-        per_device_batch_size={"choices": sorted({max(1, b // 2), b, 2 * b})},
+        per_device_batch_size={"choices": batches},
         world_size=rec.world_size,
         grad_accum_steps=rec.grad_accum_steps,
     )

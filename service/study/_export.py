@@ -5,22 +5,33 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from hpsearch.search_spaces import record
+
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["to_csv", "to_json"]
 
+#: Counts written as whole numbers, raw: a column with a gap (a trial that never ran records no
+#: peak) would otherwise be floats, and a peak of 1758303748 bytes read "1758303748.0".
+_COUNTS = (record.PEAK_MEMORY_BYTES,)
+
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """The table as CSV, one row per trial; nested attrs (the ``curves``) as JSON text in their cell.
+    """The table as CSV, one row per trial; nested attrs (the ``curves``) as JSON text in their
+    cell; byte counts (``peak_memory_bytes``) as whole numbers of bytes.
 
     Example:
         >>> import pandas as pd
         >>> print(to_csv(pd.DataFrame({"number": [0], "curves": [{"samples_seen": [8]}]})), end="")
         number,curves
         0,"{""samples_seen"": [8]}"
+        >>> print(to_csv(pd.DataFrame({"number": [0, 1], "peak_memory_bytes": [1758303748.0, None]})), end="")
+        number,peak_memory_bytes
+        0,1758303748
+        1,
     """
-    frame = frame.copy()
+    frame = _whole_counts(frame)
     for column in frame.columns:
         if frame[column].map(lambda v: isinstance(v, (dict, list))).any():
             frame[column] = frame[column].map(lambda v: json.dumps(v) if isinstance(v, (dict, list)) else v)
@@ -28,5 +39,28 @@ def to_csv(frame: pd.DataFrame) -> str:
 
 
 def to_json(frame: pd.DataFrame) -> str:
-    """The table as a JSON array of trials (times in ISO 8601, floats to 15 digits)."""
-    return str(frame.to_json(orient="records", date_format="iso", indent=1, double_precision=15))
+    """The table as a JSON array of trials (times in ISO 8601, floats to 15 digits, byte counts
+    as whole numbers).
+
+    Example:
+        >>> import pandas as pd
+        >>> to_json(pd.DataFrame({"number": [0, 1], "peak_memory_bytes": [1758303748.0, None]})).split()
+        ['[', '{', '"number":0,', '"peak_memory_bytes":1758303748', '},', '{', '"number":1,', '"peak_memory_bytes":null', '}', ']']
+    """
+    return str(_whole_counts(frame).to_json(orient="records", date_format="iso", indent=1, double_precision=15))
+
+
+def _whole_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy with the ``_COUNTS`` columns as nullable integers, where every value is whole."""
+    frame = frame.copy()
+    for column in _COUNTS:
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        try:
+            whole = values.dropna().map(lambda v: float(v).is_integer()).all()
+        except (TypeError, ValueError):  # not numbers: left as they are
+            continue
+        if whole:
+            frame[column] = values.astype("Float64").round().astype("Int64")
+    return frame

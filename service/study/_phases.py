@@ -1,5 +1,6 @@
 """Where a trial's time went: its recorded phases as a timeline, for ``hpsearch status STUDY
---trial N``, ``Search.trial_phases`` and the dashboard's trial page alike.
+--trial N``, ``Search.trial_phases`` and the dashboard's trial page alike, with the trial's
+memory beside it (its peak per rank, and the batch it ran at where the search halved it).
 
 Every trial records the ``phases`` user attr (``hpsearch.search_spaces.record.PHASES``): the
 wall-clock time it was asked (``asked_at``) and each phase's seconds since then, in the order of
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch.search_spaces import record
 from hpsearch.study._table import display_state
+from hpsearch.study._units import format_bytes
 
 if TYPE_CHECKING:
     import optuna
@@ -149,6 +151,11 @@ class TrialPhases:
         status_reason: Why it was pruned or failed (``None`` otherwise).
         status_detail: The reason in words.
         timeline: Its phases, ``None`` when it recorded none (still running, or an older study).
+        device: The device kind it ran on, where recorded.
+        peak_memory_bytes: The most memory one of its ranks held at once, where recorded.
+        ran_as: The per-device batch and accumulation it ran at, where the search halved its
+            batch because a larger one ran out of memory (``{"per_device_batch_size": b,
+            "grad_accum_steps": A, "out_of_memory_at": b0}``).
     """
 
     number: int
@@ -157,11 +164,36 @@ class TrialPhases:
     status_reason: str | None = None
     status_detail: str | None = None
     timeline: PhaseTimeline | None = None
+    device: str | None = None
+    peak_memory_bytes: float | None = None
+    ran_as: Mapping[str, Any] | None = None
+
+    def memory_line(self) -> str | None:
+        """Its memory in one line, ``None`` where it recorded none.
+
+        Example:
+            >>> TrialPhases(3, "COMPLETE", device="cpu", peak_memory_bytes=1.5 * 2**30,
+            ...             ran_as={"per_device_batch_size": 256, "grad_accum_steps": 2, "out_of_memory_at": 512}
+            ...             ).memory_line()
+            'peak 1.5 GiB per rank on cpu; ran as b 256 x A 2: 512 ran out of memory'
+        """
+        parts = []
+        if self.peak_memory_bytes is not None:
+            parts.append(f"peak {format_bytes(self.peak_memory_bytes)} per rank"
+                         + (f" on {self.device}" if self.device else ""))
+        if self.ran_as is not None:
+            ran = self.ran_as
+            at = ran.get("out_of_memory_at")
+            parts.append(f"ran as b {ran.get(record.PER_DEVICE_BATCH_SIZE)} x A {ran.get(record.GRAD_ACCUM_STEPS)}"
+                         + (f": {at} ran out of memory" if at is not None else ""))
+        return "; ".join(parts) or None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status STUDY --trial N --json``)."""
         return {"number": self.number, "state": self.state, "params": dict(self.params),
                 "status_reason": self.status_reason, "status_detail": self.status_detail,
+                "device": self.device, "peak_memory_bytes": self.peak_memory_bytes,
+                "ran_as": None if self.ran_as is None else dict(self.ran_as),
                 "phases": None if self.timeline is None else self.timeline.to_dict()}
 
 
@@ -169,9 +201,11 @@ def trial_phases(trial: optuna.trial.FrozenTrial) -> TrialPhases:
     """The ``TrialPhases`` of an Optuna trial."""
     attrs = trial.user_attrs
     reason, detail = attrs.get(record.STATUS_REASON), attrs.get(record.STATUS_DETAIL)
+    device, peak, ran_as = attrs.get(record.DEVICE), attrs.get(record.PEAK_MEMORY_BYTES), attrs.get(record.RAN_AS)
     return TrialPhases(trial.number, display_state(trial.state.name, attrs), dict(trial.params),
                        None if reason is None else str(reason), None if detail is None else str(detail),
-                       phase_timeline(attrs))
+                       phase_timeline(attrs), device if isinstance(device, str) else None,
+                       float(peak) if _finite(peak) else None, dict(ran_as) if isinstance(ran_as, Mapping) else None)
 
 
 def format_seconds(seconds: float | None) -> str:

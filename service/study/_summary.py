@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "cut_short_counts", "finished_count",
-           "is_finished", "state_counts", "study_listing", "summarize"]
+           "is_finished", "reason_counts", "state_counts", "study_listing", "summarize"]
 
 
 def is_finished(state: str, reason: object) -> bool:
@@ -46,6 +46,21 @@ def state_counts(frame: pd.DataFrame) -> dict[str, int]:
     if not len(frame):
         return {}
     return {str(k): int(v) for k, v in sorted(frame["state"].value_counts().items())}
+
+
+def reason_counts(frame: pd.DataFrame) -> dict[str, int]:
+    """Trials per ``status_reason`` (the pruned, failed and skipped ones), most common first.
+
+    Example:
+        >>> import pandas as pd
+        >>> reason_counts(pd.DataFrame({"number": [0, 1, 2], "state": ["FAIL", "PRUNED", "PRUNED"],
+        ...                             "status_reason": ["out_of_memory", "exceeds_memory", "exceeds_memory"]}))
+        {'exceeds_memory': 2, 'out_of_memory': 1}
+    """
+    if not len(frame) or record.STATUS_REASON not in frame.columns:
+        return {}
+    counts = Counter(str(v) for v in frame[record.STATUS_REASON].tolist() if isinstance(v, str))
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def cut_short_counts(frame: pd.DataFrame) -> dict[str, int]:
@@ -134,6 +149,8 @@ class StudySummary:
         best_trial: The best COMPLETE trial (``best_trial_number``), or ``None``.
         cut_short: Trials the search cut short (``interrupted``, ``budget``) that ``resume``
             runs again first, by reason (``cut_short_counts``).
+        reasons: Trials per ``status_reason`` (``reason_counts``): why the pruned, failed and
+            skipped ones ended as they did.
     """
 
     study: str
@@ -145,6 +162,7 @@ class StudySummary:
     states: Mapping[str, int]
     best_trial: BestTrial | None
     cut_short: Mapping[str, int] = field(default_factory=dict)
+    reasons: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status --json``, the dashboard)."""
@@ -160,6 +178,7 @@ class StudySummary:
             "best_trial": None if best is None else {"number": best.number, "values": dict(best.values),
                                                      "params": dict(best.params)},
             "cut_short": dict(self.cut_short),
+            "reasons": dict(self.reasons),
         }
 
 
@@ -177,7 +196,7 @@ def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directi
         best = BestTrial(number, {o: float(row[o]) for o in objectives},
                          {p: _plain(row[p]) for p in params if p in frame.columns and _plain(row[p]) is not None})
     return StudySummary(name, tuple(objectives), tuple(directions), len(frame), finished_count(frame), target,
-                        state_counts(frame), best, cut_short_counts(frame))
+                        state_counts(frame), best, cut_short_counts(frame), reason_counts(frame))
 
 
 @dataclass(frozen=True)

@@ -171,3 +171,13 @@ def test_a_trial_that_ran_out_before_reporting_its_device_counts_for_its_nodes_k
     # One batch measured on the GPU: no line, and it says why.
     assert not models["cuda (NVIDIA H100 80GB HBM3)"].has_line
     assert "a line needs two" in (models["cuda (NVIDIA H100 80GB HBM3)"].note or "")
+
+
+def test_the_follow_up_space_tries_no_batch_that_ran_out_of_memory(search: Search, analysis: StudyAnalysis) -> None:
+    from hpsearch.analysis import follow_up_space
+    from hpsearch.search_spaces import parse_space
+
+    answer = search.recommend(8, analysis=analysis)
+    space = parse_space(follow_up_space(answer, search.space_text, "mem"))
+    choices = space.parameters["per_device_batch_size"].choices  # type: ignore[union-attr]
+    assert answer.per_device_batch_size in choices and max(choices) < 128
