@@ -95,6 +95,10 @@ COMPILE_S = "compile_s"
 #: (``torch.cuda.max_memory_allocated``), on the CPU the rank process's peak resident memory
 #: during the trial; the largest over the ranks.
 PEAK_MEMORY_BYTES = "peak_memory_bytes"
+#: The memory one of the trial's ranks could hold, in bytes: ``resources.memory_per_worker`` on
+#: the CPU, the GPU's total memory on CUDA (shared where trials share the GPU); absent on a CPU
+#: without a cap.
+MEMORY_LIMIT_BYTES = "memory_limit_bytes"
 #: CUDA MPS on the trial's node: ``on``, or ``off: <why>`` (``resources.mps``).
 MPS = "mps"
 #: The per-device batch and accumulation the trial ran at, when ``search.on_oom: accumulate``
@@ -222,6 +226,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(GPU_IDS, "GPUs (rank order)", "bookkeeping"),
     Field(PEAK_MEMORY_BYTES, "peak memory per rank (bytes)", "measured", _MIN,
           doc="the most memory one rank held at once: CUDA's allocator peak, or the CPU rank's peak resident memory"),
+    Field(MEMORY_LIMIT_BYTES, "memory limit per rank (bytes)", "measured",
+          doc="resources.memory_per_worker on the CPU, the GPU's total memory on CUDA"),
     Field(MPS, "CUDA MPS", "bookkeeping"),
     Field(RAN_AS, "ran as (b, A)", "bookkeeping"),
     Field(MODEL_PATH, "saved model", "measured",
@@ -251,7 +257,7 @@ RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
     NODE_ID, GPU_IDS, LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
-    MPS,
+    MEMORY_LIMIT_BYTES, MPS,
 )
 
 

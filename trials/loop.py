@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import MODEL_PATH
+from hpsearch.search_spaces.record import MEMORY_LIMIT_BYTES, MODEL_PATH, PEAK_MEMORY_BYTES
 from hpsearch.trials.compute import CompileClock, set_precision, synchronize
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.data import EVAL_BATCH, EpochPlan, Feed, choose_data_path, copy_to, open_feed
@@ -43,6 +43,7 @@ from hpsearch.trials.measure import (
     grad_vector,
     timed_allreduce_hook,
 )
+from hpsearch.trials.memory import RankMemory, is_out_of_memory
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
@@ -143,10 +144,24 @@ class _StepNorms:
     whole gradient (``big``), and either this process's own before the all-reduce (``local``,
     under DDP) or each micro-batch's with the divisor that makes it a mean (``micro``)."""
 
-    big: torch.Tensor
+    big: Any
     samples: int
     local: Any = None
-    micro: list[tuple[torch.Tensor, float]] = field(default_factory=list)
+    micro: list[tuple[Any, float]] = field(default_factory=list)
+
+    def read(self) -> None:
+        """Turn the norms into Python floats now (the same numbers: float64 holds every float32).
+
+        On the CPU a norm kept as a tensor until the next evaluation held on to the heap: each
+        step's one-number tensor, allocated after that step's gradient-sized temporaries, kept
+        the allocator from reusing them (seen: a two-rank trial's resident memory grew by one
+        gradient, 9 MiB, every step of its epoch, 1.5 GiB at 128 steps). Reading a number costs
+        nothing there; on CUDA it would stall the device's queue, so there they wait.
+        """
+        self.big = float(self.big)
+        if isinstance(self.local, torch.Tensor):
+            self.local = float(self.local)
+        self.micro = [(float(norm), divisor) for norm, divisor in self.micro]
 
 
 def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
@@ -160,12 +175,30 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     Rank 0 evaluates and reports at the end of every epoch and, with
     ``spec.eval_every_samples``, each time that many more samples were seen.
 
+    Each report carries ``peak_memory_bytes``, the most memory this rank held since the trial
+    began; the final one the largest over the processes (``hpsearch.trials.memory``). With
+    ``spec.memory_limit_bytes`` the rank's memory is capped on the CPU for the trial.
+
     Raises:
-        TrialFailed: ``diverged`` when a loss becomes non-finite.
+        TrialFailed: ``diverged`` when a loss becomes non-finite; ``out_of_memory`` when the
+            device's memory, or the cap, ran out.
         WorkloadError: the workload or optimizer cannot be built.
     """
-    began = time.perf_counter()
     device = torch.device(ctx.device)
+    with RankMemory(device, spec.memory_limit_bytes) as memory:
+        try:
+            return _train(spec, ctx, device, memory)
+        except (MemoryError, RuntimeError) as exc:
+            # Out of memory is an outcome a batch-size search learns from, not a workload's
+            # error: the search does not start the same configuration at this batch or above.
+            if not is_out_of_memory(exc):
+                raise
+            raise memory.failure(exc, spec) from None
+
+
+def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: RankMemory) -> dict[str, Any] | None:
+    """``train`` under its memory's watch."""
+    began = time.perf_counter()
     P, V, A, b = ctx.world_size, spec.emulated_ranks, spec.grad_accum_steps, spec.per_device_batch_size
     W = P * V
     if spec.world_size != W:
@@ -206,8 +239,10 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
         setup = {record.DATA_PATH: path.kind, record.DATA_PATH_REASON: path.reason,
                  record.DATA_CACHE: data_cache, record.PRECISION: spec.precision,
                  record.SETUP_S: time.perf_counter() - began}
+        if memory.limit is not None:
+            setup[MEMORY_LIMIT_BYTES] = memory.limit
         return _epochs(spec, ctx, workload, model, net, raw_model, optimizer, feed, plan, comm, clock, autocast,
-                       setup, device, P=P, V=V, A=A, mean_loss=mean_loss)
+                       setup, device, memory, P=P, V=V, A=A, mean_loss=mean_loss)
     finally:
         feed.close()
 
@@ -215,7 +250,7 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
 def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.nn.Module, net: torch.nn.Module,
             raw_model: torch.nn.Module, optimizer: torch.optim.Optimizer, feed: Feed, plan: EpochPlan,
             comm: CommStats, clock: CompileClock, autocast: Autocast, setup: dict[str, Any], device: torch.device,
-            *, P: int, V: int, A: int, mean_loss: bool) -> dict[str, Any] | None:
+            memory: RankMemory, *, P: int, V: int, A: int, mean_loss: bool) -> dict[str, Any] | None:
     """The epochs of ``train``, its objects built."""
     W = P * V
     steps_per_epoch = plan.steps_per_epoch
@@ -260,6 +295,8 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
                 norms = _StepNorms(grad_vector(raw_model).pow(2).sum(), step_samples, micro=micro)
                 if P > 1:
                     norms.local = comm.local_sq_norm
+                if check_every_step:  # on the CPU
+                    norms.read()
                 pending.append(norms)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -279,13 +316,15 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
             # Every rank knows when an evaluation is due (the samples are counted alike), so
             # each joins the one all-reduce of the pending noise-scale norms.
             _flush_noise(pending, noise, P, mean_loss, device)
+            final = end_of_epoch and epoch == spec.epochs - 1
             if ctx.is_main:
                 metrics = _evaluate_and_report(
                     ctx, net, workload, feed, device, progress, comm, noise, optimizer, clock, autocast, setup,
-                    epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
-                    epochs_completed=epoch + 1 if end_of_epoch else epoch,
-                    final=end_of_epoch and epoch == spec.epochs - 1, P=P, measurable=measurable,
-                    save_to=save_to, raw_model=raw_model)
+                    memory, epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
+                    epochs_completed=epoch + 1 if end_of_epoch else epoch, final=final, P=P,
+                    measurable=measurable, save_to=save_to, raw_model=raw_model)
+            elif final:
+                memory.peak(P)  # joins rank 0's all-reduce of the peaks, after its last evaluation
         # The plan's micro-batches are all taken: run the feed to its end, so a loader's
         # iterator ends its epoch (and a loader without persistent workers stops them now).
         if next(batches, None) is not None:
@@ -374,8 +413,11 @@ def _flush_noise(pending: list[_StepNorms], noise: NoiseScale, P: int, mean_loss
     if not pending:
         return
     norms = [p.big for p in pending] + [t for p in pending for t, _ in p.micro]
-    # float64 holds every float32 norm exactly: the numbers float() of each would give.
-    numbers = iter(torch.stack([t.double() for t in norms]).tolist())
+    # float64 holds every float32 norm exactly: the numbers float() of each would give (on the
+    # CPU the steps have read them already: _StepNorms.read).
+    on_device = [t for t in norms if isinstance(t, torch.Tensor)]
+    read = iter(torch.stack([t.double() for t in on_device]).tolist() if on_device else [])
+    numbers = iter([next(read) if isinstance(t, torch.Tensor) else t for t in norms])
     big = [next(numbers) for _ in pending]
     local: list[float] = []
     if P > 1:
@@ -400,11 +442,13 @@ def _flush_noise(pending: list[_StepNorms], noise: NoiseScale, P: int, mean_loss
 
 def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workload, feed: Feed, device: torch.device,
                          progress: _Progress, comm: CommStats, noise: NoiseScale, optimizer: torch.optim.Optimizer,
-                         clock: CompileClock, autocast: Autocast, setup: dict[str, Any], *, epoch: float,
-                         epochs_completed: int, final: bool, P: int, measurable: bool, save_to: Path | None = None,
-                         raw_model: torch.nn.Module) -> dict[str, Any]:
+                         clock: CompileClock, autocast: Autocast, setup: dict[str, Any], memory: RankMemory, *,
+                         epoch: float, epochs_completed: int, final: bool, P: int, measurable: bool,
+                         save_to: Path | None = None, raw_model: torch.nn.Module) -> dict[str, Any]:
     """Rank 0: evaluate the model and report where training stands; at the final evaluation,
-    write the weights to ``save_to`` first."""
+    write the weights to ``save_to`` first, and report the largest peak memory over the
+    processes (each joins that all-reduce), else rank 0's own so far (a trial stopped early
+    keeps it)."""
     synchronize(device)  # the steps queued so far count as training time
     began = time.perf_counter()
     # Training time of the epoch so far: the evaluations and the compiling steps left out.
@@ -440,6 +484,7 @@ def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workl
     metrics["train_s"] = metrics["runtime_s"] - progress.eval_seconds - progress.compile_seconds
     if final:
         metrics["device"] = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
+    metrics[PEAK_MEMORY_BYTES] = memory.peak(P if final else 1)
     if final and save_to is not None:
         # Written before the final report (and outside the timed part), so the report can say
         # where: the searcher records the path, and a trial cut short leaves no file behind.

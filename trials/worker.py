@@ -151,12 +151,28 @@ def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: st
     except HPSearchError as exc:
         _fail(run, rank, "workload_error", str(exc))
     except Exception as exc:  # the trial driver's boundary: record any workload crash
+        if _peer_lost(exc):
+            _fail(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
         traceback.print_exc(file=sys.stderr)
         _fail(run, rank, "workload_error", f"{type(exc).__name__}: {exc}")
     # Every collective of a finished rank completed (the loop ends in a barrier), so its group
     # can be torn down and the process serve the next trial.
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+# What gloo says when the rank at the other end of a connection is gone.
+_GLOO_PEER_GONE = ("Connection closed by peer", "Connection reset by peer")
+
+
+def _peer_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is this rank's side of a peer that went away under a collective. Under
+    gloo the gradient all-reduce of a step completes in DDP's communication hook, and a peer
+    that left (one that ran out of memory and exited, say) reaches the backward pass as a plain
+    ``RuntimeError`` naming the callback and gloo's closed connection, not as a
+    ``DistBackendError``: recorded as this rank's own ``workload_error``, it hid the peer's
+    real reason."""
+    return isinstance(exc, RuntimeError) and "gloo" in str(exc) and any(s in str(exc) for s in _GLOO_PEER_GONE)
 
 
 def _announced(sink: Callable[[dict[str, Any]], None],

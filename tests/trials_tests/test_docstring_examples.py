@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["hpsearch.trials.data", "hpsearch.trials.compute", "hpsearch.trials.workloads.base"]
+MODULES = ["hpsearch.trials.data", "hpsearch.trials.compute", "hpsearch.trials.workloads.base", "hpsearch.trials.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)
