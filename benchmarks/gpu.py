@@ -220,13 +220,16 @@ class Utilisation:
         return sum(seen) / len(seen) if seen else None
 
 
-def run_grid(epochs: int) -> dict[str, Any]:
-    """Part 2: the grid as a whole ``hpsearch start`` command, and its study's timeline."""
+def run_grid(epochs: int, share: float = 1) -> dict[str, Any]:
+    """Part 2: the grid as a whole ``hpsearch start`` command, and its study's timeline;
+    ``share``: each trial's ``gpus_per_worker`` (0.5, 0.25: trials packed on a GPU)."""
     import hpsearch
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "space.yaml").write_text(GRID_SPACE.format(epochs=epochs))
+        text = GRID_SPACE.format(epochs=epochs)
+        text = text.replace("gpus_per_worker: 1}", f"gpus_per_worker: {share:g}}}")
+        (folder / "space.yaml").write_text(text)
         with Utilisation() as gpu:
             began = time.time()
             done = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
