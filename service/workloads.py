@@ -24,7 +24,6 @@ from typing import Any
 
 from hpsearch.errors import WorkloadError
 from hpsearch.search_spaces import (
-    CORE_PARAMETERS,
     ENGINE_PARAMETERS,
     OPTIMIZER_PARAMETERS,
     Choice,
@@ -121,7 +120,7 @@ def _check_lightning_parameters(space: SearchSpace) -> None:
 
 
 def _unknown(word: str, workload: str, taken: frozenset[str], kind: str) -> str:
-    engine = list(CORE_PARAMETERS) + list(OPTIMIZER_PARAMETERS)
+    engine = list(ENGINE_PARAMETERS)
     close = difflib.get_close_matches(word, sorted(taken) + engine, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else "."
     short = workload.rpartition(":")[2]
