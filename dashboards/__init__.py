@@ -2,7 +2,7 @@
 ``optuna.visualization`` is of Optuna's core (the service never imports this package).
 
 - ``plot_frontier(search)``, ``plot_device_seconds_frontier``, ``plot_accuracy_vs_batch``,
-  ``plot_learning_curves``, ``plot_throughput``, ``plot_noise_scale``: a study's figures, on its
+  ``plot_learning_curves``, ``plot_throughput``, ``plot_memory``, ``plot_noise_scale``: a study's figures, on its
   own quality objective unless asked for another metric (``val_loss`` for a study of
   ``val_loss``); ``write_figure_html`` writes one as a page that opens offline;
 - ``hpsearch.dashboards.app``: the web dashboard (``create_app(storage)``);
@@ -21,6 +21,8 @@ and the function that answers the dashboard's endpoint for it (``*_from_query``)
   :func:`curve_metrics`, per-epoch curves against samples seen;
 - :mod:`hpsearch.dashboards.throughput`: :func:`throughput_info`, throughput per device and
   communication share per world size;
+- :mod:`hpsearch.dashboards.memory`: :func:`memory_info`, peak memory per rank against the
+  per-device batch per device kind, with where the trials ran out of memory;
 - :mod:`hpsearch.dashboards.noise_scale`: :func:`noise_scale_info`, the gradient noise scale
   against the effective batch;
 - :mod:`hpsearch.dashboards.analysis`: the analysis section's two figures.
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
         learning_curves_info,
         plot_learning_curves,
     )
+    from hpsearch.dashboards.memory import MemoryInfo, memory_info, plot_memory
     from hpsearch.dashboards.noise_scale import NoiseScaleInfo, noise_scale_info, plot_noise_scale
     from hpsearch.dashboards.points import log_axis
     from hpsearch.dashboards.standalone import write_figure_html
@@ -67,6 +70,7 @@ __all__ = [
     "AccuracyVsBatchInfo",
     "FrontierInfo",
     "LearningCurvesInfo",
+    "MemoryInfo",
     "NoiseScaleInfo",
     "ThroughputInfo",
     "accuracy_vs_batch_info",
@@ -74,12 +78,14 @@ __all__ = [
     "frontier_info",
     "learning_curves_info",
     "log_axis",
+    "memory_info",
     "noise_scale_info",
     "pareto_front",
     "plot_accuracy_vs_batch",
     "plot_device_seconds_frontier",
     "plot_frontier",
     "plot_learning_curves",
+    "plot_memory",
     "plot_noise_scale",
     "plot_throughput",
     "throughput_info",
@@ -98,6 +104,7 @@ _HOMES = {
                     "learning_curves"),
     **dict.fromkeys(("ThroughputInfo", "throughput_info", "plot_throughput"), "throughput"),
     **dict.fromkeys(("NoiseScaleInfo", "noise_scale_info", "plot_noise_scale"), "noise_scale"),
+    **dict.fromkeys(("MemoryInfo", "memory_info", "plot_memory"), "memory"),
     "log_axis": "points",
     "write_figure_html": "standalone",
 }

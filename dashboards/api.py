@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from hpsearch import study as read_model
-from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, noise_scale, throughput
+from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, memory, noise_scale, throughput
 from hpsearch.dashboards.queries import DEFAULT_MAX_POINTS, BadRequest, FigureQuery, NotFound, whole_number
 from hpsearch.errors import AnalysisError
+from hpsearch.reasons import describe_reason
 from hpsearch.search import load
 from hpsearch.search_spaces import record
 from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS, study_names
@@ -78,6 +79,7 @@ FIGURES: dict[str, Callable[[FigureQuery], go.Figure]] = {
     "accuracy_vs_batch": accuracy_vs_batch.accuracy_vs_batch_from_query,
     "learning_curves": learning_curves.learning_curves_from_query,
     "throughput": throughput.throughput_from_query,
+    "memory": memory.memory_from_query,
     "noise_scale": noise_scale.noise_scale_from_query,
 }
 #: The analysis section's figures (``GET .../figures/{kind}?target=METRIC=VALUE``).
@@ -238,6 +240,10 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
     summary.update(
         target=None if target is None else int(target),
         states=trials["states"],
+        # Why trials ended as they did, in words (the trial table's legend), and which reasons
+        # mean the trial never ran (shown apart from the trials that did).
+        reasons=[{"reason": reason, "count": n, "meaning": describe_reason(reason),
+                  "not_run": reason in record.NOT_RUN_REASONS} for reason, n in trials["reasons"].items()],
         best_trial=trials["best_trial"],
         space_text=attrs.get(ATTR_SPACE_TEXT, ""),
         versions=attrs.get(ATTR_VERSIONS, {}),
@@ -324,16 +330,20 @@ def trials_csv(cache: StudyCache, name: str) -> str:
 
 def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason,
-    ``model_path``, where its saved weights are (``None`` when it kept none), and ``phases``,
+    ``model_path``, where its saved weights are (``None`` when it kept none), ``phases``,
     where its time went (``hpsearch.study.PhaseTimeline.to_dict``; ``None`` when it recorded
-    none)."""
+    none), and ``memory``: its peak per rank and the batch it ran halved at, in one line
+    (``None`` when it recorded neither)."""
     search = cache.search(name)
     if not number.isdigit():
         raise BadRequest(f"a trial number is a whole number, got {number!r}")
     t = cache.trial(name, int(number))
     attrs = dict(t.user_attrs)
     timeline = read_model.phase_timeline(attrs)
+    reason = attrs.get("status_reason")
     return _plain({
+        "memory": read_model.trial_phases(t).memory_line(),
+        "status_meaning": describe_reason(reason) if isinstance(reason, str) else None,
         "model_path": _model_path(cache.frame(name), t.number),
         "number": t.number,
         "state": read_model.display_state(t.state.name, attrs),
@@ -386,7 +396,8 @@ def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, st
     def curves(**chosen: Any) -> dict[int, Any]:
         return cache.curves(name, **chosen)
 
-    figure_query = FigureQuery(frame, query, tuple(search.objectives), search.direction, curves)
+    figure_query = FigureQuery(frame, query, tuple(search.objectives), search.direction, curves,
+                               search.space_text if kind == "memory" else "")
     return str(FIGURES[kind](figure_query).to_json())
 
 

@@ -99,6 +99,8 @@ class FigureQuery:
             (``Search.direction``: its own direction for its objectives).
         curves: The ``curves`` attr of chosen trials (``StudyCache.curves`` of this study):
             ``curves(numbers=..., states=..., limit=..., fields=...)`` by trial number.
+        space_text: The space file the study was started with (what a rank may hold, for the
+            memory figure); empty where unknown.
     """
 
     frame: pd.DataFrame
@@ -106,6 +108,7 @@ class FigureQuery:
     objectives: Sequence[str]
     direction: Callable[[str], Direction]
     curves: Callable[..., Mapping[int, Any]] = field(default=_no_curves)
+    space_text: str = ""
 
     def column(self, key: str, default: str) -> str:
         """The column named by the parameter ``key``, or ``default``.

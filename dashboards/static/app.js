@@ -5,9 +5,11 @@
 const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh") ?? 5) * 1000;
 const TABLE_COLUMNS = ["number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
   "effective_batch_size", "base_lr", "lr", "val_accuracy", "val_loss", "runtime_s", "device_seconds",
-  "samples_per_s", "comm_fraction", "noise_scale", "epochs_completed", "status_reason"];
+  "samples_per_s", "comm_fraction", "peak_memory_bytes", "noise_scale", "epochs_completed", "status_reason"];
 const HEADERS = { per_device_batch_size: "b", world_size: "W", grad_accum_steps: "A", effective_batch_size: "B",
-  number: "#" };
+  number: "#", peak_memory_bytes: "peak memory" };
+// Columns written in a unit of their own (the API and the CSV hold the raw value).
+const FORMATS = { peak_memory_bytes: bytes };
 const PLOT_CONFIG = { responsive: true, displaylogo: false };
 
 function el(tag, attrs = {}, ...children) {
@@ -39,6 +41,19 @@ function fmt(value) {
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
 }
+
+// A byte count in the largest binary unit it reaches, three significant digits
+// (hpsearch.study.format_bytes).
+function bytes(value) {
+  if (value === null || value === undefined || value === "" || !Number.isFinite(value)) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  const text = unit === 0 || Math.abs(value) >= 1000 ? value.toFixed(0) : String(Number(value.toPrecision(3)));
+  return `${text} ${units[unit]}`;
+}
+
+function cell(column, value) { return (FORMATS[column] || fmt)(value); }
 
 function showError(main, error) {
   main.replaceChildren(el("p", { class: "error" }, String(error.message || error)));
@@ -112,9 +127,10 @@ async function studyPage(main, { name }) {
     } }, "next"),
     pager, el("a", { href: `${base}/trials.csv`, download: `${name}-trials.csv` }, "download CSV"));
   const space = el("pre", { class: "space", id: "space" });
+  const legend = el("div", { class: "legend states", id: "states-legend" });
   const analysis = analysisSection(base);
   main.replaceChildren(el("h1", {}, name), summaryBox, figureBox, analysis.box, el("h2", {}, "Trials"), controls,
-    tableBox, el("details", {}, el("summary", {}, "space file"), space));
+    tableBox, legend, el("details", {}, el("summary", {}, "space file"), space));
 
   let summary;
   async function drawTable() {
@@ -137,8 +153,22 @@ async function studyPage(main, { name }) {
       });
       return th;
     }));
-    const rows = page.rows.map((r) => el("tr", { onclick: () => { location.href = `${studyUrl(name)}/trials/${r.number}`; } },
-      page.columns.map((c) => el("td", { class: `${numeric(c) ? "" : "text"} ${c === "state" ? `state-${r[c]}` : ""}` }, fmt(r[c])))));
+    const reasons = Object.fromEntries((summary.reasons || []).map((x) => [x.reason, x]));
+    const rows = page.rows.map((r) => {
+      // A trial that never ran (skipped, or not started above a batch that ran out of memory)
+      // reads apart from the trials that ran; a reason says what it means on hover.
+      const reason = reasons[r.status_reason];
+      const notRun = reason && reason.not_run ? " not-run" : "";
+      return el("tr", { onclick: () => { location.href = `${studyUrl(name)}/trials/${r.number}`; } },
+        page.columns.map((c) => {
+          const classes = [numeric(c) ? "" : "text"];
+          if (c === "state") classes.push(`state-${r[c]}${notRun}`);
+          if (c === "status_reason" && r[c]) classes.push(`reason-${r[c]}`);
+          const attrs = { class: classes.join(" ") };
+          if (c === "status_reason" && reason) attrs.title = reason.meaning;
+          return el("td", attrs, cell(c, r[c]));
+        }));
+    });
     tableBox.replaceChildren(el("table", {}, el("thead", {}, header), el("tbody", {}, rows)));
     pager.textContent = page.total
       ? `${page.offset + 1}-${Math.min(page.offset + page.limit, page.total)} of ${page.total}` : "no trials";
@@ -177,11 +207,27 @@ async function studyPage(main, { name }) {
           `#${best.number}: ${Object.entries(best.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")}`)
         : "none yet"));
     space.textContent = summary.space_text;
+    legend.replaceChildren(...statesLegend(summary));
     if (summary.revision !== revision) {
       revision = summary.revision;
       await Promise.all([drawTable(), drawFigures(), analysis.draw(summary)]);
     }
   });
+}
+
+// The trial table's legend: the states as they are colored, and each status reason of the study
+// with what it means and how many trials it holds.
+function statesLegend(summary) {
+  const states = [["COMPLETE", "ran every epoch"], ["PRUNED", "stopped early"], ["FAIL", "failed"],
+    ["RUNNING", "training"], ["PENDING", "waiting for its devices"]];
+  const items = states.filter(([state]) => summary.states[state])
+    .map(([state, words]) => el("span", {}, el("b", { class: `state-${state}` }, state), ` ${words}`));
+  if ((summary.reasons || []).some((x) => x.not_run)) {
+    items.push(el("span", {}, el("b", { class: "state-PRUNED not-run" }, "PRUNED"), " not run (skipped)"));
+  }
+  const reasons = (summary.reasons || []).map((x) => el("li", { class: `reason-${x.reason}` },
+    el("b", { class: `reason-${x.reason}` }, x.reason), ` (${x.count}): ${x.meaning}`));
+  return [el("div", { class: "legend" }, items), reasons.length ? el("ul", { class: "reasons", id: "reasons" }, reasons) : ""];
 }
 
 // ---- the analysis: the answer for N devices and the fitted laws --------------------------------
@@ -287,8 +333,9 @@ async function trialPage(main, { name, number }) {
     const t = await api(base);
     finished = !["RUNNING", "WAITING"].includes(t.state);
     head.replaceChildren(el("h1", {}, `trial #${t.number} `, el("span", { class: `state-${t.state}` }, t.state)),
-      t.status_reason ? el("div", { class: "reason", id: "reason" },
-        `${t.status_reason}${t.status_detail ? `: ${t.status_detail}` : ""}`) : "");
+      t.status_reason ? el("div", { class: `reason reason-${t.status_reason}`, id: "reason" },
+        `${t.status_reason}: ${t.status_detail || t.status_meaning || ""}`) : "",
+      t.memory ? el("p", { class: "memory", id: "memory" }, el("span", { class: "muted" }, "memory "), t.memory) : "");
     time.replaceChildren(el("h2", {}, "Where the time went"), ...phasesPanel(t.phases, t.state));
     tables.replaceChildren(
       ...(t.model_path ? [el("h2", {}, "Saved model"),
@@ -296,7 +343,7 @@ async function trialPage(main, { name, number }) {
           el("span", { class: "note" }, " (final weights, a torch state dict for the workload's model)"))] : []),
       el("h2", {}, "Parameters"), kv(t.params),
       el("h2", {}, "Values"), kv(t.values || {}),
-      el("h2", {}, "Measurements and attributes"), kv(t.user_attrs),
+      el("h2", {}, "Measurements and attributes"), kv(t.user_attrs, FORMATS),
       el("h2", {}, "Times"), kv({ started: t.datetime_start, completed: t.datetime_complete }));
     const c = t.curves || {};
     if (c.samples_seen && c.samples_seen.length) {
@@ -366,8 +413,9 @@ function phasesPanel(p, state) {
   ];
 }
 
-function kv(object) {
-  const rows = Object.entries(object).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "text" }, fmt(v))));
+function kv(object, formats = {}) {
+  const shown = (k, v) => (formats[k] && v !== null && v !== undefined ? `${formats[k](v)} (${fmt(v)})` : fmt(v));
+  const rows = Object.entries(object).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "text" }, shown(k, v))));
   return el("table", { class: "kv" }, el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "-"))));
 }
 

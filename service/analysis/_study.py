@@ -329,13 +329,18 @@ def _info(study: StudyInfo | StudyHandle) -> StudyInfo:
     return study if isinstance(study, StudyInfo) else study.info
 
 
-def memory_limits(study: StudyInfo | StudyHandle) -> dict[str, tuple[float, str]]:
+def memory_limits(study: StudyInfo | StudyHandle | str) -> dict[str, tuple[float, str]]:
     """What a rank may hold per device kind, where the study's space says so, and where from:
     ``resources.memory_per_worker`` caps a CPU rank (``{"cpu": (bytes, "resources.memory_per_worker")}``).
-    A GPU's own memory is not in the record: the trials that ran out of it say where it ends."""
+    A GPU's own memory is not in the record: the trials that ran out of it say where it ends.
+
+    Args:
+        study: What the study declares (``StudyInfo``), a study that has it (``Search``), or
+            the study's space text itself.
+    """
     from hpsearch.store import ATTR_SPACE_TEXT
 
-    space_text = _info(study).user_attrs.get(ATTR_SPACE_TEXT)
+    space_text = study if isinstance(study, str) else _info(study).user_attrs.get(ATTR_SPACE_TEXT)
     if not isinstance(space_text, str) or not space_text:
         return {}
     from hpsearch.search_spaces import SpaceError, parse_space

@@ -225,7 +225,7 @@ def test_static_files_and_plotly_js_are_served_from_the_package(app: TestClient)
         assert status == 200 and body
 
 
-@pytest.mark.parametrize("kind", ["accuracy_vs_batch", "learning_curves", "throughput", "noise_scale"])
+@pytest.mark.parametrize("kind", ["accuracy_vs_batch", "learning_curves", "throughput", "memory", "noise_scale"])
 def test_every_figure_of_the_study_page_answers(app: TestClient, kind: str) -> None:
     assert kind in _json(app, "/api/studies/demo")["figures"]
     fig = _json(app, f"/api/studies/demo/figures/{kind}")

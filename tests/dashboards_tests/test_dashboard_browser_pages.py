@@ -67,7 +67,8 @@ def dashboard(store: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_a_study_of_val_loss_draws_every_figure_on_val_loss(browser: WebDriver, dashboard: Dashboard,
                                                             tmp_path: Path) -> None:
     browser.get(f"{dashboard.url}studies/loss?refresh=0")
-    figures = ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves", "throughput", "noise_scale")
+    figures = ("frontier", "device_frontier", "accuracy_vs_batch", "learning_curves", "throughput", "memory",
+               "noise_scale")
     for figure in figures:
         _wait(browser, lambda d, f=figure: d.find_elements(By.CSS_SELECTOR, f"#figure-{f} .main-svg"),
               f"the {figure} figure")

@@ -62,7 +62,8 @@ def test_the_figures_data_loads_without_plotly() -> None:
     code = ("import sys, hpsearch.dashboards as d\n"
             "assert 'plotly' not in sys.modules and 'pandas' not in sys.modules, 'imported at the top'\n"
             "for name in ('frontier_info', 'accuracy_vs_batch_info', 'learning_curves_info', 'throughput_info',\n"
-            "             'noise_scale_info', 'pareto_front', 'log_axis', 'plot_frontier', 'plot_throughput'):\n"
+            "             'noise_scale_info', 'memory_info', 'pareto_front', 'log_axis', 'plot_frontier',\n"
+            "             'plot_throughput', 'plot_memory'):\n"
             "    getattr(d, name)\n"
             "assert 'plotly' not in sys.modules, 'plotly imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,309 @@
+"""Peak memory per rank against the per-device batch, one line per device kind, with where the
+trials ran out of memory: the figure beside throughput that says how large a batch fits.
+
+One module, the figure's every step, as ``optuna.visualization``'s:
+
+- compute: :func:`memory_info` turns the trials DataFrame into a :class:`MemoryInfo` of plain
+  values (tested for values; imports no plotly);
+- render: :func:`memory_figure` draws it with plotly;
+- a study: :func:`plot_memory` (``plot_*(search)``);
+- the dashboard: :func:`memory_from_query` answers ``/api/studies/NAME/figures/memory``.
+
+The facts and the line are the analysis's own (``hpsearch.analysis.memory_models``: peak =
+fixed + per_sample x b per device kind and configuration, the largest batch that fit, the
+smallest that ran out), so the figure and ``hpsearch recommend`` say the same.
+
+Example:
+    >>> import optuna
+    >>> from hpsearch.testing import synthetic_study
+    >>> search = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=40)
+    >>> [trace.name for trace in plot_memory(search).data][:2]
+    ['cuda (NVIDIA H100 80GB HBM3)', 'cuda (NVIDIA H100 80GB HBM3): fitted line']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from hpsearch.dashboards.points import config_columns, log_axis, plain_value
+from hpsearch.dashboards.queries import FigureQuery
+from hpsearch.dashboards.style import MARKER_SIZE_PX, axis_label, subtitle, with_log_axes, with_note
+from hpsearch.search_spaces import record
+from hpsearch.study import format_bytes
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from hpsearch.search import Search
+
+__all__ = ["BatchPeak", "MemoryInfo", "MemorySeries", "memory_figure", "memory_from_query", "memory_info",
+           "memory_parameters", "plot_memory"]
+
+_TITLE = "Peak memory per rank vs per-device batch"
+_NO_PEAKS = "no trial recorded its peak memory yet"
+_GIB = 2**30
+#: One color per series, in order (Okabe-Ito, as the rules' colors: distinguishable for
+#: color-blind readers, and none too pale on white).
+_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+
+
+# ---- compute ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchPeak:
+    """The measured peaks of one series at one per-device batch.
+
+    Attributes:
+        per_device_batch: b, as the trials ran it.
+        n_trials: Trials with a peak there.
+        median: Their median peak, in bytes.
+        low: The smallest peak.
+        high: The largest peak.
+        trials: Their numbers (the first few).
+    """
+
+    per_device_batch: float
+    n_trials: int
+    median: float
+    low: float
+    high: float
+    trials: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MemorySeries:
+    """One device kind (and configuration, where the study's memory-relevant parameters vary).
+
+    Attributes:
+        name: The legend's name: the device kind, then the configuration (``cpu, hidden 64``).
+        device: The device kind.
+        configuration: Its values of the study's other parameters that vary.
+        peaks: The measured peaks per per-device batch, ascending.
+        line: The fitted line's ``(b, bytes)`` points over the batches drawn, empty without one.
+        largest_fit: The largest per-device batch that ran without running out of memory.
+        smallest_out_of_memory: The smallest per-device batch that ran out, the ceiling.
+        out_of_memory_at: Where to mark the ceiling: ``(b, bytes)``, the line's peak there (or
+            the largest peak measured); ``None`` without a ceiling.
+        out_of_memory_trials: The trials that ran out (or ran halved because their batch had).
+        limit_bytes: What a rank may hold, where known.
+        summary: The analysis's line about it (``MemoryModel.describe``).
+    """
+
+    name: str
+    device: str
+    configuration: Mapping[str, Any]
+    peaks: tuple[BatchPeak, ...]
+    line: tuple[tuple[float, float], ...]
+    largest_fit: int | None
+    smallest_out_of_memory: int | None
+    out_of_memory_at: tuple[float, float] | None
+    out_of_memory_trials: tuple[int, ...]
+    limit_bytes: float | None
+    summary: str
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """Everything the memory figure shows.
+
+    Attributes:
+        series: One per device kind (and configuration), by name.
+        log_x: Whether the per-device-batch axis is logarithmic.
+        n_trials: Rows in the DataFrame, whatever their state.
+        n_out_of_memory: Trials that ran out of memory.
+        n_not_started: Trials the search did not start because a smaller batch ran out (``exceeds_memory``).
+        note: Why the figure is empty, or ``None``.
+    """
+
+    series: tuple[MemorySeries, ...]
+    log_x: bool
+    n_trials: int
+    n_out_of_memory: int
+    n_not_started: int
+    note: str | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing to draw."""
+        return not self.series
+
+
+def memory_parameters(df: pd.DataFrame, objectives: Sequence[str] = ()) -> list[str]:
+    """The table's columns that may tell configurations apart for memory: the study's own
+    parameters (the workload's, the optimizer's, a searched ``precision``), not the batch, the
+    world size, the accumulation, the rule or the LR."""
+    return [c for c in config_columns([str(c) for c in df.columns], "", "")
+            if c not in objectives and (c == record.PRECISION or c not in record.FIELDS)]
+
+
+def memory_info(df: pd.DataFrame, limits: Mapping[str, tuple[float, str]] | None = None,
+                objectives: Sequence[str] = ()) -> MemoryInfo:
+    """Peak memory per rank against the per-device batch, per device kind and configuration.
+
+    Each series holds the peaks its trials measured at each per-device batch they ran (median,
+    smallest and largest: a few values per batch, whatever the study's size), the analysis's
+    fitted line over them, and its ceiling: the smallest per-device batch that ran out of memory.
+    A trial that ran halved (``ran_as``) counts at the batch it ran.
+
+    Args:
+        df: The trials DataFrame (``state``, ``status_reason``, the params, ``device``,
+            ``peak_memory_bytes``, ``ran_as`` where recorded).
+        limits: What a rank may hold per device kind (``hpsearch.analysis.memory_limits``).
+        objectives: The study's objectives (never a configuration).
+
+    Returns:
+        A :class:`MemoryInfo`; empty, with a note, when no trial recorded a peak or ran out.
+
+    Example:
+        >>> df = pd.DataFrame({"number": [0, 1, 2, 3], "state": ["COMPLETE", "COMPLETE", "COMPLETE", "FAIL"],
+        ...     "status_reason": [None, None, None, "out_of_memory"], "per_device_batch_size": [64, 128, 256, 512],
+        ...     "device": ["cpu"] * 4, "peak_memory_bytes": [1.25e9, 1.5e9, 2.0e9, None]})
+        >>> info = memory_info(df)
+        >>> s, = info.series
+        >>> s.name, [p.per_device_batch for p in s.peaks], s.smallest_out_of_memory, info.n_out_of_memory
+        ('cpu', [64.0, 128.0, 256.0], 512, 1)
+    """
+    # numpy and the analysis (scipy, loaded with hpsearch.analysis): with the first memory figure
+    from hpsearch.analysis import memory_models, ran_shapes
+
+    reasons = df[record.STATUS_REASON].tolist() if record.STATUS_REASON in df.columns else [None] * len(df)
+    n_out = sum(r == record.REASON_OUT_OF_MEMORY for r in reasons)
+    n_skipped = sum(r == record.REASON_EXCEEDS_MEMORY for r in reasons)
+    if not len(df) or "number" not in df.columns:
+        return MemoryInfo((), False, len(df), 0, 0, "no trials yet")
+    parameters = memory_parameters(df, objectives)
+    models = memory_models(df, parameters, limits)
+    b_ran, _, _ = ran_shapes(df)
+    peaks = (pd.to_numeric(df[record.PEAK_MEMORY_BYTES], errors="coerce").to_numpy(dtype=float)
+             if record.PEAK_MEMORY_BYTES in df.columns else np.full(len(df), np.nan))
+    devices = df[record.DEVICE].tolist() if record.DEVICE in df.columns else [None] * len(df)
+    numbers = [int(n) for n in df["number"].tolist()]
+    values = {k: [plain_value(v) for v in df[k].tolist()] for k in parameters}
+    measured_rows = [i for i in range(len(df)) if reasons[i] != record.REASON_OUT_OF_MEMORY
+                     and b_ran[i] is not None and np.isfinite(peaks[i])]
+    series = []
+    for model in models:
+        rows = [i for i in measured_rows if devices[i] == model.device
+                and all(values[k][i] == v for k, v in model.configuration.items())]
+        by_batch: dict[float, list[int]] = {}
+        for i in rows:
+            by_batch.setdefault(float(b_ran[i]), []).append(i)  # type: ignore[arg-type]
+        measured = tuple(
+            BatchPeak(b, len(at), float(np.median(peaks[at])), float(peaks[at].min()), float(peaks[at].max()),
+                      tuple(numbers[i] for i in at[:8]))
+            for b, at in sorted(by_batch.items()))
+        xs = sorted({p.per_device_batch for p in measured} | (
+            {float(model.smallest_out_of_memory)} if model.smallest_out_of_memory is not None else set()))
+        line = tuple((x, float(model.peak(x))) for x in xs) if model.has_line and len(xs) >= 2 else ()  # type: ignore[arg-type]
+        ceiling = None
+        if model.smallest_out_of_memory is not None:
+            at = model.peak(model.smallest_out_of_memory)
+            top = at if at is not None else max((p.high for p in measured), default=model.limit_bytes or 0.0)
+            ceiling = (float(model.smallest_out_of_memory), float(top))
+        name = model.device + "".join(f", {k} {v}" for k, v in model.configuration.items())
+        series.append(MemorySeries(name, model.device, dict(model.configuration), measured, line, model.largest_fit,
+                                   model.smallest_out_of_memory, ceiling, model.out_of_memory_trials,
+                                   model.limit_bytes, model.describe()))
+    series = [s for s in series if s.peaks or s.out_of_memory_at is not None]
+    note = None if series else _NO_PEAKS
+    xs = [p.per_device_batch for s in series for p in s.peaks] + [
+        s.out_of_memory_at[0] for s in series if s.out_of_memory_at is not None]
+    return MemoryInfo(tuple(series), log_axis(xs), len(df), n_out, n_skipped, note)
+
+
+# ---- render -------------------------------------------------------------------------------------
+
+def memory_figure(df: pd.DataFrame, limits: Mapping[str, tuple[float, str]] | None = None,
+                  objectives: Sequence[str] = ()) -> go.Figure:
+    """Peak memory per rank (GiB) against the per-device batch, one line per device kind.
+
+    Per series: the median peak measured at each per-device batch, with the range over its
+    trials as error bars; the fitted line fixed + per_sample x b, dashed, continued to the
+    ceiling; the ceiling itself, the smallest per-device batch that ran out of memory, as a
+    cross and a dotted vertical line; and, where known, what a rank may hold as a horizontal
+    line.
+
+    Args:
+        df: The trials DataFrame.
+        limits: What a rank may hold per device kind (``hpsearch.analysis.memory_limits``).
+        objectives: The study's objectives.
+
+    Example:
+        >>> df = pd.DataFrame({"number": [0, 1, 2], "state": ["COMPLETE", "COMPLETE", "FAIL"],
+        ...     "status_reason": [None, None, "out_of_memory"], "per_device_batch_size": [64, 128, 256],
+        ...     "device": ["cpu"] * 3, "peak_memory_bytes": [1.25e9, 1.5e9, None]})
+        >>> fig = memory_figure(df)
+        >>> fig.layout.xaxis.title.text, fig.layout.yaxis.title.text, [t.name for t in fig.data]
+        ('per-device batch size', 'peak memory per rank (GiB)', ['cpu', 'cpu: fitted line', 'cpu: ran out of memory'])
+    """
+    import plotly.graph_objects as go  # heavy: only where a figure is drawn
+
+    info = memory_info(df, limits, objectives)
+    fig = go.Figure()
+    title = _TITLE
+    if info.n_out_of_memory or info.n_not_started:
+        title += subtitle(f"{info.n_out_of_memory} trials ran out of memory; {info.n_not_started} not started at or "
+                          "above a per-device batch that had")
+    fig.update_layout(title={"text": title}, xaxis={"title": {"text": axis_label(record.PER_DEVICE_BATCH_SIZE)}},
+                      yaxis={"title": {"text": "peak memory per rank (GiB)"}, "rangemode": "tozero"},
+                      legend={"title": {"text": "device"}}, hovermode="closest", template="plotly_white")
+    if info.is_empty:
+        return with_note(fig, info.note or _NO_PEAKS)
+    for k, s in enumerate(info.series):
+        color = _COLORS[k % len(_COLORS)]
+        if s.peaks:
+            fig.add_trace(go.Scatter(
+                x=[p.per_device_batch for p in s.peaks], y=[p.median / _GIB for p in s.peaks],
+                mode="markers+lines" if not s.line else "markers", name=s.name, legendgroup=s.name,
+                marker={"color": color, "size": MARKER_SIZE_PX},
+                error_y={"type": "data", "symmetric": False, "color": color,
+                         "array": [(p.high - p.median) / _GIB for p in s.peaks],
+                         "arrayminus": [(p.median - p.low) / _GIB for p in s.peaks]},
+                hovertext=[f"<b>{s.name}</b>: b {p.per_device_batch:g}, {p.n_trials} trials<br>"
+                           f"median {format_bytes(p.median)}, {format_bytes(p.low)} to {format_bytes(p.high)}"
+                           for p in s.peaks],
+                hovertemplate="%{hovertext}<extra></extra>"))
+        if s.line:
+            fig.add_trace(go.Scatter(
+                x=[x for x, _ in s.line], y=[y / _GIB for _, y in s.line], mode="lines", name=f"{s.name}: fitted line",
+                legendgroup=s.name, line={"color": color, "dash": "dash", "width": 1.5},
+                hovertext=[s.summary] * len(s.line), hovertemplate="%{hovertext}<extra></extra>"))
+        if s.out_of_memory_at is not None:
+            b, top = s.out_of_memory_at
+            fig.add_trace(go.Scatter(
+                x=[b], y=[top / _GIB], mode="markers", name=f"{s.name}: ran out of memory", legendgroup=s.name,
+                marker={"color": color, "symbol": "x", "size": 2 * MARKER_SIZE_PX, "line": {"width": 2}},
+                customdata=[s.out_of_memory_trials[0]] if s.out_of_memory_trials else None,
+                hovertext=[f"<b>{s.name}</b>: b {b:g} ran out of memory (trials "
+                           + ", ".join(f"#{n}" for n in s.out_of_memory_trials[:5])
+                           + (", ..." if len(s.out_of_memory_trials) > 5 else "") + ")"
+                           + (f"<br>largest that fit: {s.largest_fit}" if s.largest_fit is not None else "")],
+                hovertemplate="%{hovertext}<extra></extra>"))
+            fig.add_vline(x=b, line={"color": color, "dash": "dot", "width": 1})
+        if s.limit_bytes is not None:
+            fig.add_hline(y=s.limit_bytes / _GIB, line={"color": color, "dash": "dashdot", "width": 1},
+                          annotation_text=f"{s.device} may hold {format_bytes(s.limit_bytes)}",
+                          annotation_position="top left")
+    return with_log_axes(fig, info.log_x, False)
+
+
+# ---- a study, and the dashboard ------------------------------------------------------------------
+
+def plot_memory(search: Search) -> go.Figure:
+    """Peak memory per rank against the per-device batch, one line per device kind, with the
+    smallest batch that ran out of memory marked."""
+    from hpsearch.analysis import memory_limits  # scipy: with the first memory figure
+
+    return memory_figure(search.trials_dataframe(), memory_limits(search), search.objectives)
+
+
+def memory_from_query(query: FigureQuery) -> go.Figure:
+    """``GET .../figures/memory``: no parameters."""
+    from hpsearch.analysis import memory_limits  # scipy: with the first memory figure
+
+    return memory_figure(query.frame, memory_limits(query.space_text) if query.space_text else None, query.objectives)
