@@ -205,7 +205,8 @@ def trial_phases(trial: optuna.trial.FrozenTrial) -> TrialPhases:
     return TrialPhases(trial.number, display_state(trial.state.name, attrs), dict(trial.params),
                        None if reason is None else str(reason), None if detail is None else str(detail),
                        phase_timeline(attrs), device if isinstance(device, str) else None,
-                       float(peak) if _finite(peak) else None, dict(ran_as) if isinstance(ran_as, Mapping) else None)
+                       float(peak) if isinstance(peak, (int, float)) and _finite(peak) else None,
+                       dict(ran_as) if isinstance(ran_as, Mapping) else None)
 
 
 def format_seconds(seconds: float | None) -> str:
