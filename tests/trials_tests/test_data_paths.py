@@ -23,6 +23,7 @@ from hpsearch.trials.workloads.cifar10 import TRAIN_BATCHES
 
 # What differs between two runs of the same training: the clocks, the path itself and the run folder.
 NOT_COMPARED = {"runtime_s", "train_s", "comm_fraction", "setup_s", "data_path", "data_path_reason", "data_cache",
+                "peak_memory_bytes",
                 "model_path"}
 
 COMMON: dict[str, Any] = dict(base_lr=0.05, lr_rule="constant", epochs=2, workload="digits_mlp",

@@ -9,7 +9,7 @@ from hpsearch.trials.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 # Clocks, and whether the process built the data or kept them from an earlier trial.
-TIMINGS = {"runtime_s", "train_s", "comm_fraction", "setup_s", "data_cache"}
+TIMINGS = {"runtime_s", "train_s", "comm_fraction", "setup_s", "data_cache", "peak_memory_bytes"}
 
 
 def _run(**kw: object) -> dict:
