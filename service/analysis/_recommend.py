@@ -267,6 +267,8 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     # Memory: each candidate's per-device batch at most its configuration's cap on this kind.
     memory_of = _memory_at(analysis, kind, batch)
     caps = np.array([_cap(memory_of[float(x)], allow_larger_batch) for x in batch], dtype=float)
+    if not allow_larger_batch and ran:  # and within what ran on the kind, memory facts or none
+        caps = np.minimum(caps, ran[-1])
     fits = b <= caps
     if not fits.any():
         raise NoAnswerError(f"no configuration on {devices} device(s) has a per-device batch that fit in memory on "
@@ -400,9 +402,10 @@ def _memory_lines(kind: str, memory: MemoryModel | None, b_choices: Sequence[int
         return lines
     ub, uw, ua, u_batch = int(b[unbounded]), int(w[unbounded]), int(a[unbounded]), float(batch[unbounded])
     bounding = memory_of[u_batch]
-    assert bounding is not None  # only a cap rules a candidate out
-    cap = bounding.cap(allow_larger)
-    shown = max((v for v in b_choices if cap is not None and v <= cap), default=cap)
+    cap = None if bounding is None else bounding.cap(allow_larger)
+    if bounding is None or cap is None or ub <= cap:
+        return lines  # ruled out for not having run on the kind, not by memory
+    shown = max((v for v in b_choices if v <= cap), default=cap)
     lines.append(f"per-device batch capped at {shown}: {bounding.why_not(ub)}")
     bb, ww, aa = int(b[best]), int(w[best]), int(a[best])
     if float(batch[best]) == u_batch and ww == uw:
