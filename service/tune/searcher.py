@@ -376,9 +376,10 @@ class StudySearcher(Searcher):
         attrs, intermediates, _ = self._epoch_records(trial_id, result)
         del self._trials[trial_id], self._curves[trial_id]
         attrs[PHASES] = _phases(self._asked.pop(trial_id, None), result.get(PHASES_KEY))
-        if isinstance(result.get(RAN_AS), dict):  # its own process halved it (search.on_oom: accumulate)
-            attrs[RAN_AS] = result[RAN_AS]
-        self._learn_memory(trial, result, self._batch.pop(trial_id, None))
+        ran_as = dict(result[RAN_AS]) if isinstance(result.get(RAN_AS), list) else None
+        if ran_as is not None:  # its own process halved it (search.on_oom: accumulate)
+            attrs[RAN_AS] = ran_as
+        self._learn_memory(trial, result, ran_as, self._batch.pop(trial_id, None))
         attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
         self._end_device_time(trial_id, trial, attrs, final=bool(result.get(FINAL_KEY)))
         _write(trial, attrs, intermediates)
@@ -400,11 +401,11 @@ class StudySearcher(Searcher):
         else:
             self._fail(trial, "stopped", "the trial stopped before its last epoch without a failure report")
 
-    def _learn_memory(self, trial: optuna.Trial, result: dict[str, Any], batch: int | None) -> None:
+    def _learn_memory(self, trial: optuna.Trial, result: dict[str, Any], ran_as: dict[str, Any] | None,
+                      batch: int | None) -> None:
         """A trial that ran out of memory, or ran halved after it did, sets its configuration's
         ceiling (``hpsearch.tune.memory``)."""
-        ran_as = result.get(RAN_AS)
-        if isinstance(ran_as, dict) and isinstance(ran_as.get("out_of_memory_at"), int):
+        if ran_as is not None and isinstance(ran_as.get("out_of_memory_at"), int):
             self.ceilings.ran_out(trial.params, ran_as["out_of_memory_at"])
         if result.get(FAILED_KEY) and result.get("status_reason") == REASON_OUT_OF_MEMORY and batch is not None:
             self.ceilings.ran_out(trial.params, batch)

@@ -100,7 +100,7 @@ def trainable(config: dict[str, Any]) -> None:
                 spec = replace(spec, per_device_batch_size=fits[0], grad_accum_steps=fits[1])
                 reports = _Reports(where, config.get("report_every_s"))
     if ran_as is not None:
-        final[RAN_AS] = ran_as
+        final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher
     if grant.mps is not None:
         final["mps"] = grant.mps
     tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items())}))
