@@ -294,6 +294,13 @@ function analysisSection(base) {
         `= B ${r.effective_batch_size}, lr ${fmt(r.lr)}${range(r.lr_interval, fmt)}${rule}, warmup ${fmt(r.warmup_epochs)} epochs`));
       rows.push(el("div", {}, el("span", {}, "predicted "), `${duration(r.time_s)}${range(r.time_interval, duration)} to ${r.target}, ` +
         `${fmt(r.device_hours)}${range(r.device_hours_interval, fmt)} device-hours (${r.basis})`));
+      if (r.peak_memory_bytes !== null || r.per_device_batch_cap !== null) {
+        // As `hpsearch recommend` prints it: the answer's peak per rank and the batch memory allows.
+        const peak = r.peak_memory_bytes !== null
+          ? `${bytes(r.peak_memory_bytes)} per rank ${r.step_time_s === null ? "measured" : "predicted"}` : "peak not measured";
+        const cap = r.per_device_batch_cap !== null ? `, per-device batch at most ${r.per_device_batch_cap} on ${r.device_kind}` : "";
+        rows.push(el("div", { id: "answer-memory" }, el("span", {}, "memory "), `${peak}${cap}`));
+      }
       for (const line of r.extrapolated) rows.push(el("div", { class: "extrapolated" }, el("span", {}, "extrapolated "), line));
     } else {
       rows.push(el("p", { class: "note" }, `no recommendation: ${result.recommendation_error}`));

@@ -83,6 +83,13 @@ def test_the_study_page_shows_memory_beside_throughput_and_the_reasons_in_words(
                 color: getComputedStyle(row.cells[col("state")]).fontStyle};""")
     assert "not-run" in cells["state"] and cells["color"] == "italic"
     assert cells["reason"].startswith("not started: the same configuration ran out of memory")
+    # The answer for the devices picked keeps its per-device batch within what fit, and says so.
+    answer = _wait(browser, lambda d: (e := d.find_elements(By.ID, "answer-memory")) and e[0].text, "the answer's memory")
+    assert re.fullmatch(r"memory [\d.]+ GiB per rank (predicted|measured), per-device batch at most 64 on cpu", answer), answer
+    run = browser.find_element(By.ID, "recommendation").text
+    assert int(re.search(r"run b (\d+) x W", run)[1]) <= 64, run  # type: ignore[index]
+    notes = browser.find_element(By.ID, "analysis-notes").text
+    assert "memory per rank on cpu: " in notes and "smallest that ran out 128" in notes
     _check_page(browser, dashboard, tmp_path / "memory-study.png")
 
 
