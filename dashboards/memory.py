@@ -39,6 +39,7 @@ from hpsearch.study import format_bytes
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from hpsearch.analysis import MemoryLimits
     from hpsearch.search import Search
 
 __all__ = ["BatchPeak", "MemoryInfo", "MemorySeries", "memory_figure", "memory_from_query", "memory_info",
@@ -141,7 +142,7 @@ def memory_parameters(df: pd.DataFrame, objectives: Sequence[str] = ()) -> list[
             if c not in objectives and (c == record.PRECISION or c not in record.FIELDS)]
 
 
-def memory_info(df: pd.DataFrame, limits: Mapping[str, tuple[float, str]] | None = None,
+def memory_info(df: pd.DataFrame, limits: MemoryLimits | None = None,
                 objectives: Sequence[str] = ()) -> MemoryInfo:
     """Peak memory per rank against the per-device batch, per device kind and configuration.
 
@@ -153,7 +154,8 @@ def memory_info(df: pd.DataFrame, limits: Mapping[str, tuple[float, str]] | None
     Args:
         df: The trials DataFrame (``state``, ``status_reason``, the params, ``device``,
             ``peak_memory_bytes``, ``ran_as`` where recorded).
-        limits: What a rank may hold per device kind (``hpsearch.analysis.memory_limits``).
+        limits: What the study's space says of a rank's memory, where its trials did not record
+            it (``hpsearch.analysis.memory_limits``).
         objectives: The study's objectives (never a configuration).
 
     Returns:
@@ -218,19 +220,19 @@ def memory_info(df: pd.DataFrame, limits: Mapping[str, tuple[float, str]] | None
 
 # ---- render -------------------------------------------------------------------------------------
 
-def memory_figure(df: pd.DataFrame, limits: Mapping[str, tuple[float, str]] | None = None,
+def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
                   objectives: Sequence[str] = ()) -> go.Figure:
     """Peak memory per rank (GiB) against the per-device batch, one line per device kind.
 
     Per series: the median peak measured at each per-device batch, with the range over its
     trials as error bars; the fitted line fixed + per_sample x b, dashed, continued to the
     ceiling; the ceiling itself, the smallest per-device batch that ran out of memory, as a
-    cross and a dotted vertical line; and, where known, what a rank may hold as a horizontal
-    line.
+    cross and a dotted vertical line; and, where known (recorded by the trials, or the space's
+    ``resources.memory_per_worker``), what a rank may hold as a horizontal line.
 
     Args:
         df: The trials DataFrame.
-        limits: What a rank may hold per device kind (``hpsearch.analysis.memory_limits``).
+        limits: What the study's space says of a rank's memory (``hpsearch.analysis.memory_limits``).
         objectives: The study's objectives.
 
     Example:

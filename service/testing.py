@@ -409,6 +409,8 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     ran_as: dict[str, Any] | None = plan[1] if plan is not None else None
     b_run, a_run = (ran_as[r.PER_DEVICE_BATCH_SIZE], ran_as[r.GRAD_ACCUM_STEPS]) if ran_as else (b, a)
     attrs[r.TRAINING_STARTED] = True
+    if device.memory_bytes is not None:  # as a rank records it: the CPU's cap, the GPU's memory
+        attrs[r.MEMORY_LIMIT_BYTES] = int(device.memory_bytes)
     while not memory.fits(device, params, b_run):
         assert device.memory_bytes is not None
         memory.ceilings.ran_out(params, b_run)

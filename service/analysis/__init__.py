@@ -34,7 +34,7 @@ Example:
 from hpsearch.analysis._batches import BatchPoint, LRPoint
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
-from hpsearch.analysis._memory import MEMORY_MARGIN, MemoryModel, memory_models, ran_shapes
+from hpsearch.analysis._memory import MEMORY_MARGIN, MemoryLimits, MemoryModel, memory_models, ran_shapes
 from hpsearch.analysis._recommend import (
     FITTED,
     MEASURED,
@@ -73,6 +73,7 @@ __all__ = [
     "Interval",
     "LRLawFit",
     "LRPoint",
+    "MemoryLimits",
     "MemoryModel",
     "Recommendation",
     "RulePoint",

@@ -12,9 +12,10 @@ accumulation, the rule and the LR: the workload's own, such as ``hidden``, and t
 the trials give three facts: the largest per-device batch that ran without running out of memory,
 the smallest that ran out (``out_of_memory``, or the batch a trial ran halved from: ``ran_as``),
 and the measured peaks (``peak_memory_bytes``), fitted with that line by non-negative least
-squares on relative error. Where a rank's memory is known (``resources.memory_per_worker`` on the
-CPU), the line predicts the largest batch that fits it, with a margin. The recommendation stays
-below all of these (``MemoryModel.cap``).
+squares on relative error. Where a rank's memory is known (``memory_limit_bytes``, which trials
+record: ``resources.memory_per_worker`` on the CPU, the GPU's total memory on CUDA, a share of
+it where trials share the GPU), the line predicts the largest batch that fits it, with a
+margin. The recommendation stays below all of these (``MemoryModel.cap``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from hpsearch.study import format_bytes
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MEMORY_MARGIN", "MemoryModel", "memory_models", "ran_shapes"]
+__all__ = ["MEMORY_MARGIN", "MemoryLimits", "MemoryModel", "memory_models", "ran_shapes"]
 
 #: The least share of a rank's memory a predicted peak leaves free: allocators round and
 #: fragment (CUDA's caching allocator reserves more than it hands out), and a CPU rank's
@@ -42,6 +43,21 @@ MEMORY_MARGIN = 0.05
 
 #: Failed trials that trained, and so fit in memory at their batch.
 _RAN_AND_FAILED = frozenset({r.REASON_DIVERGED})
+
+
+@dataclass(frozen=True)
+class MemoryLimits:
+    """What the study's space says of a rank's memory, where its trials did not record it
+    (``memory_limit_bytes``; ``hpsearch.analysis.memory_limits`` reads the space).
+
+    Attributes:
+        cpu_bytes: ``resources.memory_per_worker``: what a CPU rank may hold (``None``: no cap).
+        gpu_share: ``resources.gpus_per_worker`` where below 1: trials share a GPU, so one
+            trial's rank may count on that share of the GPU's memory, not all of it.
+    """
+
+    cpu_bytes: float | None = None
+    gpu_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -64,7 +80,8 @@ class MemoryModel:
         per_sample_bytes: The line's slope: activations per sample of the per-device batch.
         relative_rmse: Root mean square of the peaks' relative residuals about the line.
         limit_bytes: What a rank may hold on this kind, where known.
-        limit_source: Where that comes from (``resources.memory_per_worker``).
+        limit_source: Where that comes from (``resources.memory_per_worker``, ``the GPU's total
+            memory``).
         predicted_largest: The largest per-device batch whose predicted peak leaves
             ``MEMORY_MARGIN`` (or twice the line's scatter) of ``limit_bytes`` free; ``None``
             without a line, a limit or a slope.
@@ -209,7 +226,7 @@ def ran_shapes(frame: pd.DataFrame) -> tuple[list[float | None], list[float | No
 
 
 def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
-                  limits: Mapping[str, tuple[float, str]] | None = None) -> tuple[MemoryModel, ...]:
+                  limits: MemoryLimits | None = None) -> tuple[MemoryModel, ...]:
     """The memory facts of a study's trials, per device kind and configuration.
 
     Args:
@@ -218,8 +235,8 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
             recorded.
         parameters: The study's other parameters (``StudyAnalysis.parameters``): a
             configuration is the values of those that vary among the trials.
-        limits: What a rank may hold per device kind, and where that comes from
-            (``{"cpu": (8 * 2**30, "resources.memory_per_worker")}``).
+        limits: What the study's space says of a rank's memory (``MemoryLimits``): the CPU's
+            cap where the trials did not record one, the share of a GPU a trial counts on.
 
     Returns:
         One ``MemoryModel`` per device kind and configuration with any memory fact, by kind,
@@ -236,7 +253,7 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
         >>> m.largest_fit, m.smallest_out_of_memory, round(m.per_sample_bytes), m.cap()
         (256, 512, 3906250, 256)
     """
-    limits = limits or {}
+    limits = limits or MemoryLimits()
     n = len(frame)
     if not n:
         return ()
@@ -246,6 +263,7 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
     reasons = _texts(frame, r.STATUS_REASON)
     kinds = _kinds(frame)
     peaks = _numbers(frame, r.PEAK_MEMORY_BYTES)
+    recorded = _numbers(frame, r.MEMORY_LIMIT_BYTES)
     b_asked = _numbers(frame, r.PER_DEVICE_BATCH_SIZE)
     # A configuration is the values of the parameters that vary: one held fixed (momentum 0.9
     # throughout) names no configuration of its own.
@@ -259,6 +277,8 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
         if kind is None or b is None:
             continue
         facts = groups.setdefault((kind, configs[i]), _Facts())
+        if recorded[i] is not None and recorded[i] > 0:  # type: ignore[operator]
+            facts.limits.append(float(recorded[i]))  # type: ignore[arg-type]
         out = states[i] == "FAIL" and reasons[i] == r.REASON_OUT_OF_MEMORY
         if out:
             facts.out_of_memory.append((int(b), numbers[i]))
@@ -275,7 +295,7 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
     for (kind, config), facts in sorted(groups.items(), key=lambda item: (item[0][0], repr(item[0][1]))):
         if not facts.fit and not facts.out_of_memory and not facts.peaks:
             continue
-        limit = limits.get(kind)
+        limit = _limit(kind, facts.limits, limits)
         configuration = {p: v for p, v in zip(varying, config) if v is not None}
         models.append(_model(kind, configuration, facts, limit))
     return tuple(models)
@@ -286,6 +306,22 @@ class _Facts:
     fit: list[int] = field(default_factory=list)
     out_of_memory: list[tuple[int, int]] = field(default_factory=list)  # (per-device batch, trial)
     peaks: list[tuple[float, float]] = field(default_factory=list)  # (per-device batch, bytes)
+    limits: list[float] = field(default_factory=list)  # memory_limit_bytes the trials recorded
+
+
+def _limit(kind: str, recorded: Sequence[float], limits: MemoryLimits) -> tuple[float, str] | None:
+    """What a rank may hold on ``kind``, and where that comes from: the least its trials
+    recorded (a GPU's memory a share of it where trials share the GPU), else the space's cap on
+    a CPU rank."""
+    if kind.startswith("cuda") and recorded:
+        share = limits.gpu_share
+        source = "the GPU's total memory" + (f" x gpus_per_worker {share:g} (trials share the GPU)" if share < 1 else "")
+        return min(recorded) * min(share, 1.0), source
+    if recorded:
+        return min(recorded), "resources.memory_per_worker"
+    if kind == "cpu" and limits.cpu_bytes:
+        return float(limits.cpu_bytes), "resources.memory_per_worker"
+    return None
 
 
 def _model(kind: str, configuration: dict[str, Any], facts: _Facts, limit: tuple[float, str] | None) -> MemoryModel:

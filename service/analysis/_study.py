@@ -30,7 +30,7 @@ from hpsearch.analysis._batches import (
 )
 from hpsearch.analysis._critical_batch import CriticalBatchFit
 from hpsearch.analysis._lr_law import LRLawFit
-from hpsearch.analysis._memory import MemoryModel, memory_models, ran_shapes
+from hpsearch.analysis._memory import MemoryLimits, MemoryModel, memory_models, ran_shapes
 from hpsearch.analysis._rules import RuleReport, rule_reports
 from hpsearch.analysis._stats import Interval
 from hpsearch.analysis._target import (
@@ -291,7 +291,8 @@ CURVE_STATES: tuple[str, ...] = COUNTED
 #: The user attrs the analysis reads from the trials table (besides the params).
 ANALYSIS_ATTRS: tuple[str, ...] = (
     r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
-    r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.RAN_AS, r.NODE_ID,
+    r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES, r.RAN_AS,
+    r.NODE_ID,
 )
 
 
@@ -329,10 +330,11 @@ def _info(study: StudyInfo | StudyHandle) -> StudyInfo:
     return study if isinstance(study, StudyInfo) else study.info
 
 
-def memory_limits(study: StudyInfo | StudyHandle | str) -> dict[str, tuple[float, str]]:
-    """What a rank may hold per device kind, where the study's space says so, and where from:
-    ``resources.memory_per_worker`` caps a CPU rank (``{"cpu": (bytes, "resources.memory_per_worker")}``).
-    A GPU's own memory is not in the record: the trials that ran out of it say where it ends.
+def memory_limits(study: StudyInfo | StudyHandle | str) -> MemoryLimits:
+    """What the study's space says of a rank's memory (``MemoryLimits``): ``resources.memory_per_worker``
+    caps a CPU rank, and ``resources.gpus_per_worker`` below 1 shares a GPU's memory among
+    trials. Trials record what their ranks could hold (``memory_limit_bytes``); this fills in
+    for a study whose trials did not.
 
     Args:
         study: What the study declares (``StudyInfo``), a study that has it (``Search``), or
@@ -342,14 +344,16 @@ def memory_limits(study: StudyInfo | StudyHandle | str) -> dict[str, tuple[float
 
     space_text = study if isinstance(study, str) else _info(study).user_attrs.get(ATTR_SPACE_TEXT)
     if not isinstance(space_text, str) or not space_text:
-        return {}
+        return MemoryLimits()
     from hpsearch.search_spaces import SpaceError, parse_space
 
     try:
-        limit = getattr(parse_space(space_text).resources, "memory_per_worker", None)
+        resources = parse_space(space_text).resources
     except SpaceError:  # a space that no longer validates: no limit from it
-        return {}
-    return {"cpu": (float(limit), "resources.memory_per_worker")} if limit else {}
+        return MemoryLimits()
+    cap = resources.memory_per_worker
+    share = float(resources.gpus_per_worker)
+    return MemoryLimits(None if cap is None else float(cap), share if 0 < share < 1 else 1.0)
 
 
 def _space_target(info: StudyInfo) -> tuple[str, float] | None:
@@ -370,7 +374,7 @@ def _space_target(info: StudyInfo) -> tuple[str, float] | None:
 def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *, target: Target | None,
                    metric: str, direction: str, seed: int = 0,
                    parameters: Sequence[str] | None = None,
-                   memory_limits: Mapping[str, tuple[float, str]] | None = None) -> StudyAnalysis:
+                   memory_limits: MemoryLimits | None = None) -> StudyAnalysis:
     """``analyze`` on data already read: the trials table and each trial's curves by number.
 
     Args:
@@ -385,8 +389,8 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         parameters: The study's parameters besides the batch, world size, accumulation, LR
             rule and base LR (``hidden``, ``momentum``...); default: the table's columns that
             are neither the trial record's names nor the table's own.
-        memory_limits: What a rank may hold per device kind, and where that comes from
-            (``memory_limits(study)``: the space's ``resources.memory_per_worker`` on the CPU).
+        memory_limits: What the study's space says of a rank's memory (``memory_limits(study)``),
+            where its trials did not record it.
 
     Raises:
         NoAnswerError: no trial has curves, or no target can be derived.

@@ -11,7 +11,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from hpsearch.analysis import MEMORY_MARGIN, StudyAnalysis, memory_models, recommend
+from hpsearch.analysis import MEMORY_MARGIN, MemoryLimits, StudyAnalysis, memory_models, recommend
 from hpsearch.search import Search
 from hpsearch.testing import GIB, MIB, SyntheticDevice, SyntheticTruth, synthetic_study
 
@@ -152,6 +152,10 @@ def test_each_device_kind_has_its_own_memory() -> None:
     assert set(kinds) == {small.name, large.name}
     assert kinds[small.name].smallest_out_of_memory == 256 and kinds[large.name].smallest_out_of_memory is None
     assert kinds[large.name].fixed_bytes == pytest.approx(1.5 * GIB, rel=0.05)
+    # The small GPU's trials recorded its memory: the line predicts what fits in it.
+    assert kinds[small.name].limit_bytes == 4 * GIB and kinds[small.name].limit_source == "the GPU's total memory"
+    assert kinds[small.name].predicted_largest is not None and 128 <= kinds[small.name].predicted_largest < 256
+    assert kinds[large.name].limit_bytes is None and kinds[large.name].predicted_largest is None
     answer = recommend(analysis, 2, device_kind=small.name)
     assert answer.per_device_batch_size < 256 and answer.memory == kinds[small.name]
 
@@ -181,3 +185,18 @@ def test_the_follow_up_space_tries_no_batch_that_ran_out_of_memory(search: Searc
     space = parse_space(follow_up_space(answer, search.space_text, "mem"))
     choices = space.parameters["per_device_batch_size"].choices  # type: ignore[union-attr]
     assert answer.per_device_batch_size in choices and max(choices) < 128
+
+
+def test_trials_sharing_a_gpu_count_on_their_share_of_its_memory() -> None:
+    frame = pd.DataFrame({
+        "number": [0, 1, 2], "state": ["COMPLETE"] * 3, "per_device_batch_size": [64, 128, 256],
+        "device": ["cuda (NVIDIA H100 80GB HBM3)"] * 3, "peak_memory_bytes": [3 * GIB, 5 * GIB, 9 * GIB],
+        "memory_limit_bytes": [80 * GIB] * 3,
+    })
+    alone, = memory_models(frame)
+    shared, = memory_models(frame, limits=MemoryLimits(gpu_share=0.25))
+    assert alone.limit_bytes == 80 * GIB and shared.limit_bytes == 20 * GIB
+    assert "x gpus_per_worker 0.25 (trials share the GPU)" in (shared.limit_source or "")
+    # 1 GiB + 32 MiB x b: 20 GiB less the margin holds b 577, 80 GiB b 2406.
+    assert shared.predicted_largest == 577 and alone.predicted_largest == 2406
+    assert shared.cap(allow_larger=True) == 577 and shared.cap() == 256
