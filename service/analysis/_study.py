@@ -78,7 +78,8 @@ class StudyAnalysis:
     Attributes:
         study: The study's name.
         target: What "reached" means.
-        n_trials: Trials whose curves were read (COMPLETE, PRUNED, FAIL).
+        n_trials: Trials that ran (COMPLETE, PRUNED, FAIL), less those that never did: skipped,
+            or not started above a batch that ran out of memory (``NOT_RUN_REASONS``).
         n_reached: Of those, the COMPLETE and PRUNED ones that reached the target.
         trials: Per trial: configuration and cost to the target (``None`` where not reached).
         batches: Each effective batch that reached the target, at its best configuration.
@@ -427,7 +428,8 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
     warmup = _first(frame, r.WARMUP_EPOCHS)
     return StudyAnalysis(
-        study=study, target=target, n_trials=len(trials), n_reached=len(reached), trials=tuple(trials),
+        study=study, target=target, n_trials=sum(t["status_reason"] not in r.NOT_RUN_REASONS for t in trials),
+        n_reached=len(reached), trials=tuple(trials),
         batches=batches, critical_batch=critical, critical_batch_refusal=critical_refusal,
         noise_scale=_noise_scale(frame), lr_points=lr_points, lr_law=fitted_law, lr_law_refusal=lr_refusal,
         rules=rule_reports(trained, target), throughput=throughput, throughput_refusals=refusals, startup_s=startup,

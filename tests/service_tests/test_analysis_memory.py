@@ -100,6 +100,15 @@ def test_the_memory_facts_travel_in_both_json_answers(search: Search, analysis: 
     assert answer["peak_memory_bytes"] > 0 and answer["params"]["per_device_batch_size"] <= 64
 
 
+def test_trials_the_search_did_not_start_are_not_counted_as_trials_that_ran(search: Search,
+                                                                           analysis: StudyAnalysis) -> None:
+    df = search.trials_dataframe()
+    not_started = int((df["status_reason"] == "exceeds_memory").sum())
+    assert not_started and analysis.n_trials == len(df) - not_started
+    answer = search.recommend(1, analysis=analysis)
+    assert "trials reached it" in answer.explanation[1] and f"of {len(df) - not_started} trials" in answer.explanation[1]
+
+
 def test_out_of_memory_trials_neither_count_as_lrs_tried_nor_break_a_rule(analysis: StudyAnalysis) -> None:
     trained = {(t["lr_rule"], t["effective_batch_size"]) for t in analysis.trials
                if t["status_reason"] not in ("out_of_memory", "exceeds_memory")}
