@@ -249,8 +249,9 @@ def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
     fig = go.Figure()
     title = _TITLE
     if info.n_out_of_memory or info.n_not_started:
-        title += subtitle(f"{info.n_out_of_memory} trials ran out of memory; {info.n_not_started} not started at or "
-                          "above a per-device batch that had")
+        trials = f"{info.n_out_of_memory} trial{'' if info.n_out_of_memory == 1 else 's'}"
+        title += subtitle(f"{trials} ran out of memory; {info.n_not_started} not started at or above a per-device "
+                          "batch that had")
     fig.update_layout(title={"text": title}, xaxis={"title": {"text": axis_label(record.PER_DEVICE_BATCH_SIZE)}},
                       yaxis={"title": {"text": "peak memory per rank (GiB)"}, "rangemode": "tozero"},
                       legend={"title": {"text": "device"}}, hovermode="closest", template="plotly_white")
