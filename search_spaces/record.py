@@ -103,7 +103,7 @@ MEMORY_LIMIT_BYTES = "memory_limit_bytes"
 MPS = "mps"
 #: The per-device batch and accumulation the trial ran at, when ``search.on_oom: accumulate``
 #: halved its per-device batch (doubling its accumulation, the same effective batch) because a
-#: larger one ran out of memory: ``{"per_device_batch_size": b, "grad_accum_steps": A, "because": ...}``.
+#: larger one ran out of memory: ``{"per_device_batch_size": b, "grad_accum_steps": A, "out_of_memory_at": b0}``.
 RAN_AS = "ran_as"
 
 # ---- bookkeeping written by the searcher ----

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from hpsearch.search_spaces.errors import HPSearchError
 
 __all__ = ["TrialFailed", "WorkloadError"]
@@ -24,9 +27,13 @@ class TrialFailed(HPSearchError):
         reason: A short machine-readable cause: ``diverged``, ``workload_error``,
             ``rank_exited``, ``timeout``.
         detail: A human-readable explanation (the exception text, the exit signal).
+        measured: What the trial measured before it failed, by record name
+            (``peak_memory_bytes``, ``memory_limit_bytes``, ``device`` of a rank that ran out of
+            memory), recorded on the trial with its reason.
     """
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", measured: Mapping[str, Any] | None = None) -> None:
         self.reason = reason
         self.detail = detail
+        self.measured = dict(measured or {})
         super().__init__(f"{reason}: {detail}" if detail else reason)

@@ -166,7 +166,7 @@ def _failure(reports: list[dict[str, Any]], exit_codes: list[int]) -> TrialFaile
             return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")
     for info in reports:
         if info["reason"] != "peer_lost":
-            return TrialFailed(info["reason"], info["detail"])
+            return TrialFailed(info["reason"], info["detail"], info.get("measured"))
     for rank, sig in killed:
         if sig != signal.SIGTERM:
             return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from hpsearch.search_spaces.record import REASON_OUT_OF_MEMORY
+from hpsearch.search_spaces.record import DEVICE, MEMORY_LIMIT_BYTES, PEAK_MEMORY_BYTES, REASON_OUT_OF_MEMORY
 from hpsearch.trials.errors import TrialFailed
 
 if TYPE_CHECKING:
@@ -172,10 +172,11 @@ class RankMemory:
                            "trial's start)")
         where = f"{self.device.type}" if not self.cuda else f"cuda ({torch.cuda.get_device_name(self.device)})"
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        measured = {DEVICE: where, PEAK_MEMORY_BYTES: peak, MEMORY_LIMIT_BYTES: self.limit}
         return TrialFailed(REASON_OUT_OF_MEMORY, (
             f"ran out of memory at per-device batch {spec.per_device_batch_size} (grad_accum_steps "
             f"{spec.grad_accum_steps}, world_size {spec.world_size}) on {where}: {'; '.join(figures)}. "
-            f"{type(exc).__name__}: {_short(message)}"))
+            f"{type(exc).__name__}: {_short(message)}"), {k: v for k, v in measured.items() if v is not None})
 
 
 def _short(message: str) -> str:

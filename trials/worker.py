@@ -144,7 +144,7 @@ def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: st
             dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
         train(spec, ctx)
     except TrialFailed as exc:
-        _fail(run, rank, exc.reason, exc.detail)
+        _fail(run, rank, exc.reason, exc.detail, exc.measured)
     except dist.DistBackendError as exc:
         # A peer rank vanished (killed, crashed) under a collective: a symptom, not the cause.
         _fail(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
@@ -287,7 +287,7 @@ def _forget(added: list[str], fresh: _FreshState) -> None:
         torch.cuda.empty_cache()
 
 
-def _fail(run: Path, rank: int, reason: str, detail: str) -> NoReturn:
+def _fail(run: Path, rank: int, reason: str, detail: str, measured: dict[str, Any] | None = None) -> NoReturn:
     """Report this rank's failure and leave at once, without tearing anything down.
 
     A rank that fails (a non-finite loss, most often) may have a gradient all-reduce in flight:
@@ -298,7 +298,7 @@ def _fail(run: Path, rank: int, reason: str, detail: str) -> NoReturn:
     futex waits, and the trial with them). The failure is on disk; the peers see the
     connection drop and stop too, and the pool replaces this process.
     """
-    _write_failure(run, rank, reason, detail)
+    _write_failure(run, rank, reason, detail, measured or {})
     _exit(1)
 
 
@@ -308,12 +308,12 @@ def _exit(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _write_failure(run: Path, rank: int, reason: str, detail: str) -> None:
+def _write_failure(run: Path, rank: int, reason: str, detail: str, measured: dict[str, Any]) -> None:
     # Written aside and renamed into place: the pool may SIGTERM this rank while it writes, and
     # the launcher must never read half a report.
     final = run / f"failure-rank{rank}.json"
     partial = final.with_suffix(".json.partial")
-    partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank}))
+    partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank, "measured": measured}))
     os.replace(partial, final)
 
 

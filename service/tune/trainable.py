@@ -90,7 +90,7 @@ def trainable(config: dict[str, Any]) -> None:
                 # the devices it holds, until it fits (hpsearch.tune.memory).
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
                 if exc.reason != REASON_OUT_OF_MEMORY or config.get("on_oom") != "accumulate" or fits is None:
-                    tune.report(reports.last({FAILED_KEY: True, "status_reason": exc.reason,
+                    tune.report(reports.last({**exc.measured, FAILED_KEY: True, "status_reason": exc.reason,
                                               "status_detail": exc.detail, PHASES_KEY: list(phases.items())}))
                     return
                 ran_as = {"per_device_batch_size": fits[0], "grad_accum_steps": fits[1],

@@ -80,6 +80,9 @@ def test_a_batch_that_ran_out_of_memory_is_not_run_again_at_or_above_it(tmp_path
     detail = _attr(first, "status_detail")
     assert detail.startswith("ran out of memory at per-device batch 512 (grad_accum_steps 1, world_size 1) on cpu:")
     assert "the limit is 600.0 MiB (resources.memory_per_worker)" in detail and "DefaultCPUAllocator" in detail
+    # What it measured before it ran out is on the record too (the dashboard and the memory fit read it).
+    assert _attr(first, "memory_limit_bytes") == 600 * MiB and _attr(first, "peak_memory_bytes") > 64 * MiB
+    assert _attr(first, "device") == "cpu"
     # The same configuration (the rule aside) at a larger batch is not run at all.
     assert (larger.params["per_device_batch_size"], larger.state, _attr(larger, "status_reason")) == \
         (1024, State.PRUNED, "exceeds_memory")
