@@ -7,6 +7,7 @@ Real CLI processes, a real local Ray, real DDP ranks and a real SQLite study.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,13 +21,13 @@ from hpsearch.store import ATTR_BUDGET, ATTR_BUDGET_SPENT, open_storage
 
 LIMIT_S = 30.0
 
-# Two slow trials at once (b=8 and b=16 over 800 epochs: about 70 s and 35 s of training on 2
-# idle cores, more than the limit even if the search started at once: with 480 epochs the b=16
-# trial once finished inside the limit after the search's start-up got shorter), so the limit
-# falls while both train and report (a trial stops at its next report).
+# Two slow trials at once (about 45 s each whatever the machine: the workload's forward pass
+# sleeps, benchmarks.workloads.sleepy; 800 epochs of the digits took 70 s when the loop fed its
+# batches one sample at a time, 14 s once they sat in tensors), so the limit falls while both
+# train and report (a trial stops at its next report, here every 1.3 s).
 SPACE = """\
 study: budgeted
-workload: {name: digits_mlp, epochs: 800}
+workload: {name: "benchmarks.workloads.sleepy:sleepy", epochs: 35, options: {samples: 256, sample_s: 0.005}}
 scaling: {base_batch_size: 8}
 parameters:
   per_device_batch_size: {choices: [8, 16]}
@@ -40,9 +41,13 @@ resources: {device: cpu}
 """
 
 
+# The benchmarks' workloads import from the project's root.
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
 def _hpsearch(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hpsearch", *args], cwd=work, capture_output=True, text=True,
-                          timeout=400)
+                          timeout=400, env=ENV)
 
 
 def _study(work: Path) -> optuna.Study:
