@@ -328,7 +328,8 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
         peak = (f"{format_bytes(answer.peak_memory_bytes)} per rank "
                 f"{'measured' if answer.step_time_s is None else 'predicted'}"
                 if answer.peak_memory_bytes is not None else "peak not measured")
-        cap = (f", per-device batch at most {answer.per_device_batch_cap} on {answer.device_kind}"
+        on = f" on {answer.device_kind}" if answer.device_kind else ""
+        cap = (f", per-device batch at most {answer.per_device_batch_cap}{on}"
                if answer.per_device_batch_cap is not None else "")
         click.echo(f"  mem   {peak}{cap}")
     for line in answer.extrapolated:
