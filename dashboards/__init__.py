@@ -103,7 +103,7 @@ _HOMES = {
     **dict.fromkeys(("LearningCurvesInfo", "curve_metrics", "learning_curves_info", "plot_learning_curves"),
                     "learning_curves"),
     **dict.fromkeys(("ThroughputInfo", "throughput_info", "plot_throughput"), "throughput"),
-    **dict.fromkeys(("NoiseScaleInfo", "noise_scale_info", "plot_noise_scale"), "noise_scale"),
+    **dict.fromkeys(("NoiseScaleInfo", "noise_scale_info", "plot_noise_scale"), "noise_scale"),  # not a record name: the module
     **dict.fromkeys(("MemoryInfo", "memory_info", "plot_memory"), "memory"),
     "log_axis": "points",
     "write_figure_html": "standalone",

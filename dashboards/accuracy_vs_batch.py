@@ -183,8 +183,8 @@ def accuracy_vs_batch_info(
     """
     check_direction("direction", direction)
     done = completed_trials(df)
-    note = missing_note(done, ("effective_batch_size", metric)) if len(done) else no_completed_note(df)
-    batches = floats(done, "effective_batch_size")
+    note = missing_note(done, (record.EFFECTIVE_BATCH_SIZE, metric)) if len(done) else no_completed_note(df)
+    batches = floats(done, record.EFFECTIVE_BATCH_SIZE)
     values = floats(done, metric)
     keep = np.isfinite(batches) & np.isfinite(values)
     if note is None and not keep.any():
@@ -218,7 +218,7 @@ def _rule_lines(
     # Rows are in trial-number order, so max() keeps the lowest number among equal values.
     bests = {cell: max(rows, key=lambda i: sign * values[i]) for cell, rows in sorted(cells.items())}
     # Hover configurations of the best trials only (one per rule and batch, not per trial).
-    configs = dict(zip(bests.values(), hover_configs(done.iloc[list(bests.values())], ("effective_batch_size", metric))))
+    configs = dict(zip(bests.values(), hover_configs(done.iloc[list(bests.values())], (record.EFFECTIVE_BATCH_SIZE, metric))))
     lines: dict[str, list[BatchBest]] = {}
     for (rule, batch), best in bests.items():
         lines.setdefault(rule, []).append(

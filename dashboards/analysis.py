@@ -28,6 +28,7 @@ import plotly.graph_objects as go
 
 from hpsearch.analysis import StudyAnalysis
 from hpsearch.dashboards.style import FRONT_COLOR, new_figure, rule_color, subtitle, with_note
+from hpsearch.search_spaces import record
 from hpsearch.trials.scaling import scale_factor
 
 __all__ = ["LRLawInfo", "TradeOffInfo", "lr_law_figure", "lr_law_info", "tradeoff_figure", "tradeoff_info"]
@@ -73,8 +74,8 @@ class TradeOffInfo:
 def tradeoff_info(analysis: StudyAnalysis) -> TradeOffInfo:
     """The steps-vs-examples trade-off of a study's analysis, as plain data."""
     batches = tuple((p.effective_batch_size, p.samples, p.steps, p.method) for p in analysis.batches)
-    trials = tuple((int(t["number"]), float(t["effective_batch_size"]), float(t["samples_to_target"]),
-                    float(t["steps_to_target"] or t["samples_to_target"] / t["effective_batch_size"]))
+    trials = tuple((int(t["number"]), float(t[record.EFFECTIVE_BATCH_SIZE]), float(t["samples_to_target"]),
+                    float(t["steps_to_target"] or t["samples_to_target"] / t[record.EFFECTIVE_BATCH_SIZE]))
                    for t in analysis.trials
                    if t["state"] in ("COMPLETE", "PRUNED") and t["samples_to_target"] is not None)
     fit = analysis.critical_batch
@@ -109,7 +110,7 @@ def tradeoff_figure(info: TradeOffInfo) -> go.Figure:
     title = f"steps vs samples to reach {info.target}"
     if info.b_crit_text:
         title += subtitle(f"{info.b_crit_text}: beyond it a larger batch saves few steps")
-    fig = new_figure(title, "samples_seen", "steps", legend_title="")
+    fig = new_figure(title, record.SAMPLES_SEEN, "steps", legend_title="")
     fig.update_layout(xaxis={"title": {"text": "samples to the target"}},
                       yaxis={"title": {"text": "optimizer steps to the target"}})
     if not info.batches:
@@ -203,7 +204,7 @@ def lr_law_figure(info: LRLawInfo) -> go.Figure:
     title = "best learning rate vs effective batch size"
     if info.summary:
         title += subtitle(info.summary)
-    fig = new_figure(title, "effective_batch_size", "lr", legend_title="")
+    fig = new_figure(title, record.EFFECTIVE_BATCH_SIZE, "lr", legend_title="")
     if not info.points:
         return with_note(fig, info.note or "no best LR to draw")
     if info.curve:

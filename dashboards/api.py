@@ -35,7 +35,8 @@ from hpsearch.errors import AnalysisError
 from hpsearch.reasons import describe_reason
 from hpsearch.search import load
 from hpsearch.search_spaces import record
-from hpsearch.store import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS, study_names
+from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS
+from hpsearch.store import study_names
 
 if TYPE_CHECKING:
     import optuna
@@ -65,7 +66,7 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
 #: User attrs the cached table leaves in the store (read per trial where they are drawn).
-LAZY_ATTRS = frozenset({"curves"})
+LAZY_ATTRS = frozenset({record.CURVES})
 
 #: Results kept per study and revision before the oldest are dropped (figures with their
 #: parameters, table orders per filter and sort).
@@ -80,7 +81,7 @@ FIGURES: dict[str, Callable[[FigureQuery], go.Figure]] = {
     "learning_curves": learning_curves.learning_curves_from_query,
     "throughput": throughput.throughput_from_query,
     "memory": memory.memory_from_query,
-    "noise_scale": noise_scale.noise_scale_from_query,
+    "noise_scale": noise_scale.noise_scale_from_query,  # not a record name: the figure
 }
 #: The analysis section's figures (``GET .../figures/{kind}?target=METRIC=VALUE``).
 ANALYSIS_FIGURES = ("tradeoff", "lr_law")
@@ -167,7 +168,7 @@ class StudyCache:
             return read_model.read_attr(self.search(name).backend, name, record.CURVES, numbers=chosen,
                                         states=wanted, limit=limit, fields=series)
 
-        return dict(self.memo(name, ("curves", chosen, wanted, limit, series), read))
+        return dict(self.memo(name, (record.CURVES, chosen, wanted, limit, series), read))
 
     def _version(self, search: Search, since: tuple[Any, ...] | None) -> tuple[Any, ...]:
         return read_model.revision(search.backend, search.study_name, since=since)
@@ -318,7 +319,7 @@ def trials_page(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[
 
 
 #: Columns the trials table leaves out: series and long text (the trial page shows them).
-_NOT_IN_TABLE = ("curves", "status_detail")
+_NOT_IN_TABLE = (record.CURVES, record.STATUS_DETAIL)
 
 
 def trials_csv(cache: StudyCache, name: str) -> str:
@@ -340,21 +341,21 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     t = cache.trial(name, int(number))
     attrs = dict(t.user_attrs)
     timeline = read_model.phase_timeline(attrs)
-    reason = attrs.get("status_reason")
+    reason = attrs.get(record.STATUS_REASON)
     return _plain({
         "memory": read_model.trial_phases(t).memory_line(),
         "status_meaning": describe_reason(reason) if isinstance(reason, str) else None,
-        "model_path": _model_path(cache.frame(name), t.number),
+        record.MODEL_PATH: _model_path(cache.frame(name), t.number),
         "number": t.number,
         "state": read_model.display_state(t.state.name, attrs),
         "params": t.params,
         "values": None if t.values is None else dict(zip(search.objectives, t.values)),
         "user_attrs": {k: v for k, v in attrs.items() if k not in (record.CURVES, record.PHASES)},
-        "curves": attrs.get(record.CURVES, {}),
-        "phases": None if timeline is None else timeline.to_dict(),
+        record.CURVES: attrs.get(record.CURVES, {}),
+        record.PHASES: None if timeline is None else timeline.to_dict(),
         "intermediate_values": {str(k): v for k, v in sorted(t.intermediate_values.items())},
-        "status_reason": attrs.get("status_reason"),
-        "status_detail": attrs.get("status_detail"),
+        record.STATUS_REASON: attrs.get(record.STATUS_REASON),
+        record.STATUS_DETAIL: attrs.get(record.STATUS_DETAIL),
         "datetime_start": t.datetime_start,
         "datetime_complete": t.datetime_complete,
     })
@@ -460,7 +461,7 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
     except AnalysisError as exc:
         return {"devices": None, "analysis": None, "analysis_error": str(exc), "recommendation": None,
                 "recommendation_error": str(exc)}
-    ran = [int(t["world_size"]) for t in studied.trials if t["world_size"]]
+    ran = [int(t[record.WORLD_SIZE]) for t in studied.trials if t[record.WORLD_SIZE]]
     devices = whole_number(query, "devices", max(ran, default=1), minimum=1, maximum=100_000)
     minimize = query.get("minimize") or "time"
     if minimize not in ("time", "device-hours"):

@@ -143,7 +143,7 @@ def _curve_of(curves: object, metric: str) -> tuple[tuple[float, ...], tuple[flo
     """(samples seen, metric) of one trial's ``curves`` attr, epochs without both left out."""
     if not isinstance(curves, Mapping):
         return (), ()
-    xs, ys = curves.get("samples_seen") or [], curves.get(metric) or []
+    xs, ys = curves.get(record.SAMPLES_SEEN) or [], curves.get(metric) or []
     points = [
         (float(x), float(y))
         for x, y in zip(xs, ys)
@@ -158,7 +158,7 @@ def _final_of(curves: object, metric: str) -> float | None:
     or ``None``: what the default choice ranks by, without building the whole curve."""
     if not isinstance(curves, Mapping):
         return None
-    xs, ys = curves.get("samples_seen") or [], curves.get(metric) or []
+    xs, ys = curves.get(record.SAMPLES_SEEN) or [], curves.get(metric) or []
     for i in range(min(len(xs), len(ys)) - 1, -1, -1):
         x, y = xs[i], ys[i]
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and math.isfinite(x) and math.isfinite(y):
@@ -180,10 +180,10 @@ def curve_metrics(df: pd.DataFrame) -> tuple[str, ...]:
         >>> curve_metrics(pd.DataFrame({"curves": [{"samples_seen": [8], "val_loss": [0.3]}, None]}))
         ('val_loss',)
     """
-    if "curves" not in df.columns:
+    if record.CURVES not in df.columns:
         return ()
-    names = {str(k) for c in df["curves"].tolist() if isinstance(c, Mapping) for k in c}
-    return tuple(sorted(names - {"samples_seen"}))
+    names = {str(k) for c in df[record.CURVES].tolist() if isinstance(c, Mapping) for k in c}
+    return tuple(sorted(names - {record.SAMPLES_SEEN}))
 
 
 def learning_curves_info(
@@ -235,7 +235,7 @@ def learning_curves_info(
         raise ValueError(f"limit must be at least 1, got {limit}")
     if not len(df) or "number" not in df.columns:
         return LearningCurvesInfo(metric, (), False, False, len(df), 0, "no trials yet")
-    if "curves" not in df.columns:
+    if record.CURVES not in df.columns:
         return LearningCurvesInfo(metric, (), False, False, len(df), 0, "no trial recorded curves")
 
     rows = df.set_index(pd.Index(df["number"].astype(int).tolist()), drop=False)
@@ -282,7 +282,7 @@ def _best_trials(df: pd.DataFrame, metric: str, direction: Direction, limit: int
     done = completed_trials(df)
     finals = {
         int(n): final
-        for n, c in zip(done["number"].tolist(), done["curves"].tolist())
+        for n, c in zip(done["number"].tolist(), done[record.CURVES].tolist())
         if (final := _final_of(c, metric)) is not None
     }
     sign = -1.0 if direction == "maximize" else 1.0
@@ -302,7 +302,7 @@ def _trial_curves(rows: pd.DataFrame, chosen: list[int], metric: str) -> tuple[l
     configs = hover_configs(picked, ())
     curves: list[TrialCurve] = []
     without: list[int] = []
-    records = zip(chosen, rule_names(picked), picked["state"].astype(str).tolist(), picked["curves"].tolist())
+    records = zip(chosen, rule_names(picked), picked["state"].astype(str).tolist(), picked[record.CURVES].tolist())
     for i, (number, rule, state, raw) in enumerate(records):
         xs, ys = _curve_of(raw, metric)
         if not xs:

@@ -133,10 +133,10 @@ def noise_scale_info(df: pd.DataFrame, *, max_points: int | None = None) -> Nois
         [(1, 64.0, 410.0), (2, 512.0, 530.0)]
     """
     done = completed_trials(df)
-    batches = floats(done, "effective_batch_size")
-    noise = floats(done, "noise_scale")
+    batches = floats(done, record.EFFECTIVE_BATCH_SIZE)
+    noise = floats(done, record.NOISE_SCALE)
     keep = np.isfinite(batches) & np.isfinite(noise)
-    note = missing_note(done, ("effective_batch_size",)) if len(done) else no_completed_note(df)
+    note = missing_note(done, (record.EFFECTIVE_BATCH_SIZE,)) if len(done) else no_completed_note(df)
     if note is None and not keep.any():
         # A missing noise_scale column means the same: no trial could measure it.
         note = _NO_NOISE_SCALE
@@ -148,7 +148,7 @@ def noise_scale_info(df: pd.DataFrame, *, max_points: int | None = None) -> Nois
     if max_points is not None and len(done) > max_points:
         shown = thin_points(batches, noise, max_points=max_points, groups=rule_names(done), log_x=log_x, log_y=log_y)
     return NoiseScaleInfo(
-        groups=point_groups(done.iloc[shown], batches[shown], noise[shown], ("effective_batch_size", "noise_scale")),
+        groups=point_groups(done.iloc[shown], batches[shown], noise[shown], (record.EFFECTIVE_BATCH_SIZE, record.NOISE_SCALE)),
         log_x=log_x,
         log_y=log_y,
         n_trials=len(df),

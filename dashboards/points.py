@@ -236,7 +236,7 @@ def group_names(df: pd.DataFrame, column: str | None) -> list[str]:
 
 def rule_names(df: pd.DataFrame) -> list[str]:
     """Each row's LR rule as text: ``"n/a"`` where missing, ``"all trials"`` without the column."""
-    return group_names(df, "lr_rule")
+    return group_names(df, record.LR_RULE)
 
 
 def hover_configs(df: pd.DataFrame, shown: Sequence[str]) -> list[dict[str, object]]:

@@ -187,16 +187,16 @@ def throughput_info(df: pd.DataFrame) -> ThroughputInfo:
     """
     done = completed_trials(df)
     note = no_completed_note(df) if not len(done) else None
-    world_sizes = floats(done, "world_size")
-    emulated = floats(done, "emulated_ranks")
+    world_sizes = floats(done, record.WORLD_SIZE)
+    emulated = floats(done, record.EMULATED_RANKS)
     processes = world_sizes / np.where(np.isfinite(emulated) & (emulated >= 1), emulated, 1.0)
-    per_device = floats(done, "samples_per_s") / processes
+    per_device = floats(done, record.SAMPLES_PER_S) / processes
     throughput = _world_size_series(
-        world_sizes, per_device, THROUGHPUT_PER_DEVICE, note or missing_note(done, ("world_size", "samples_per_s"))
+        world_sizes, per_device, THROUGHPUT_PER_DEVICE, note or missing_note(done, (record.WORLD_SIZE, record.SAMPLES_PER_S))
     )
     comm = _world_size_series(
-        world_sizes, floats(done, "comm_fraction"), "comm_fraction",
-        note or missing_note(done, ("world_size", "comm_fraction")),
+        world_sizes, floats(done, record.COMM_FRACTION), record.COMM_FRACTION,
+        note or missing_note(done, (record.WORLD_SIZE, record.COMM_FRACTION)),
     )
     if note is None and throughput.is_empty and comm.is_empty:
         note = throughput.note

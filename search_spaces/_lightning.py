@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces._rules import check_keys, check_mapping, check_one_of, check_string, fail, show
 
 __all__ = ["LIGHTNING_KEYS", "LIGHTNING_STRATEGIES", "REFUSED_STRATEGIES", "merge_options", "parse_lightning"]
 
-LIGHTNING_KEYS = ("module", "datamodule", "val_loss", "val_accuracy", "loss_reduction", "strategy")
+LIGHTNING_KEYS = ("module", "datamodule", record.VAL_LOSS, record.VAL_ACCURACY, "loss_reduction", "strategy")
 
 #: The Trainer strategies whose training hpsearch's trials reproduce: DDP, however its processes
 #: start (hpsearch starts them itself: warm rank processes, one per device).
@@ -63,7 +64,7 @@ def parse_lightning(doc: Document, value: Any, path: KeyPath) -> dict[str, Any]:
         if not (module and attr.isidentifier() and all(p.isidentifier() for p in module.split("."))):
             fail(doc, path + (key,), f"{key} must be 'package.module:Class', got {show(ref)}")
         options[key] = ref
-    for key in ("val_loss", "val_accuracy"):
+    for key in (record.VAL_LOSS, record.VAL_ACCURACY):
         if section.get(key) is not None:
             options[key] = check_string(doc, section[key], path + (key,))
     if section.get("loss_reduction") is not None:

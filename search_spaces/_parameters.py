@@ -13,6 +13,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces._rules import (
     check_bool,
@@ -44,23 +45,23 @@ __all__ = ["CORE_DEFAULTS", "DEFAULT_RULE_BY_OPTIMIZER", "parameter_form", "pars
 
 #: Values the core parameters take when the file leaves them out.
 CORE_DEFAULTS: dict[str, Parameter] = {
-    "world_size": Fixed(1),
-    "grad_accum_steps": Fixed(1),
+    record.WORLD_SIZE: Fixed(1),
+    record.GRAD_ACCUM_STEPS: Fixed(1),
 }
 
-_REQUIRED = ("per_device_batch_size", "base_lr")
+_REQUIRED = (record.PER_DEVICE_BATCH_SIZE, record.BASE_LR)
 
 # Positive-integer core parameters and their largest sensible value: past these a value is a
 # typo, and a huge int would overflow torch's int64 arithmetic deep inside a trial.
-_INT_CAPS = {"per_device_batch_size": 2**31, "world_size": 2**20, "grad_accum_steps": 2**20}
+_INT_CAPS = {record.PER_DEVICE_BATCH_SIZE: 2**31, record.WORLD_SIZE: 2**20, record.GRAD_ACCUM_STEPS: 2**20}
 
 # Names users reach for that hpsearch derives itself: searching them would fight the scaling
 # rule, so point to the parameter that controls them.
 _DERIVED = {
-    "lr": "base_lr",
-    "learning_rate": "base_lr",
-    "batch_size": "per_device_batch_size",
-    "effective_batch_size": "per_device_batch_size",
+    "lr": record.BASE_LR,
+    "learning_rate": record.BASE_LR,
+    "batch_size": record.PER_DEVICE_BATCH_SIZE,
+    record.EFFECTIVE_BATCH_SIZE: record.PER_DEVICE_BATCH_SIZE,
 }
 
 _RANGE_KEYS = ("low", "high", "log", "step", "type")
@@ -81,12 +82,12 @@ def parse_parameters(doc: Document, value: Any, path: KeyPath) -> dict[str, Para
             fail(doc, path + (name,), f"parameters must set '{name}'{suggest(name, list(out))}")
     for name, default in CORE_DEFAULTS.items():
         out.setdefault(name, default)
-    if "lr_rule" not in out:
-        out["lr_rule"] = _default_rule(doc, out, path)
+    if record.LR_RULE not in out:
+        out[record.LR_RULE] = _default_rule(doc, out, path)
     return out
 
 
-#: The documented default scaling rule per optimizer family (SCIENCE.md): linear for SGD
+#: The documented default scaling rule per optimizer family (docs/science.md): linear for SGD
 #: (Goyal et al. 2017), sqrt for Adam-type optimizers (Malladi et al. 2022).
 DEFAULT_RULE_BY_OPTIMIZER = {"sgd": "linear", "adam": "sqrt", "adamw": "sqrt"}
 
@@ -97,7 +98,7 @@ def _default_rule(doc: Document, params: Mapping[str, Parameter], path: KeyPath)
     names = [optimizer.value] if isinstance(optimizer, Fixed) else list(getattr(optimizer, "choices", []))
     rules = {DEFAULT_RULE_BY_OPTIMIZER.get(str(n).lower(), "linear") for n in names}
     if len(rules) > 1:
-        fail(doc, path + ("lr_rule",),
+        fail(doc, path + (record.LR_RULE,),
              "lr_rule must be set when the searched optimizers have different default rules "
              "(linear for sgd, sqrt for adam and adamw)")
     return Fixed(rules.pop() if rules else "linear")
@@ -171,11 +172,11 @@ def _check_value(doc: Document, name: str, value: Any, path: KeyPath) -> Scalar:
     """One value a trial may receive: a finite scalar, meeting the core rule for ``name``."""
     if name in _INT_CAPS:
         return check_int(doc, value, path, minimum=1, maximum=_INT_CAPS[name], label=name)
-    if name == "lr_rule":
+    if name == record.LR_RULE:
         return check_one_of(doc, value, path, LR_RULES, label=name)
     if name == "precision":
         return check_one_of(doc, value, path, PRECISIONS, label=name)
-    if name == "base_lr":
+    if name == record.BASE_LR:
         return check_number(doc, value, path, above=0, label=name)
     if value is None or (not isinstance(value, (str, bool)) and not is_number(value)):
         fail(
@@ -214,7 +215,7 @@ def _parse_range(
     for key in ("low", "high"):
         if key not in form:
             fail(doc, path + (key,), f"a range needs both 'low' and 'high'; '{key}' is missing")
-    if name == "lr_rule":
+    if name == record.LR_RULE:
         fail(
             doc,
             path,
@@ -229,17 +230,17 @@ def _parse_range(
     )
     if name in _INT_CAPS and kind_ == "float":
         fail(doc, path + ("type",), f"{name} is an integer; type must be 'int', got 'float'")
-    if name == "base_lr" and kind_ == "int":
+    if name == record.BASE_LR and kind_ == "int":
         fail(doc, path + ("type",), "base_lr is a float; type must be 'float', got 'int'")
     log = check_bool(doc, form["log"], path + ("log",)) if "log" in form else False
     low_raw, high_raw = form["low"], form["high"]
-    if name in _INT_CAPS or name == "base_lr":
+    if name in _INT_CAPS or name == record.BASE_LR:
         low_raw = _check_value(doc, name, low_raw, path + ("low",))
         high_raw = _check_value(doc, name, high_raw, path + ("high",))
     low = check_number(doc, low_raw, path + ("low",))
     high = check_number(doc, high_raw, path + ("high",))
     integer = kind_ == "int" or (
-        kind_ is None and name != "base_lr" and is_int(low_raw) and is_int(high_raw)
+        kind_ is None and name != record.BASE_LR and is_int(low_raw) and is_int(high_raw)
     )
     if integer:
         for key, bound in (("low", low), ("high", high)):

@@ -1,6 +1,6 @@
 """The trial record: every name a trial writes into its study, declared once.
 
-These names are a contract (DESIGN.md, "What each trial must record"). The trial engine reports
+These names are a contract (docs/design.md, "What each trial must record"). The trial engine reports
 them, the searcher writes them as params, user attrs, objective values and intermediate values,
 and the CLI, the study API, the dashboard and the analysis read them back. Each name is declared
 here once, as data, with what it means, its axis label and which way is better, so the readers
@@ -127,6 +127,23 @@ PHASES = "phases"
 #: rank 0's final report) and told (the searcher wrote its end to the study).
 PHASE_NAMES: tuple[str, ...] = ("asked", "reserved", "handed", "ready", "training_started", "training_ended",
                                 "last_report", "told")
+
+# ---- the study's own user attrs (hpsearch writes them once per study) ----
+#: The space file's text the search was started with.
+ATTR_SPACE_TEXT = "hpsearch.space_text"
+#: The versions of hpsearch, Optuna, Ray and PyTorch that started it.
+ATTR_VERSIONS = "hpsearch.versions"
+#: The objectives' metric names, in order.
+ATTR_OBJECTIVES = "hpsearch.objectives"
+#: The study's target number of finished trials (the space's, or a total given to ``resume``).
+ATTR_N_TRIALS = "hpsearch.n_trials"
+#: The study's budget (the space's ``search.budget``, or the one given to ``start``/``resume``):
+#: ``{"wall_s": seconds or null, "device_hours": hours or null}``.
+ATTR_BUDGET = "hpsearch.budget"
+#: What the study's searches spent, over every run: ``{"wall_s": ..., "device_s": ...}``.
+ATTR_BUDGET_SPENT = "hpsearch.budget_spent"
+#: The trials whose saved weights a better trial made the search delete (``save_model: best``).
+ATTR_REMOVED_MODELS = "hpsearch.removed_models"
 
 # ---- status reasons ----
 REASON_EARLY_STOPPED = "early_stopped"

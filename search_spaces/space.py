@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hpsearch.search_spaces import record
+
 __all__ = [
     "CORE_PARAMETERS",
     "DATA_PATHS",
@@ -40,7 +42,7 @@ __all__ = [
     "WorkloadSpec",
 ]
 
-#: Learning-rate scaling rules in the effective batch size (SCIENCE.md).
+#: Learning-rate scaling rules in the effective batch size (docs/science.md).
 LR_RULES: tuple[str, ...] = ("constant", "linear", "sqrt")
 
 #: LR schedules after warmup: constant peak, cosine decay to 0, or x0.1 at 50% and 75% of training.
@@ -48,11 +50,11 @@ LR_SCHEDULES: tuple[str, ...] = ("none", "cosine", "step")
 
 #: Parameters the trial engine itself interprets: the batch, the world size and the LR rule.
 CORE_PARAMETERS: tuple[str, ...] = (
-    "per_device_batch_size",
-    "world_size",
-    "grad_accum_steps",
-    "lr_rule",
-    "base_lr",
+    record.PER_DEVICE_BATCH_SIZE,
+    record.WORLD_SIZE,
+    record.GRAD_ACCUM_STEPS,
+    record.LR_RULE,
+    record.BASE_LR,
 )
 
 #: Parameters the engine hands to the optimizer it builds (docs/workloads.md lists their defaults).
@@ -392,7 +394,7 @@ class SearchSpace:
         return min(self._world_size_bounds())
 
     def _world_size_bounds(self) -> tuple[int, int]:
-        p = self.parameters["world_size"]
+        p = self.parameters[record.WORLD_SIZE]
         if isinstance(p, Fixed):
             return int(p.value), int(p.value)
         if isinstance(p, Choice):

@@ -26,9 +26,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces import Budget
-from hpsearch.search_spaces.record import CURVES, DEVICE_SECONDS, EMULATED_RANKS, RUNTIME_S
-from hpsearch.store import ATTR_BUDGET, ATTR_BUDGET_SPENT
+from hpsearch.search_spaces import Budget, record
+from hpsearch.search_spaces.record import (
+    ATTR_BUDGET,
+    ATTR_BUDGET_SPENT,
+    CURVES,
+    DEVICE_SECONDS,
+    EMULATED_RANKS,
+    RUNTIME_S,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -56,7 +62,7 @@ PERSIST_EVERY_S = 5.0
 #: How often a running search tells its progress display what it spent.
 _EMIT_EVERY_S = 1.0
 #: The shape of a trial, for predicting its cost from trials that ran: what its speed depends on.
-_SHAPE = ("per_device_batch_size", "world_size", "grad_accum_steps")
+_SHAPE = (record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS)
 
 
 @dataclass(frozen=True)
@@ -188,7 +194,7 @@ def settle_orphans(study: optuna.Study, space: SearchSpace) -> None:
             # Its processes: as many as its ranks, less those it played in one (recorded when it
             # was proposed).
             emulated = t.user_attrs.get(EMULATED_RANKS)
-            devices = (int(t.params.get("world_size", 1)) // int(emulated) if isinstance(emulated, int) and emulated > 0
+            devices = (int(t.params.get(record.WORLD_SIZE, 1)) // int(emulated) if isinstance(emulated, int) and emulated > 0
                        else trial_devices(t.params, space))
             study._storage.set_trial_user_attr(t._trial_id, DEVICE_SECONDS, runtime * devices)
 

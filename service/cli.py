@@ -44,7 +44,7 @@ from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompl
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, no_completion_summary
 from hpsearch.search import Search, frontier_axes
-from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
+from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text, record
 from hpsearch.search_spaces.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
@@ -536,7 +536,7 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
         line = no_completion_summary(search.study.get_trials(deepcopy=False)) or "no trial completed"
         raise NoCompletedTrialError(f"study {study!r}: {line}")
     values = dict(zip(search.objectives, trial.values))
-    user_attrs = {k: v for k, v in trial.user_attrs.items() if k != "curves"}
+    user_attrs = {k: v for k, v in trial.user_attrs.items() if k != record.CURVES}
     if as_json:
         click.echo(json.dumps({"number": trial.number, "values": values, "params": trial.params,
                                "user_attrs": user_attrs}, default=str))
@@ -567,7 +567,7 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         return
     summary = search.summary()
     df = search.trials_dataframe()
-    keys = ("number", "lr_rule", "per_device_batch_size", "world_size", "effective_batch_size", "epochs_completed",
+    keys = ("number", record.LR_RULE, record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.EFFECTIVE_BATCH_SIZE, record.EPOCHS_COMPLETED,
             "datetime_start")
     for state, key in (("RUNNING", "running"), ("PENDING", "pending")):
         rows = df[df.state == state] if len(df) else df
@@ -647,14 +647,14 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-_TABLE_COLUMNS = ("number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
-                  "effective_batch_size", "base_lr", "lr", "val_accuracy", "runtime_s", "device_seconds",
-                  PEAK_MEMORY_BYTES, "status_reason")
-_HEADERS = {"per_device_batch_size": "b", "world_size": "W", "grad_accum_steps": "A",
-            "effective_batch_size": "B", "number": "#", PEAK_MEMORY_BYTES: "peak memory"}
+_TABLE_COLUMNS = ("number", "state", record.LR_RULE, record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS,
+                  record.EFFECTIVE_BATCH_SIZE, record.BASE_LR, "lr", record.VAL_ACCURACY, record.RUNTIME_S, record.DEVICE_SECONDS,
+                  PEAK_MEMORY_BYTES, record.STATUS_REASON)
+_HEADERS = {record.PER_DEVICE_BATCH_SIZE: "b", record.WORLD_SIZE: "W", record.GRAD_ACCUM_STEPS: "A",
+            record.EFFECTIVE_BATCH_SIZE: "B", "number": "#", PEAK_MEMORY_BYTES: "peak memory"}
 #: The columns a narrow terminal keeps first, after the trial's number, state and objectives:
 #: what a trial ran (the batch, the rule, the LR), then how it ended.
-_FIRST_COLUMNS = ("effective_batch_size", "lr_rule", "lr", "per_device_batch_size", "world_size", "status_reason")
+_FIRST_COLUMNS = (record.EFFECTIVE_BATCH_SIZE, record.LR_RULE, "lr", record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.STATUS_REASON)
 
 
 def _workload_parameters(search: Search) -> list[str]:
@@ -667,7 +667,7 @@ def _table_columns(df: Any, metrics: list[str], workload_parameters: list[str] |
     engine's) and measurements, the study's metrics, minus the columns that hold one value for
     every trial (a fixed parameter says nothing here)."""
     wanted = list(_TABLE_COLUMNS)
-    at = wanted.index("base_lr") + 1
+    at = wanted.index(record.BASE_LR) + 1
     wanted[at:at] = [p for p in workload_parameters or [] if p not in wanted]
     metrics = list(dict.fromkeys(metrics))
     wanted[-1:-1] = [m for m in metrics if m not in wanted]

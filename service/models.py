@@ -22,15 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces.record import MODEL_PATH
+from hpsearch.search_spaces.record import ATTR_REMOVED_MODELS, MODEL_PATH
 
 if TYPE_CHECKING:
     import optuna
 
 __all__ = ["ATTR_REMOVED_MODELS", "ModelKeeper", "dominates", "removed_models"]
 
-#: The study attr listing the trials whose saved weights a better trial made the search delete.
-ATTR_REMOVED_MODELS = "hpsearch.removed_models"
 
 
 def dominates(a: Sequence[float], b: Sequence[float], directions: Sequence[str]) -> bool:

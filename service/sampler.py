@@ -17,6 +17,7 @@ from hpsearch.search_spaces import (
     IntRange,
     Parameter,
     SearchSpace,
+    record,
 )
 
 if TYPE_CHECKING:
@@ -174,6 +175,6 @@ def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:
         emulated = space.resources.emulate_ranks
         sampler: optuna.samplers.BaseSampler = _grid_sampler_class()(
             grid_points(space), seed=seed,
-            processes=lambda point: 1 if emulated == "on" else int(point.get("world_size", 1)))
+            processes=lambda point: 1 if emulated == "on" else int(point.get(record.WORLD_SIZE, 1)))
         return sampler
     return cast("optuna.samplers.BaseSampler", cls(seed=seed))

@@ -22,12 +22,10 @@ from typing import TYPE_CHECKING, Any
 from hpsearch import study as read_model
 from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
 from hpsearch.progress import SearchEvent
-from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
-from hpsearch.search_spaces.record import CURVES, MODEL_PATH, STATUS_DETAIL, Direction
+from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, record, space_from_mapping
+from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, CURVES, MODEL_PATH, STATUS_DETAIL, Direction
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
-    ATTR_N_TRIALS,
-    ATTR_SPACE_TEXT,
     load_study,
     missing_store,
     open_storage,
@@ -515,9 +513,9 @@ def frontier_axes(objectives: list[str]) -> tuple[str, str]:
         >>> frontier_axes(["val_loss"]), frontier_axes(["val_accuracy", "runtime_s"])
         (('runtime_s', 'val_loss'), ('runtime_s', 'val_accuracy'))
     """
-    costs = {"runtime_s", "device_seconds"}
+    costs = {record.RUNTIME_S, record.DEVICE_SECONDS}
     quality = [m for m in objectives if m not in costs]
-    return "runtime_s", quality[0] if quality else "val_accuracy"
+    return record.RUNTIME_S, quality[0] if quality else record.VAL_ACCURACY
 
 
 def start(

@@ -22,6 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import SpaceError, StoreError, StoreLostError, StudyNotFoundError
 from hpsearch.search_spaces import SearchSpace, parse_space
+from hpsearch.search_spaces.record import (  # the study's attr keys, declared with the trial record's names
+    ATTR_N_TRIALS,
+    ATTR_OBJECTIVES,
+    ATTR_SPACE_TEXT,
+    ATTR_VERSIONS,
+)
 from hpsearch.study import direct_sql
 
 # optuna and sqlalchemy are imported inside the functions that open or read a store: together
@@ -45,17 +51,6 @@ __all__ = [
     "write_trial_record",
 ]
 
-#: Study user-attr keys hpsearch writes.
-ATTR_SPACE_TEXT = "hpsearch.space_text"
-ATTR_VERSIONS = "hpsearch.versions"
-ATTR_OBJECTIVES = "hpsearch.objectives"
-#: The study's target number of finished trials (the space's, or a total given to ``resume``).
-ATTR_N_TRIALS = "hpsearch.n_trials"
-#: The study's budget (the space's ``search.budget``, or the one given to ``start``/``resume``):
-#: ``{"wall_s": seconds or null, "device_hours": hours or null}``.
-ATTR_BUDGET = "hpsearch.budget"
-#: What the study's searches spent, over every run: ``{"wall_s": ..., "device_s": ...}``.
-ATTR_BUDGET_SPENT = "hpsearch.budget_spent"
 
 
 def redact_url(url: str) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import TrialNotFoundError
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import DEVICE
 from hpsearch.store import space_of_study
 from hpsearch.trials.spec import TrialSpec, trial_spec
@@ -49,8 +50,8 @@ RUN_FILES = ("metrics.json", "metrics.jsonl", "model.pt")
 _CLASS_OPTIONS = ("module", "datamodule")
 
 #: What the trial recorded, copied into the configuration to compare a run against.
-_RECORDED = ("val_accuracy", "val_loss", "train_loss", "lr", "samples_seen", "steps", "epochs_completed",
-             "runtime_s", "device", "model_path")
+_RECORDED = (record.VAL_ACCURACY, record.VAL_LOSS, record.TRAIN_LOSS, "lr", record.SAMPLES_SEEN, "steps", record.EPOCHS_COMPLETED,
+             record.RUNTIME_S, "device", record.MODEL_PATH)
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ class ExportedTrial:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``hpsearch export-trial --json``)."""
         return {"study": self.study, "number": self.number, "folder": str(self.folder), "config": str(self.config),
-                "launch": str(self.launch), "world_size": self.spec.world_size, "epochs": self.spec.epochs,
-                "effective_batch_size": self.spec.effective_batch_size, "lr": self.spec.lr,
+                "launch": str(self.launch), record.WORLD_SIZE: self.spec.world_size, "epochs": self.spec.epochs,
+                record.EFFECTIVE_BATCH_SIZE: self.spec.effective_batch_size, "lr": self.spec.lr,
                 "trial_world_size": self.trial_world_size, "trial_lr": self.trial_lr,
                 "modules": list(self.modules), "module_paths": {m: str(p) for m, p in self.module_paths.items()},
                 "warnings": list(self.warnings)}
@@ -134,7 +135,7 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     ran = trial_spec(space, trial.params, device=device)
     # Real ranks under torchrun (the trial may have emulated its ranks on fewer devices), and
     # the weights saved: they are what this run is for.
-    spec = trial_spec(space, {**trial.params, "world_size": world_size or ran.world_size}, device=device,
+    spec = trial_spec(space, {**trial.params, record.WORLD_SIZE: world_size or ran.world_size}, device=device,
                       epochs=epochs or ran.epochs, emulated_ranks=1, save_model=True)
     out = Path(folder).resolve()
     earlier = [name for name in RUN_FILES if (out / name).exists()]
@@ -153,7 +154,7 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
         "study": study.study_name,
         "trial": number,
         "state": trial.state.name,
-        "effective_batch_size": spec.effective_batch_size,
+        record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size,
         "lr": spec.lr,
         "workload_factory_options": spec.factory_options,
         "trial_world_size": ran.world_size,

@@ -32,6 +32,7 @@ from hpsearch.search_spaces import (
     IntRange,
     SearchSpace,
     SpaceError,
+    record,
     space_error,
 )
 from hpsearch.trials.workloads.base import (
@@ -177,7 +178,7 @@ def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) ->
     if workload.hooks is not None:
         # A workload that validates itself (a LightningModule) says which metrics it records.
         for i, objective in enumerate(space.objectives):
-            if objective.metric in ("val_loss", "val_accuracy") and objective.metric not in workload.hooks.metrics:
+            if objective.metric in (record.VAL_LOSS, record.VAL_ACCURACY) and objective.metric not in workload.hooks.metrics:
                 raise WorkloadError(
                     f"objective {objective.metric} (objectives[{i}]): workload {name!r} does not record it: its "
                     f"validation logs no {objective.metric} (it records {', '.join(workload.hooks.metrics)}); log "
@@ -220,7 +221,7 @@ def check_for_search(space: SearchSpace) -> SearchCheck:
     except Exception as exc:  # the user's dataset: one line, as for its factory
         raise WorkloadError(f"workload {space.workload.name!r}: len(train_set) failed: {describe_failure(exc)}") \
             from exc
-    largest = _largest(space, "per_device_batch_size") * space.max_world_size() * _largest(space, "grad_accum_steps")
+    largest = _largest(space, record.PER_DEVICE_BATCH_SIZE) * space.max_world_size() * _largest(space, record.GRAD_ACCUM_STEPS)
     cap = space.constraints.max_effective_batch_size
     if min(largest, cap if cap is not None else largest) > size:
         raise SpaceError(

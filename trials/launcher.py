@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hpsearch.search_spaces import record
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.ranks import Ranks, Status
 from hpsearch.trials.spec import TrialSpec
@@ -85,8 +86,8 @@ def run_trial(
         if status.ready_at is not None:
             phases.setdefault("ready", status.ready_at)
         for line, at in zip(status.reports, status.report_times or [time.time()] * len(status.reports)):
-            if not reports and isinstance(line.get("runtime_s"), (int, float)):
-                phases["training_started"] = at - float(line["runtime_s"])
+            if not reports and isinstance(line.get(record.RUNTIME_S), (int, float)):
+                phases[record.TRAINING_STARTED] = at - float(line[record.RUNTIME_S])
             reports.append(line)
             if line.get("final"):
                 phases["training_ended"] = at
@@ -116,23 +117,23 @@ def run_trial(
     if any(codes):
         raise _failure(status.failures, codes)
     if not reports:
-        raise TrialFailed("no_result", "rank 0 finished without reporting any epoch")
+        raise TrialFailed(record.REASON_NO_RESULT, "rank 0 finished without reporting any epoch")
     final = dict(reports[-1])
-    runtime = float(final["runtime_s"])
+    runtime = float(final[record.RUNTIME_S])
     final.update(
         effective_batch_size=spec.effective_batch_size,
         world_size=spec.world_size,
         emulated_ranks=spec.emulated_ranks,
         device_seconds=runtime * spec.processes,
-        samples_per_s=final["samples_seen"] / runtime if runtime > 0 else float("nan"),
+        samples_per_s=final[record.SAMPLES_SEEN] / runtime if runtime > 0 else float("nan"),
         device=final.get("device") or "cpu",
     )
     if gpu_ids is not None and spec.device.startswith("cuda"):
-        final["gpu_ids"] = [str(g) for g in gpu_ids[: spec.processes]]
+        final[record.GPU_IDS] = [str(g) for g in gpu_ids[: spec.processes]]
     if spec.world_size * spec.grad_accum_steps == 1:
         # One process, one micro-batch per step: no two batch sizes to compare (docs/science.md).
-        final["noise_scale"] = None
-        final["noise_scale_note"] = "not measurable: world_size x grad_accum_steps = 1"
+        final[record.NOISE_SCALE] = None
+        final[record.NOISE_SCALE_NOTE] = "not measurable: world_size x grad_accum_steps = 1"
     return final
 
 
@@ -163,15 +164,15 @@ def _failure(reports: list[dict[str, Any]], exit_codes: list[int]) -> TrialFaile
     # runtime raises in a rank whose peer went away mid-collective: symptoms, not causes.
     for rank, sig in killed:
         if sig not in (signal.SIGTERM, signal.SIGABRT):
-            return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")
+            return TrialFailed(record.REASON_RANK_EXITED, f"rank {rank} was killed by {sig.name}")
     for info in reports:
-        if info["reason"] != "peer_lost":
+        if info["reason"] != record.REASON_PEER_LOST:
             return TrialFailed(info["reason"], info["detail"], info.get("measured"))
     for rank, sig in killed:
         if sig != signal.SIGTERM:
-            return TrialFailed("rank_exited", f"rank {rank} was killed by {sig.name}")
+            return TrialFailed(record.REASON_RANK_EXITED, f"rank {rank} was killed by {sig.name}")
     if reports:
         return TrialFailed(reports[0]["reason"], reports[0]["detail"])
     rank, code = next((r, c) for r, c in enumerate(exit_codes) if c)
     how = f"was stopped by {signal.Signals(-code).name}" if -code in _SIGNAL_SET else f"exited with code {code}"
-    return TrialFailed("rank_exited", f"rank {rank} {how} without reporting why")
+    return TrialFailed(record.REASON_RANK_EXITED, f"rank {rank} {how} without reporting why")

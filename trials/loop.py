@@ -1,7 +1,7 @@
 """The DDP training loop one rank runs, top to bottom.
 
 Per step: A micro-batches of b samples on each of W ranks, so the effective batch is
-B = b x W x A (SCIENCE.md). Gradients are all-reduced (averaged) by DDP on the last micro-step
+B = b x W x A (docs/science.md). Gradients are all-reduced (averaged) by DDP on the last micro-step
 only; the earlier micro-steps run under ``no_sync``. The LR is ``rule(base_lr, B / B0)`` after an
 optional linear warmup. Rank 0 evaluates after every epoch (and every ``eval_every_samples``
 samples when set) and reports; with ``save_model`` it writes the final weights before its last
@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import MEMORY_LIMIT_BYTES, MODEL_PATH, PEAK_MEMORY_BYTES
+from hpsearch.search_spaces.record import MEMORY_LIMIT_BYTES, MODEL_PATH
 from hpsearch.trials.compute import CompileClock, set_precision, synchronize
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.data import EVAL_BATCH, EpochPlan, Feed, choose_data_path, copy_to, open_feed
@@ -109,9 +109,9 @@ def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
             correct += (out.argmax(dim=1) == y).sum()
         count += len(y)
     model.train()
-    metrics = {"val_loss": float(loss_sum) / max(count, 1)}
+    metrics = {record.VAL_LOSS: float(loss_sum) / max(count, 1)}
     if workload.num_classes is not None:
-        metrics["val_accuracy"] = int(correct) / max(count, 1)
+        metrics[record.VAL_ACCURACY] = int(correct) / max(count, 1)
     return metrics
 
 
@@ -352,7 +352,7 @@ def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Wo
         batch = next(batches)
         last = j == len(order) - 1
         # Skip the all-reduce on all but the last micro-step: gradients accumulate locally and
-        # are reduced once (SCIENCE.md, the "DDP slower than one process" caveat). The forward
+        # are reduced once (docs/science.md, the "DDP slower than one process" caveat). The forward
         # pass must sit inside no_sync too.
         sync = model.no_sync() if (P > 1 and not last) else contextlib.nullcontext()  # type: ignore[operator]
         began = clock.seconds
@@ -386,7 +386,7 @@ def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Wo
             micro.append((delta.pow(2).sum(), scale if mean_loss else n))
         value = loss.detach()
         if check and not math.isfinite(number := float(value)):
-            raise TrialFailed("diverged", f"non-finite training loss {number} in epoch {epoch + 1}, "
+            raise TrialFailed(record.REASON_DIVERGED, f"non-finite training loss {number} in epoch {epoch + 1}, "
                                           f"step {progress.steps + 1}")
         # A float64 sum of the float32 losses: the numbers a sum of Python floats gives.
         term = value.double() * (n if mean_loss else 1)
@@ -402,7 +402,7 @@ def _check_finite(progress: _Progress, epoch: int) -> None:
     the losses here, at an evaluation, rather than in every step)."""
     total = float(progress.train_loss_sum)
     if not math.isfinite(total):
-        raise TrialFailed("diverged", f"non-finite training loss in epoch {epoch + 1}, found at the evaluation "
+        raise TrialFailed(record.REASON_DIVERGED, f"non-finite training loss in epoch {epoch + 1}, found at the evaluation "
                                       f"after step {progress.steps} (on CUDA the losses are read at evaluations, "
                                       "so it turned non-finite in that step or an earlier one of the epoch)")
 
@@ -457,34 +457,34 @@ def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workl
     batches = feed.evaluation() if workload.hooks is None else None
     metrics = {
         "epoch": epoch,
-        "epochs_completed": epochs_completed,
+        record.EPOCHS_COMPLETED: epochs_completed,
         "evaluation": progress.evaluations,
         "final": final,
-        "samples_seen": progress.samples_seen,
-        "steps": progress.steps,
-        "train_loss": float(progress.train_loss_sum) / max(progress.train_count, 1),
+        record.SAMPLES_SEEN: progress.samples_seen,
+        record.STEPS: progress.steps,
+        record.TRAIN_LOSS: float(progress.train_loss_sum) / max(progress.train_count, 1),
         **evaluate(net if workload.hooks is None else raw_model, workload, device, batches, autocast=autocast,
                    clock=clock),
-        "lr": optimizer.param_groups[0]["lr"],
-        "comm_fraction": min(1.0, comm.seconds / epoch_seconds) if P > 1 and epoch_seconds > 0 else 0.0,
-        "allreduce_calls": comm.calls,
-        "noise_scale": noise.value() if measurable else None,
+        record.LR: optimizer.param_groups[0]["lr"],
+        record.COMM_FRACTION: min(1.0, comm.seconds / epoch_seconds) if P > 1 and epoch_seconds > 0 else 0.0,
+        record.ALLREDUCE_CALLS: comm.calls,
+        record.NOISE_SCALE: noise.value() if measurable else None,
         **setup,
     }
     if clock.enabled:
         metrics[record.COMPILE_S] = clock.seconds
-    if not math.isfinite(metrics["val_loss"]):
-        raise TrialFailed("diverged", f"non-finite validation loss after {epoch:g} epochs")
+    if not math.isfinite(metrics[record.VAL_LOSS]):
+        raise TrialFailed(record.REASON_DIVERGED, f"non-finite validation loss after {epoch:g} epochs")
     now = time.perf_counter()
     progress.eval_seconds += now - began
     progress.epoch_eval_seconds += now - began
     # The evaluation's own time counts in the wall time, not in the training time; nor do the
     # steps that compiled the model.
-    metrics["runtime_s"] = now - progress.start
-    metrics["train_s"] = metrics["runtime_s"] - progress.eval_seconds - progress.compile_seconds
+    metrics[record.RUNTIME_S] = now - progress.start
+    metrics[record.TRAIN_S] = metrics[record.RUNTIME_S] - progress.eval_seconds - progress.compile_seconds
     if final:
-        metrics["device"] = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
-    metrics[PEAK_MEMORY_BYTES] = memory.peak(P if final else 1)
+        metrics[record.DEVICE] = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
+    metrics[record.PEAK_MEMORY_BYTES] = memory.peak(P if final else 1)
     if final and save_to is not None:
         # Written before the final report (and outside the timed part), so the report can say
         # where: the searcher records the path, and a trial cut short leaves no file behind.

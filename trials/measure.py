@@ -1,5 +1,5 @@
 """Measurements taken inside the DDP loop: gradient all-reduce count and time, and the gradient
-noise scale (SCIENCE.md, McCandlish et al. 2018, Appendix A)."""
+noise scale (docs/science.md, McCandlish et al. 2018, Appendix A)."""
 
 import math
 import time

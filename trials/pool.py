@@ -44,6 +44,7 @@ from multiprocessing.connection import wait as wait_any
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hpsearch.search_spaces import record
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
@@ -186,7 +187,7 @@ class RankPool:
         if spec.device.startswith("cuda"):
             ids = [str(g) for g in gpu_ids or []]
             if not ids or len(ids) % n:
-                raise TrialFailed("rank_exited", f"a CUDA trial of {n} processes needs GPUs for each, "
+                raise TrialFailed(record.REASON_RANK_EXITED, f"a CUDA trial of {n} processes needs GPUs for each, "
                                                  f"got {ids}")
             per = len(ids) // n  # resources.gpus_per_worker
             slots: list[str | None] = [",".join(ids[r * per:(r + 1) * per]) for r in range(n)]
@@ -348,10 +349,10 @@ class RankPool:
         while (found := pick()) is None:
             self._raise_if_closed()
             if self._broken is not None:
-                raise TrialFailed("rank_exited", self._broken)
+                raise TrialFailed(record.REASON_RANK_EXITED, self._broken)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TrialFailed("rank_exited", f"no rank process became available within {wait_s:g} s")
+                raise TrialFailed(record.REASON_RANK_EXITED, f"no rank process became available within {wait_s:g} s")
             self._cond.wait(min(left, 1.0))
         return found
 
@@ -493,7 +494,7 @@ class RankPool:
                 self._broken = (f"rank processes exit while starting (exit code {code}, {self._start_failures} "
                                 "times in a row): see the trial's log for the import error")
         if worker.call is not None:
-            worker.call.outcome = ("raised", TrialFailed("rank_exited", f"the rank process exited with code {code}"))
+            worker.call.outcome = ("raised", TrialFailed(record.REASON_RANK_EXITED, f"the rank process exited with code {code}"))
         elif worker.state == "busy":
             self._rank_ended(worker, code)
         worker.state = "gone"
@@ -600,7 +601,7 @@ class RankPool:
 
     def _raise_if_closed(self) -> None:
         if self._closed:
-            raise TrialFailed("rank_exited", "the rank pool was closed")
+            raise TrialFailed(record.REASON_RANK_EXITED, "the rank pool was closed")
 
 
 def _alive(pid: int) -> bool:

@@ -23,6 +23,7 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
+from hpsearch.search_spaces import record
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.pool import RankPool
 from hpsearch.trials.ranks import Status
@@ -127,7 +128,7 @@ class PoolClient:
             self._conn.send((name, args, kwargs))
             answer = self._conn.recv()
         except (EOFError, OSError) as exc:
-            raise TrialFailed("rank_exited", f"lost the node's rank pool ({exc or type(exc).__name__})") from None
+            raise TrialFailed(record.REASON_RANK_EXITED, f"lost the node's rank pool ({exc or type(exc).__name__})") from None
         if answer[0] == "failed":
             raise TrialFailed(answer[1], answer[2])
         if answer[0] == "error":

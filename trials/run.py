@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.errors import HPSearchError
 from hpsearch.trials.context import JsonlSink, RankContext
 from hpsearch.trials.errors import WorkloadError
@@ -128,11 +129,11 @@ def run(config: str | os.PathLike[str], out: str | os.PathLike[str] | None = Non
         dist.destroy_process_group()
     if final is None:
         return None
-    runtime = float(final["runtime_s"])
-    final = {**final, "effective_batch_size": spec.effective_batch_size, "world_size": spec.world_size,
-             "processes": ctx.world_size, "emulated_ranks": spec.emulated_ranks, "peak_lr": spec.lr,
-             "device_seconds": runtime * ctx.world_size,
-             "samples_per_s": final["samples_seen"] / runtime if runtime > 0 else None}
+    runtime = float(final[record.RUNTIME_S])
+    final = {**final, record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size, record.WORLD_SIZE: spec.world_size,
+             "processes": ctx.world_size, record.EMULATED_RANKS: spec.emulated_ranks, "peak_lr": spec.lr,
+             record.DEVICE_SECONDS: runtime * ctx.world_size,
+             record.SAMPLES_PER_S: final[record.SAMPLES_SEEN] / runtime if runtime > 0 else None}
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in final.items()}
     (folder / METRICS_FILE).write_text(json.dumps(clean, indent=1) + "\n", encoding="utf-8")
     return final

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     DATA_PATHS,
@@ -192,7 +193,7 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
     """
     core = {k: params[k] for k in CORE_PARAMETERS if k in params}
     others = {k: v for k, v in params.items() if k not in CORE_PARAMETERS}
-    world_size = int(core.get("world_size", 1))
+    world_size = int(core.get(record.WORLD_SIZE, 1))
     fields: dict[str, Any] = dict(
         base_batch_size=space.scaling.base_batch_size,
         warmup_epochs=space.scaling.warmup_epochs,

@@ -29,6 +29,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hpsearch.search_spaces import record
+
 __all__ = ["die_with_parent", "import_modules", "rank_device", "run_rank"]
 
 _ALWAYS = ("torch", "torch.distributed", "torch.nn.parallel", "hpsearch.trials.loop",
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> None:
             _forget(added, fresh)
             continue
         conn.send(("begin", task["rank"]))  # reset and on its way: the trial's "ready" phase
-        run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", "world_size", "rendezvous",
+        run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", record.WORLD_SIZE, "rendezvous",
                                           "collective_timeout_s")},
                  on_report=functools.partial(conn.send, ("report", task["rank"])))
         # Done first, clean up after: the trial ends now, and the next task waits in the socket
@@ -147,14 +149,14 @@ def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: st
         _fail(run, rank, exc.reason, exc.detail, exc.measured)
     except dist.DistBackendError as exc:
         # A peer rank vanished (killed, crashed) under a collective: a symptom, not the cause.
-        _fail(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _fail(run, rank, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
     except HPSearchError as exc:
-        _fail(run, rank, "workload_error", str(exc))
+        _fail(run, rank, record.REASON_WORKLOAD_ERROR, str(exc))
     except Exception as exc:  # the trial driver's boundary: record any workload crash
         if _peer_lost(exc):
-            _fail(run, rank, "peer_lost", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+            _fail(run, rank, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
         traceback.print_exc(file=sys.stderr)
-        _fail(run, rank, "workload_error", f"{type(exc).__name__}: {exc}")
+        _fail(run, rank, record.REASON_WORKLOAD_ERROR, f"{type(exc).__name__}: {exc}")
     # Every collective of a finished rank completed (the loop ends in a barrier), so its group
     # can be torn down and the process serve the next trial.
     if dist.is_initialized():

@@ -396,7 +396,9 @@ function phasesPanel(p, state) {
     return [el("p", { class: "note", id: "phases-none" }, `no phases (${why})`)];
   }
   const phases = p.phases;
-  const total = phases.length ? Math.max(phases[phases.length - 1].at_s, 1e-9) : 1;
+  // Each span's share of the gaps' sum (the time from asked to told where the phases come in
+  // order), so the spans fill the bar exactly, and none is shrunk by the flex layout.
+  const total = Math.max(phases.slice(1).reduce((sum, phase, i) => sum + Math.max(0, phase.at_s - phases[i].at_s), 0), 1e-9);
   const labels = { wait: "waiting for devices", train: "training", rest: "the rest (orchestrator)" };
   const spans = phases.slice(1).map((phase, i) => {
     const from = phases[i];

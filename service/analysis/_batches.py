@@ -14,6 +14,7 @@ from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
 from hpsearch.analysis._stats import format_batch
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError
+from hpsearch.search_spaces import record
 
 __all__ = ["COUNTED", "BatchPoint", "LRPoint", "best_lrs", "best_per_batch", "config_key", "critical_batch", "lr_key",
            "lr_law", "median"]
@@ -126,7 +127,7 @@ def _optimum(batch: float, reached: Sequence[Mapping[str, Any]], parameters: Seq
     lr = float(key[0])
     samples = median([t["samples_to_target"] for t in runs])
     steps = median([t["steps_to_target"] or t["samples_to_target"] / batch for t in runs])
-    best = _Optimum(lr, samples, steps, tuple(sorted(int(t["number"]) for t in runs)), str(runs[0]["lr_rule"]),
+    best = _Optimum(lr, samples, steps, tuple(sorted(int(t["number"]) for t in runs)), str(runs[0][record.LR_RULE]),
                     f"best of {len({k[0] for k in configs})} LRs",
                     all(bool(t.get("first_evaluation")) for t in runs))
     same = key[1:]
@@ -169,8 +170,8 @@ def best_per_batch(reached: Sequence[Mapping[str, Any]], parameters: Sequence[st
     """Each batch at its best configuration (``_optimum``)."""
     by_batch: dict[float, list[Mapping[str, Any]]] = {}
     for t in reached:
-        if t["effective_batch_size"] is not None and t["lr"]:
-            by_batch.setdefault(float(t["effective_batch_size"]), []).append(t)
+        if t[record.EFFECTIVE_BATCH_SIZE] is not None and t["lr"]:
+            by_batch.setdefault(float(t[record.EFFECTIVE_BATCH_SIZE]), []).append(t)
     points = []
     for batch in sorted(by_batch):
         opt = _optimum(batch, by_batch[batch], parameters)
@@ -232,8 +233,8 @@ def best_lrs(trials: Sequence[Mapping[str, Any]], target: Target, parameters: Se
     run reached the target, else the LR of the run with the best value of the metric."""
     by_batch: dict[float, list[Mapping[str, Any]]] = {}
     for t in trials:
-        if t["state"] in COUNTED and t["effective_batch_size"] is not None and t["lr"]:
-            by_batch.setdefault(float(t["effective_batch_size"]), []).append(t)
+        if t["state"] in COUNTED and t[record.EFFECTIVE_BATCH_SIZE] is not None and t["lr"]:
+            by_batch.setdefault(float(t[record.EFFECTIVE_BATCH_SIZE]), []).append(t)
     points = []
     for batch in sorted(by_batch):
         runs = by_batch[batch]

@@ -35,6 +35,7 @@ from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.space import LR_RULES
 from hpsearch.study import format_bytes
 
@@ -164,8 +165,8 @@ class Recommendation:
         """The recommendation as the study's parameters (a space's ``search.enqueue`` entry):
         the batch, world size, accumulation, LR rule and base LR it chose, and the study's
         other parameters as its trials ran them, so a script can run what it says."""
-        out: dict[str, Any] = {"per_device_batch_size": self.per_device_batch_size, "world_size": self.world_size,
-                               "grad_accum_steps": self.grad_accum_steps}
+        out: dict[str, Any] = {record.PER_DEVICE_BATCH_SIZE: self.per_device_batch_size, record.WORLD_SIZE: self.world_size,
+                               record.GRAD_ACCUM_STEPS: self.grad_accum_steps}
         if self.rule is not None and self.base_lr is not None:
             out.update(lr_rule=self.rule, base_lr=self.base_lr)
         out.update({k: v for k, v in self.other_params.items() if v is not None and k not in out})
@@ -179,10 +180,10 @@ class Recommendation:
 
         return {
             "devices": self.devices, "device_kind": self.device_kind, "minimize": self.minimize,
-            "per_device_batch_size": self.per_device_batch_size, "world_size": self.world_size,
-            "grad_accum_steps": self.grad_accum_steps, "effective_batch_size": self.effective_batch_size,
-            "rule": self.rule, "base_lr": self.base_lr, "lr": self.lr, "lr_interval": iv(self.lr_interval),
-            "warmup_epochs": self.warmup_epochs,
+            record.PER_DEVICE_BATCH_SIZE: self.per_device_batch_size, record.WORLD_SIZE: self.world_size,
+            record.GRAD_ACCUM_STEPS: self.grad_accum_steps, record.EFFECTIVE_BATCH_SIZE: self.effective_batch_size,
+            "rule": self.rule, record.BASE_LR: self.base_lr, "lr": self.lr, "lr_interval": iv(self.lr_interval),
+            record.WARMUP_EPOCHS: self.warmup_epochs,
             "time_s": self.time_s, "time_interval": iv(self.time_interval),
             "device_hours": self.device_hours, "device_hours_interval": iv(self.device_hours_interval),
             "samples": self.samples, "samples_interval": iv(self.samples_interval), "steps": self.steps,
@@ -194,7 +195,7 @@ class Recommendation:
             "extrapolated": list(self.extrapolated), "explanation": list(self.explanation),
             "alternatives": [vars(a) for a in self.alternatives],
             "target": None if self.target is None else str(self.target),
-            "peak_memory_bytes": self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
+            record.PEAK_MEMORY_BYTES: self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
             "memory": None if self.memory is None else self.memory.to_dict(),
         }
 
@@ -241,8 +242,8 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     cb = analysis.critical_batch
     model = analysis.throughput[kind]
     assert cb is not None
-    ran = sorted({int(t["per_device_batch_size"]) for t in analysis.trials
-                  if t["device"] == kind and t["per_device_batch_size"] and t["state"] in ("COMPLETE", "PRUNED")})
+    ran = sorted({int(t[record.PER_DEVICE_BATCH_SIZE]) for t in analysis.trials
+                  if t["device"] == kind and t[record.PER_DEVICE_BATCH_SIZE] and t["state"] in ("COMPLETE", "PRUNED")})
     b_choices = ran + ([2 * ran[-1], 4 * ran[-1]] if allow_larger_batch and ran else [])
     # The batches that ran out of memory are candidates too, so that an answer held below them
     # says so (memory rules them out below); with allow_larger_batch, so is the largest batch the
@@ -253,7 +254,7 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         b_choices += [m.predicted_largest // 8 * 8 for m in kinds_memory
                       if m.predicted_largest is not None and m.predicted_largest // 8 * 8 > ran[-1]]
     b_choices = sorted(set(b_choices))
-    tried_a = {int(t["grad_accum_steps"]) for t in analysis.trials if t["grad_accum_steps"]}
+    tried_a = {int(t[record.GRAD_ACCUM_STEPS]) for t in analysis.trials if t[record.GRAD_ACCUM_STEPS]}
     a_choices = sorted(set(_ACCUMULATION) | tried_a)
     reached = [p.effective_batch_size for p in analysis.batches]
     ceiling = _BEYOND_DATA * max(reached)
@@ -567,8 +568,8 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
     key = "seconds_to_target" if minimize == "time" else "device_seconds_to_target"
     best = min(runs, key=lambda t: (t[key], t["devices"], t["number"]))
     b0 = analysis.base_batch_size
-    rule = str(best["lr_rule"]) if best["lr_rule"] in LR_RULES else None
-    base_lr = best["base_lr"] if rule is not None and b0 is not None else None
+    rule = str(best[record.LR_RULE]) if best[record.LR_RULE] in LR_RULES else None
+    base_lr = best[record.BASE_LR] if rule is not None and b0 is not None else None
     seconds = best["train_seconds_to_target"] or best["seconds_to_target"]
     upper = bool(best["first_evaluation"])
     others = {k: best[k] for k in analysis.parameters if best.get(k) is not None}
@@ -592,16 +593,16 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
                      f"{best['grad_accum_steps']:g} (the same effective batch): {best['out_of_memory_at']} ran out of "
                      "memory (search.on_oom: accumulate)")
     return Recommendation(
-        devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best["per_device_batch_size"]),
-        world_size=int(best["world_size"]), grad_accum_steps=int(best["grad_accum_steps"]),
-        effective_batch_size=int(best["effective_batch_size"]), rule=rule, base_lr=base_lr, lr=float(best["lr"]),
+        devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best[record.PER_DEVICE_BATCH_SIZE]),
+        world_size=int(best[record.WORLD_SIZE]), grad_accum_steps=int(best[record.GRAD_ACCUM_STEPS]),
+        effective_batch_size=int(best[record.EFFECTIVE_BATCH_SIZE]), rule=rule, base_lr=base_lr, lr=float(best["lr"]),
         lr_interval=None, warmup_epochs=analysis.warmup_epochs, time_s=float(seconds), time_interval=None,
         device_hours=float(seconds) * best["devices"] / 3600, device_hours_interval=None,
         samples=float(best["samples_to_target"]), samples_interval=None, steps=float(best["steps_to_target"] or 0),
         basis=MEASURED_UPPER_BOUND if upper else MEASURED, extrapolated=(), explanation=tuple(lines),
         target=analysis.target, upper_bound=upper, other_params=others, source_trials=(int(best["number"]),),
         memory=memory, per_device_batch_cap=None if memory is None else memory.cap(),
-        peak_memory_bytes=best["peak_memory_bytes"])
+        peak_memory_bytes=best[record.PEAK_MEMORY_BYTES])
 
 
 def _num(value: float) -> str:
@@ -650,7 +651,7 @@ def follow_up_space(recommendation: Recommendation, space_text: str, study: str)
     # would not validate as an enqueued entry).
     first = {k: v for k, v in rec.params().items() if k in parameters}
     if rec.rule is not None and rec.base_lr is not None:
-        first["base_lr"] = float(f"{rec.base_lr:.3g}")
+        first[record.BASE_LR] = float(f"{rec.base_lr:.3g}")
     search: dict[str, Any] = dict(document.get("search") or {})
     search.update(sampler="grid", n_trials=3 * (5 if rec.base_lr is not None else 1), enqueue=[first])
     search.pop("scheduler", None)

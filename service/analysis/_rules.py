@@ -63,9 +63,9 @@ def rule_reports(trials: Sequence[Mapping[str, Any]], target: Target) -> tuple[R
     """Each rule's regret at each batch and the batch where it breaks."""
     by_cell: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
     for t in trials:
-        if t["lr_rule"] is None or t["effective_batch_size"] is None:
+        if t[r.LR_RULE] is None or t[r.EFFECTIVE_BATCH_SIZE] is None:
             continue
-        by_cell.setdefault((str(t["lr_rule"]), float(t["effective_batch_size"])), []).append(t)
+        by_cell.setdefault((str(t[r.LR_RULE]), float(t[r.EFFECTIVE_BATCH_SIZE])), []).append(t)
     best_at: dict[float, float] = {}
     for (_, batch), runs in by_cell.items():
         for t in runs:
@@ -91,8 +91,8 @@ def _rule_point(runs: Sequence[Mapping[str, Any]], batch: float, best: float | N
         regret = mine["samples_to_target"] / best - 1 if best else 0.0
         status = "best" if regret <= 1e-12 else "within" if regret <= FALLS_BEHIND else "behind"
         return RulePoint(batch, status, regret, best_value, int(mine["number"]))
-    if runs and all(t["state"] == "FAIL" and t["status_reason"] == r.REASON_DIVERGED for t in runs):
-        return RulePoint(batch, "diverged", None, best_value, None)
+    if runs and all(t["state"] == "FAIL" and t[r.STATUS_REASON] == r.REASON_DIVERGED for t in runs):
+        return RulePoint(batch, r.REASON_DIVERGED, None, best_value, None)
     if best is None:
         return RulePoint(batch, "none reached", None, best_value, None)
     return RulePoint(batch, "not reached", None, best_value, None)
@@ -102,7 +102,7 @@ def _breaking_batch(points: Sequence[RulePoint]) -> float | None:
     """The smallest batch from which on every batch tried (where some rule reached the target
     or this one diverged) is a failure of the rule."""
     judged = [p for p in points if p.status != "none reached"]
-    broken = {"behind", "not reached", "diverged"}
+    broken = {"behind", "not reached", r.REASON_DIVERGED}
     breaks_at = None
     for p in reversed(judged):
         if p.status not in broken:

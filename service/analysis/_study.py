@@ -171,7 +171,7 @@ class StudyAnalysis:
                 "s_min_interval": _interval(cb.s_min_interval), "n_batch_sizes": cb.n_batch_sizes, "n_runs": cb.n_runs,
                 "method": cb.method, "note": cb.note, "n_draws": cb.n_draws, "n_boot": len(cb.e_min_draws)},
             "critical_batch_refusal": self.critical_batch_refusal,
-            "noise_scale": None if self.noise_scale is None else dict(self.noise_scale),
+            r.NOISE_SCALE: None if self.noise_scale is None else dict(self.noise_scale),
             "lr_points": [vars(p) for p in self.lr_points],
             "lr_law": None if law is None else {
                 "alpha": law.alpha, "alpha_interval": _interval(law.alpha_interval), "coefficient": law.coefficient,
@@ -190,8 +190,8 @@ class StudyAnalysis:
                 for kind, m in self.throughput.items()},
             "throughput_refusals": dict(self.throughput_refusals),
             "startup_s": {kind: {str(w): s for w, s in by_w.items()} for kind, by_w in self.startup_s.items()},
-            "base_batch_size": self.base_batch_size,
-            "warmup_epochs": self.warmup_epochs,
+            r.BASE_BATCH_SIZE: self.base_batch_size,
+            r.WARMUP_EPOCHS: self.warmup_epochs,
             "parameters": list(self.parameters),
             "diverging": list(self.diverging),
             "memory": [m.to_dict() for m in self.memory],
@@ -341,7 +341,7 @@ def memory_limits(study: StudyInfo | StudyHandle | str) -> MemoryLimits:
         study: What the study declares (``StudyInfo``), a study that has it (``Search``), or
             the study's space text itself.
     """
-    from hpsearch.store import ATTR_SPACE_TEXT
+    from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
 
     space_text = study if isinstance(study, str) else _info(study).user_attrs.get(ATTR_SPACE_TEXT)
     if not isinstance(space_text, str) or not space_text:
@@ -359,7 +359,7 @@ def memory_limits(study: StudyInfo | StudyHandle | str) -> MemoryLimits:
 
 def _space_target(info: StudyInfo) -> tuple[str, float] | None:
     """The space's ``analysis.target``, when the study's space text has one."""
-    from hpsearch.store import ATTR_SPACE_TEXT
+    from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
 
     space_text = info.user_attrs.get(ATTR_SPACE_TEXT)
     if not isinstance(space_text, str) or not space_text:
@@ -421,14 +421,14 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     critical, critical_refusal = critical_batch(batches, reached, seed)
     # A trial that never trained (not started, or out of memory before its first step) says
     # nothing about an LR or a rule: it would count as an LR tried, or as a rule that failed.
-    trained = [t for t in trials if t["status_reason"] not in _NEVER_TRAINED]
+    trained = [t for t in trials if t[r.STATUS_REASON] not in _NEVER_TRAINED]
     lr_points = best_lrs(trained, target, others)
     fitted_law, lr_refusal = lr_law(lr_points, seed)
     throughput, refusals, startup = _throughput(frame, step_s, startup_s, seed, shapes)
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
     warmup = _first(frame, r.WARMUP_EPOCHS)
     return StudyAnalysis(
-        study=study, target=target, n_trials=sum(t["status_reason"] not in r.NOT_RUN_REASONS for t in trials),
+        study=study, target=target, n_trials=sum(t[r.STATUS_REASON] not in r.NOT_RUN_REASONS for t in trials),
         n_reached=len(reached), trials=tuple(trials),
         batches=batches, critical_batch=critical, critical_batch_refusal=critical_refusal,
         noise_scale=_noise_scale(frame), lr_points=lr_points, lr_law=fitted_law, lr_law_refusal=lr_refusal,
@@ -457,10 +457,10 @@ def _parameters(frame: pd.DataFrame, parameters: Sequence[str] | None) -> tuple[
 
 #: The keys of a trial's entry in ``StudyAnalysis.trials`` besides its other parameters.
 _COST_KEYS = frozenset({
-    "number", "state", "status_reason", "effective_batch_size", "per_device_batch_size", "world_size",
-    "grad_accum_steps", "lr_rule", "lr", "base_lr", "device", "devices", "best_value", "samples_to_target",
+    "number", "state", r.STATUS_REASON, r.EFFECTIVE_BATCH_SIZE, r.PER_DEVICE_BATCH_SIZE, r.WORLD_SIZE,
+    r.GRAD_ACCUM_STEPS, r.LR_RULE, "lr", r.BASE_LR, "device", "devices", "best_value", "samples_to_target",
     "steps_to_target", "train_seconds_to_target", "seconds_to_target", "device_seconds_to_target", "first_evaluation",
-    "peak_memory_bytes", "out_of_memory_at",
+    r.PEAK_MEMORY_BYTES, "out_of_memory_at",
 })
 
 
@@ -488,17 +488,17 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
         runtime = _finite_or_none(hits.runtime_s[i])
         out.append({
             **{name: values[i] for name, values in others.items()},
-            "number": number, "state": states[i], "status_reason": _text(texts[r.STATUS_REASON][i]),
-            "effective_batch_size": batch[i], "per_device_batch_size": columns[r.PER_DEVICE_BATCH_SIZE][i],
-            "world_size": world[i], "grad_accum_steps": columns[r.GRAD_ACCUM_STEPS][i] or 1.0,
-            "lr_rule": _text(texts[r.LR_RULE][i]), "lr": columns[r.LR][i], "base_lr": columns[r.BASE_LR][i],
+            "number": number, "state": states[i], r.STATUS_REASON: _text(texts[r.STATUS_REASON][i]),
+            r.EFFECTIVE_BATCH_SIZE: batch[i], r.PER_DEVICE_BATCH_SIZE: columns[r.PER_DEVICE_BATCH_SIZE][i],
+            r.WORLD_SIZE: world[i], r.GRAD_ACCUM_STEPS: columns[r.GRAD_ACCUM_STEPS][i] or 1.0,
+            r.LR_RULE: _text(texts[r.LR_RULE][i]), "lr": columns[r.LR][i], r.BASE_LR: columns[r.BASE_LR][i],
             "device": _text(texts[r.DEVICE][i]), "devices": devices,
             "best_value": _finite_or_none(hits.best[i]),
             "samples_to_target": _finite_or_none(hits.samples[i]), "steps_to_target": _finite_or_none(hits.steps[i]),
             "train_seconds_to_target": _finite_or_none(hits.train_s[i]), "seconds_to_target": runtime,
             "device_seconds_to_target": None if runtime is None else runtime * devices,
             "first_evaluation": bool(hits.first_evaluation[i]),
-            "peak_memory_bytes": peaks[i], "out_of_memory_at": halved_from[i],
+            r.PEAK_MEMORY_BYTES: peaks[i], "out_of_memory_at": halved_from[i],
         })
     return out
 

@@ -103,7 +103,7 @@ class PhaseTimeline:
         return {
             "asked_at": self.asked_at,
             "asked_at_iso": None if self.asked_at is None else _iso(self.asked_at),
-            "phases": [{"phase": p.name, "at_s": p.at_s, "gap_s": p.gap_s} for p in self.phases],
+            record.PHASES: [{"phase": p.name, "at_s": p.at_s, "gap_s": p.gap_s} for p in self.phases],
             "missing": list(self.missing),
             "waited_s": self.waited_s,
             "training_s": self.training_s,
@@ -132,7 +132,7 @@ def phase_timeline(attrs: Mapping[str, Any]) -> PhaseTimeline | None:
             phases.append(Phase(name, times[name], gap))
     missing = tuple(name for name in record.PHASE_NAMES if name not in times)
     asked, reserved, told = times.get("asked", 0.0), times.get("reserved"), times.get("told")
-    started, ended = times.get("training_started"), times.get("training_ended")
+    started, ended = times.get(record.TRAINING_STARTED), times.get("training_ended")
     training = round(ended - started, 4) if started is not None and ended is not None else None
     waited = round(reserved - asked, 4) if reserved is not None else None
     rest = (round(told - reserved - (training or 0.0), 4) if reserved is not None and told is not None else None)
@@ -191,10 +191,10 @@ class TrialPhases:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status STUDY --trial N --json``)."""
         return {"number": self.number, "state": self.state, "params": dict(self.params),
-                "status_reason": self.status_reason, "status_detail": self.status_detail,
-                "device": self.device, "peak_memory_bytes": self.peak_memory_bytes,
-                "ran_as": None if self.ran_as is None else dict(self.ran_as),
-                "phases": None if self.timeline is None else self.timeline.to_dict()}
+                record.STATUS_REASON: self.status_reason, record.STATUS_DETAIL: self.status_detail,
+                "device": self.device, record.PEAK_MEMORY_BYTES: self.peak_memory_bytes,
+                record.RAN_AS: None if self.ran_as is None else dict(self.ran_as),
+                record.PHASES: None if self.timeline is None else self.timeline.to_dict()}
 
 
 def trial_phases(trial: optuna.trial.FrozenTrial) -> TrialPhases:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpsearch.search_spaces import record
 from hpsearch.study._schema import direct_sql
 from hpsearch.study._summary import StudyListing, study_listing
 from hpsearch.study._table import read_trials
@@ -21,7 +22,7 @@ __all__ = ["StudyInfo", "list_studies", "param_names", "study_info", "study_info
 _METRIC_NAMES = "study:metric_names"
 
 #: User attrs the listing's table leaves in the store: series and long text.
-_BULKY = frozenset({"curves", "status_detail"})
+_BULKY = frozenset({record.CURVES, record.STATUS_DETAIL})
 
 
 @dataclass(frozen=True)

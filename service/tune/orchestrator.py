@@ -44,10 +44,10 @@ from hpsearch.reasons import (
     occupies_its_configuration,
 )
 from hpsearch.sampler import create_sampler
-from hpsearch.search_spaces import Budget, SearchSpace
+from hpsearch.search_spaces import Budget, SearchSpace, record
+from hpsearch.search_spaces.record import ATTR_N_TRIALS
 from hpsearch.settings import Settings, study_runs_dir
 from hpsearch.store import (
-    ATTR_N_TRIALS,
     load_study,
     open_storage,
     patient_storage,
@@ -196,17 +196,17 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     marked interrupted and not queued."""
     storage = study._storage
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        storage.set_trial_user_attr(t._trial_id, "status_reason", REASON_INTERRUPTED)
-        storage.set_trial_user_attr(t._trial_id, "status_detail", "the search stopped before this trial finished")
+        storage.set_trial_user_attr(t._trial_id, record.STATUS_REASON, REASON_INTERRUPTED)
+        storage.set_trial_user_attr(t._trial_id, record.STATUS_DETAIL, "the search stopped before this trial finished")
         storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
     # A finished trial cannot be written to again, so a rerun points back at its original
     # (``rerun_of``) and an interrupted trial counts as queued once some trial does.
     trials = study.get_trials(deepcopy=False)
-    rerun = {t.user_attrs.get("rerun_of") for t in trials}
+    rerun = {t.user_attrs.get(record.RERUN_OF) for t in trials}
     queued = 0
     for t in trials:
         if cut_short_by_the_search(t) and t.number not in rerun and parameters <= set(t.params):
-            study.enqueue_trial(dict(t.params), user_attrs={"rerun_of": t.number})
+            study.enqueue_trial(dict(t.params), user_attrs={record.RERUN_OF: t.number})
             queued += 1
     return queued
 

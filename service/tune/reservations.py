@@ -28,6 +28,7 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from hpsearch.errors import ResourceError
+from hpsearch.search_spaces import record
 from hpsearch.trials.launcher import workload_module
 from hpsearch.tune.plan import trial_bundle
 from hpsearch.tune.pools import ACTOR_THREADS, LocalRanks, start_pool_actor
@@ -196,7 +197,7 @@ class _ReservationsActor:
     def _local_pool(self, node_id: str) -> tuple[str, bytes] | None:
         """The socket and key of the search process's pool, if it serves ``node_id``."""
         local = self._local
-        return (local["address"], local["authkey"]) if local and local["node_id"] == node_id else None
+        return (local["address"], local["authkey"]) if local and local[record.NODE_ID] == node_id else None
 
     def _return_idle(self, keep_for: int = 0) -> None:
         """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node

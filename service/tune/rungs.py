@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.reasons import counts_toward_n_trials
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import CURVES, SAMPLES_SEEN
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def asha_scheduler(space: SearchSpace, samples_per_epoch: int, trials: Iterable[
 
     objective = space.objectives[0]
     scheduler = ASHAScheduler(
-        time_attr="samples_seen",
+        time_attr=record.SAMPLES_SEEN,
         metric=objective.metric,
         mode="max" if objective.direction == "maximize" else "min",
         max_t=space.workload.epochs * samples_per_epoch,

@@ -41,7 +41,7 @@ from hpsearch.reasons import (
     occupies_its_configuration,
 )
 from hpsearch.sampler import distributions, grid_size
-from hpsearch.search_spaces import SearchSpace
+from hpsearch.search_spaces import SearchSpace, record
 from hpsearch.search_spaces.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
@@ -203,16 +203,16 @@ class StudySearcher(Searcher):
             ran_as = memory[1] if memory is not None and memory[0] == "accumulate" else None
             spec = trial_spec(self.space, {**params, **_shape(ran_as)}, device=self.device,
                               max_processes=self.max_processes)
-            derived: dict[str, Any] = {"effective_batch_size": spec.effective_batch_size,
-                                       "base_batch_size": spec.base_batch_size, "lr": spec.lr,
-                                       "warmup_epochs": spec.warmup_epochs, EMULATED_RANKS: spec.emulated_ranks}
+            derived: dict[str, Any] = {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size,
+                                       record.BASE_BATCH_SIZE: spec.base_batch_size, "lr": spec.lr,
+                                       record.WARMUP_EPOCHS: spec.warmup_epochs, EMULATED_RANKS: spec.emulated_ranks}
             if ran_as is not None:
                 derived[RAN_AS] = ran_as
             skip = self._skip(spec, params, memory)
             self._seen.add(_exact(params))
             if skip is not None:
                 reason, detail = skip
-                _write(trial, {**derived, "status_reason": reason, "status_detail": detail,
+                _write(trial, {**derived, record.STATUS_REASON: reason, record.STATUS_DETAIL: detail,
                                PHASES: _phases(asked, None)})
                 self.study.tell(trial, state=TrialState.PRUNED)
                 self._emit("skipped", trial.number, reason=reason, detail=detail)
@@ -256,7 +256,7 @@ class StudySearcher(Searcher):
             self.ledger.trial_proposed(trial_id, devices, prediction)
             return False
         self.budget_stop = refusal
-        _write(trial, {**derived, "status_reason": REASON_BUDGET, "status_detail": refusal})
+        _write(trial, {**derived, record.STATUS_REASON: REASON_BUDGET, record.STATUS_DETAIL: refusal})
         self.study.tell(trial, state=TrialState.FAIL)
         self._emit("budget_stop", trial.number, detail=f"trial {trial.number} {refusal}; no more trials start")
         return True
@@ -352,18 +352,18 @@ class StudySearcher(Searcher):
         """What one evaluation's report adds to the trial: the curves, the progress attrs and
         the intermediate value (nothing when that evaluation was already recorded)."""
         curves = self._curves[trial_id]
-        if len(curves["samples_seen"]) >= result["evaluation"]:
+        if len(curves[record.SAMPLES_SEEN]) >= result["evaluation"]:
             return {}, None
         for key in CURVE_METRICS:
             curves[key].append(_finite_or_none(result.get(key)))
-        attrs = {"curves": curves, "epochs_completed": result.get("epochs_completed"),
-                 "samples_seen": result.get("samples_seen"), "steps": result.get("steps")}
+        attrs = {record.CURVES: curves, record.EPOCHS_COMPLETED: result.get(record.EPOCHS_COMPLETED),
+                 record.SAMPLES_SEEN: result.get(record.SAMPLES_SEEN), "steps": result.get("steps")}
         value = result.get(self._metrics[0])
-        if not (_is_finite(value) and "samples_seen" in result):
+        if not (_is_finite(value) and record.SAMPLES_SEEN in result):
             return attrs, None
         # Intermediate values on a samples-seen axis, so batch sizes compare fairly. Written
         # through the storage: Trial.report refuses multi-objective studies.
-        return attrs, (int(result["samples_seen"]), float(value))  # type: ignore[arg-type]  # _is_finite
+        return attrs, (int(result[record.SAMPLES_SEEN]), float(value))  # type: ignore[arg-type]  # _is_finite
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -393,7 +393,7 @@ class StudySearcher(Searcher):
             # Likewise, whatever ended it once the budget ran out is the budget's stop.
             self._fail(trial, REASON_BUDGET, f"stopped: {self.budget_stop}")
         elif result.get(FAILED_KEY):
-            self._fail(trial, result.get("status_reason") or "error", result.get("status_detail") or "")
+            self._fail(trial, result.get(record.STATUS_REASON) or "error", result.get(record.STATUS_DETAIL) or "")
         elif error:
             self._fail(trial, "error", "the trial process raised; see its error file in the Tune run folder")
         elif self.space.search.scheduler == "asha":
@@ -407,17 +407,17 @@ class StudySearcher(Searcher):
         ceiling (``hpsearch.tune.memory``)."""
         if ran_as is not None and isinstance(ran_as.get("out_of_memory_at"), int):
             self.ceilings.ran_out(trial.params, ran_as["out_of_memory_at"])
-        if result.get(FAILED_KEY) and result.get("status_reason") == REASON_OUT_OF_MEMORY and batch is not None:
+        if result.get(FAILED_KEY) and result.get(record.STATUS_REASON) == REASON_OUT_OF_MEMORY and batch is not None:
             self.ceilings.ran_out(trial.params, batch)
 
     def _complete(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
         values = [result.get(m) for m in self._metrics]
         missing = [m for m, v in zip(self._metrics, values) if v is None]
         if missing:
-            self._fail(trial, "missing_metric", f"the trial reported no {', '.join(missing)}")
+            self._fail(trial, record.REASON_MISSING_METRIC, f"the trial reported no {', '.join(missing)}")
             return
         if not all(_is_finite(v) for v in values):
-            self._fail(trial, "diverged", f"non-finite objective values {values}")
+            self._fail(trial, record.REASON_DIVERGED, f"non-finite objective values {values}")
             return
         finite = [float(v) for v in values if v is not None]
         _write(trial, self.models.keep(trial.number, finite, result.get(MODEL_PATH), self.study))
@@ -426,11 +426,11 @@ class StudySearcher(Searcher):
 
     def _prune(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
         epochs = result.get("epoch", 0)  # fractional when it stopped between epochs
-        samples = result.get("samples_seen", 0)
+        samples = result.get(record.SAMPLES_SEEN, 0)
         detail = (f"ASHA stopped it after {epochs:g} of {self.space.workload.epochs} epochs ({samples} samples "
                   f"seen): {self._metrics[0]} {result.get(self._metrics[0])} did not make its rung's cutoff")
-        _write(trial, {"epochs_completed": result.get("epochs_completed", int(epochs)), "samples_seen": samples,
-                       "status_reason": REASON_EARLY_STOPPED, "status_detail": detail})
+        _write(trial, {record.EPOCHS_COMPLETED: result.get(record.EPOCHS_COMPLETED, int(epochs)), record.SAMPLES_SEEN: samples,
+                       record.STATUS_REASON: REASON_EARLY_STOPPED, record.STATUS_DETAIL: detail})
         self.study.tell(trial, state=TrialState.PRUNED)
         self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 
@@ -474,7 +474,7 @@ class StudySearcher(Searcher):
             self.ledger.trial_ended(trial_id, float(seconds) if _is_finite(seconds) else None)  # type: ignore[arg-type]
 
     def _fail(self, trial: optuna.Trial, reason: str, detail: str) -> None:
-        _write(trial, {"status_reason": reason, **({"status_detail": detail[:2000]} if detail else {})})
+        _write(trial, {record.STATUS_REASON: reason, **({record.STATUS_DETAIL: detail[:2000]} if detail else {})})
         self.study.tell(trial, state=TrialState.FAIL)
         self._emit("failed", trial.number, reason=reason, detail=detail)
 

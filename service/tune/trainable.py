@@ -22,6 +22,7 @@ from typing import Any
 
 from ray import tune
 
+from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import RAN_AS, REASON_OUT_OF_MEMORY
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
@@ -73,7 +74,7 @@ def trainable(config: dict[str, Any]) -> None:
         phases = {"reserved": time.time()}
         # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
         # or a test cluster on one machine); the id tells them apart.
-        where = {"node": grant.node_ip, "node_id": grant.node_id}
+        where = {"node": grant.node_ip, record.NODE_ID: grant.node_id}
         tune.report({STARTED_KEY: True, **where})
         reports = _Reports(where, config.get("report_every_s"))
         ran_as: dict[str, Any] | None = None
@@ -90,10 +91,10 @@ def trainable(config: dict[str, Any]) -> None:
                 # the devices it holds, until it fits (hpsearch.tune.memory).
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
                 if exc.reason != REASON_OUT_OF_MEMORY or config.get("on_oom") != "accumulate" or fits is None:
-                    tune.report(reports.last({**exc.measured, FAILED_KEY: True, "status_reason": exc.reason,
-                                              "status_detail": exc.detail, PHASES_KEY: list(phases.items())}))
+                    tune.report(reports.last({**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
+                                              record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}))
                     return
-                ran_as = {"per_device_batch_size": fits[0], "grad_accum_steps": fits[1],
+                ran_as = {record.PER_DEVICE_BATCH_SIZE: fits[0], record.GRAD_ACCUM_STEPS: fits[1],
                           "out_of_memory_at": spec.per_device_batch_size}
                 # The one reshaping of a built spec: the trial's own configuration, at the shape
                 # its memory allows (trial_spec built it; the effective batch and the LR stay).

@@ -18,7 +18,8 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from starlette.testclient import TestClient
 
 from hpsearch.search import Search, load
-from hpsearch.store import ATTR_OBJECTIVES, ATTR_SPACE_TEXT, open_storage
+from hpsearch.search_spaces.record import ATTR_OBJECTIVES, ATTR_SPACE_TEXT
+from hpsearch.store import open_storage
 from hpsearch.testing import synthetic_study
 
 #: A 2 x 2 grid of a small MLP on the digits, 2 epochs each, one rank per trial, on the CPU:

@@ -42,7 +42,8 @@ from hpsearch.cli import cli
 from hpsearch.dashboards.api import FIGURES
 from hpsearch.dashboards.app import TOKEN_ENV, create_app, is_loopback, login_url
 from hpsearch.errors import StoreError
-from hpsearch.store import ATTR_SPACE_TEXT, open_storage
+from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
+from hpsearch.store import open_storage
 
 #: Text that runs script if a page ever writes it as HTML.
 XSS = ('<script>alert(1)</script>', '"><img src=x onerror=alert(1)>')

@@ -13,7 +13,8 @@ import pytest
 
 from hpsearch.errors import StudyBusyError
 from hpsearch.locks import study_lock
-from hpsearch.store import ATTR_SPACE_TEXT, open_storage
+from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
+from hpsearch.store import open_storage
 
 HOLD = """
 import sys, time

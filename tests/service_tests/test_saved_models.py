@@ -11,8 +11,9 @@ from starlette.testclient import TestClient
 
 import hpsearch
 from hpsearch.dashboards.app import create_app
-from hpsearch.models import ATTR_REMOVED_MODELS, ModelKeeper
-from hpsearch.store import ATTR_SPACE_TEXT, open_storage
+from hpsearch.models import ModelKeeper
+from hpsearch.search_spaces.record import ATTR_REMOVED_MODELS, ATTR_SPACE_TEXT
+from hpsearch.store import open_storage
 
 # (val_accuracy, runtime_s) of trials 0..3, in the order they complete.
 VALUES = [(0.80, 10.0), (0.90, 20.0), (0.70, 30.0), (0.95, 5.0)]

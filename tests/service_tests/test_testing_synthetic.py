@@ -15,7 +15,7 @@ from hpsearch import Search, load
 from hpsearch.dashboards.accuracy_vs_batch import accuracy_vs_batch_info
 from hpsearch.errors import StudyExistsError
 from hpsearch.search_spaces import parse_space, record
-from hpsearch.store import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
+from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
 from hpsearch.testing import GIB, HIDDEN_PENALTY, MIB, SyntheticDevice, SyntheticTruth, synthetic_study
 
 # docs/design.md, "What each trial must record".

@@ -1,6 +1,6 @@
 """The published DDP check, as a workload plugin and as the raw DDP script it comes from.
 
-The check (SCIENCE.md, "Loss reduction and raw DDP"): a linear model 8 -> 1 without bias, its
+The check (docs/science.md, "Loss reduction and raw DDP"): a linear model 8 -> 1 without bias, its
 weights all 1, the sum of its outputs as the loss, the data ``torch.rand(8, 8)`` drawn after
 ``torch.manual_seed(0)``, SGD with lr 0.01 and momentum 0.9, a per-rank batch of 4 on 2 ranks,
 2 epochs. Raw DDP ends at weights [0.9472, 0.9440, 0.9527, 0.9687, 0.9570, 0.9343, 0.9411, 0.9186].

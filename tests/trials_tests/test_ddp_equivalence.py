@@ -1,4 +1,4 @@
-"""The math of the effective batch (SCIENCE.md): real DDP ranks, emulated ranks and gradient
+"""The math of the effective batch (docs/science.md): real DDP ranks, emulated ranks and gradient
 accumulation must end with the same weights when they see the same samples."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The LR the optimizer applies at every step equals the formulas of SCIENCE.md: the rule's peak
+"""The LR the optimizer applies at every step equals the formulas of docs/science.md: the rule's peak
 base_lr x f(B / B0), Goyal's linear warmup from base_lr, then the schedule."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reference experiment's shape on the built-in digits workload (SCIENCE.md): with a constant
+"""The reference experiment's shape on the built-in digits workload (docs/science.md): with a constant
 LR, accuracy falls as the batch grows; scaling the LR linearly recovers most of it."""
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from hpsearch.search_spaces import record
 from hpsearch.trials.errors import WorkloadError
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class WorkloadHooks:
     evaluate: Callable[[torch.nn.Module, torch.device], dict[str, float]]
     optimizer: Callable[[], torch.optim.Optimizer] | None = None
     collate_fn: Callable[[list[Any]], Any] | None = None
-    metrics: tuple[str, ...] = ("val_loss",)
+    metrics: tuple[str, ...] = (record.VAL_LOSS,)
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,14 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
 
+from hpsearch.search_spaces import record
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.workloads.base import Workload, WorkloadHooks, import_user_module, takes_options_from
 
 __all__ = ["RESERVED_OPTIONS", "lightning", "lightning_options"]
 
 #: Options the workload itself reads; every other option goes to the classes' ``__init__``.
-RESERVED_OPTIONS = ("module", "datamodule", "val_loss", "val_accuracy", "loss_reduction")
+RESERVED_OPTIONS = ("module", "datamodule", record.VAL_LOSS, record.VAL_ACCURACY, "loss_reduction")
 
 #: Options that would hand the module something the engine sets itself.
 _ENGINE_OWNED = {
@@ -463,8 +464,8 @@ def lightning(options: Mapping[str, Any]) -> Workload:
     reduction = options.get("loss_reduction", "mean")
     if reduction not in ("mean", "sum"):
         raise WorkloadError(f"loss_reduction must be mean or sum, got {reduction!r}")
-    loss_name = str(options.get("val_loss", "val_loss"))
-    accuracy_name = str(options.get("val_accuracy", "val_accuracy"))
+    loss_name = str(options.get(record.VAL_LOSS, record.VAL_LOSS))
+    accuracy_name = str(options.get(record.VAL_ACCURACY, record.VAL_ACCURACY))
     module_kw, data_kw = _route(classes, {k: v for k, v in options.items() if k not in RESERVED_OPTIONS})
 
     # Built in the order of a plain Lightning script (module, datamodule, then the Trainer's
@@ -497,9 +498,9 @@ def lightning(options: Mapping[str, Any]) -> Workload:
         if loss_name not in logged:
             raise WorkloadError(f"{mname}.validation_step logged no {loss_name!r} this time "
                                 f"(it logged: {', '.join(sorted(logged)) or 'nothing'})")
-        result = {"val_loss": logged[loss_name]}
-        if "val_accuracy" in metrics and accuracy_name in logged:
-            result["val_accuracy"] = logged[accuracy_name]
+        result = {record.VAL_LOSS: logged[loss_name]}
+        if record.VAL_ACCURACY in metrics and accuracy_name in logged:
+            result[record.VAL_ACCURACY] = logged[accuracy_name]
         return result
 
     def optimizer() -> torch.optim.Optimizer:
@@ -542,4 +543,4 @@ def _probe(module: Any, val_set: Dataset[Any], collate: Any, move: Callable[[Any
             f"{mname}.validation_step logs no {loss_name!r} (it logs: {names}); hpsearch records the validation "
             f"loss the module logs as val_loss: add self.log({loss_name!r}, loss) to validation_step, or name what "
             "it logs with workload.lightning.val_loss")
-    return ("val_loss", "val_accuracy") if accuracy_name in logged else ("val_loss",)
+    return (record.VAL_LOSS, record.VAL_ACCURACY) if accuracy_name in logged else (record.VAL_LOSS,)
