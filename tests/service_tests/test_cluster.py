@@ -172,8 +172,11 @@ def test_a_search_joined_to_a_two_node_cluster_runs_its_trials_on_both_nodes(
     assert set(df.state) == {"COMPLETE"}
     assert set(df.node_id) == {n["node_id"] for n in nodes}
     assert set(df.node) == {n["ip"] for n in nodes}
-    # One CPU per node and one per trial: trials that ran at the same time ran on different nodes.
-    spans = list(zip(df.datetime_start, df.datetime_complete, df.node_id))
+    # One CPU per node and one per trial: trials that trained at the same time trained on
+    # different nodes (from their recorded phases: asked to told also holds the wait for devices,
+    # and a node's CPU passes to the next trial before the last one is told).
+    spans = [(p["asked_at"] + p["training_started"], p["asked_at"] + p["training_ended"], node)
+             for p, node in zip(df.phases, df.node_id)]
     overlapping = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]]
     assert overlapping, "no two trials ran at the same time"
     assert all(a[2] != b[2] for a, b in overlapping)
