@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProcessTreeCPU", "interleaved", "md_table", "median", "ratio_row", "revision_tree", "timed", "verdict"]
+__all__ = ["ProcessTreeCPU", "interleaved", "md_table", "median", "ratio_row", "revision_tree", "timed", "verdict",
+           "write_figures"]
 
 
 @contextlib.contextmanager
@@ -49,6 +50,20 @@ def revision_tree(rev: str | None, work: Path) -> Iterator[list[str] | None]:
     finally:
         subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(copy)],
                        capture_output=True, text=True)
+
+
+def write_figures(out: Path | None, stem: str, figures: dict[str, Any], section: str) -> None:
+    """Print a benchmark's section and, with ``out``, write ``stem.json`` (its figures) and
+    ``stem.md`` (the section) there: what a run on another machine brings back."""
+    import json
+
+    print(section)
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(figures, indent=1, default=str) + "\n")
+    (out / f"{stem}.md").write_text(section)
+    print(f"wrote {out / (stem + '.json')} and {out / (stem + '.md')}", file=sys.stderr)
 
 
 def timed(fn: Callable[[], Any]) -> float:

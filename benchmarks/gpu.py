@@ -30,7 +30,6 @@ It takes about 5 minutes on one GPU (the grid's search included), seconds withou
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import subprocess
@@ -46,7 +45,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import interleaved, md_table, median
+from benchmarks.common import interleaved, md_table, median, write_figures
 
 __all__ = ["run"]
 
@@ -363,14 +362,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes, one repetition, a 1-epoch grid")
     parser.add_argument("--out", type=Path, help="a folder for gpu.json (the figures) and gpu.md (the section)")
     args = parser.parse_args()
-    figures = measure(args.quick)
-    text = section(figures)
-    print(text)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu.json").write_text(json.dumps(figures, indent=1, default=str) + "\n")
-        (args.out / "gpu.md").write_text(text)
-        print(f"wrote {args.out / 'gpu.json'} and {args.out / 'gpu.md'}", file=sys.stderr)
+    write_figures(args.out, "gpu", (figures := measure(args.quick)), section(figures))
 
 
 if __name__ == "__main__":

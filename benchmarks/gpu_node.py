@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import md_table, median
+from benchmarks.common import md_table, median, write_figures
 from benchmarks.gpu import Utilisation, run_grid
 
 __all__ = ["run"]
@@ -224,13 +224,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1-epoch packing grids")
     parser.add_argument("--out", type=Path, help="a folder for gpu_node.json and gpu_node.md")
     args = parser.parse_args()
-    figures = measure(args.quick)
-    text = section(figures)
-    print(text)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu_node.json").write_text(json.dumps(figures, indent=1, default=str) + "\n")
-        (args.out / "gpu_node.md").write_text(text)
+    write_figures(args.out, "gpu_node", (figures := measure(args.quick)), section(figures))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ from hpsearch.search_spaces import record
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.ranks import Status
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.trials.zygote import Zygote
+from hpsearch.trials.zygote import Zygote, start_process
 
 __all__ = ["RankPool", "local_pool"]
 
@@ -549,23 +548,10 @@ class RankPool:
             # started anew; one still importing answers later (``_zygote_said``).
             pid = self._zygote.pid(request, 1.0) if self._zygote.ready else None
             return _Worker(conn, gpu, request=request, pid=pid, printed=printed)
-        parent, child = socket.socketpair()
-        env["HPSEARCH_WORKER_FD"] = str(child.fileno())
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        out = None
-        if self.output is not None:
-            self.output.parent.mkdir(parents=True, exist_ok=True)
-            out = self.output.open("ab")
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "hpsearch.trials.worker", *self.preload],
-                                    pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=out)
-        finally:
-            child.close()
-            if out is not None:
-                out.close()
-        return _Worker(Connection(parent.detach()), gpu, proc=proc)
+        proc, conn = start_process("hpsearch.trials.worker", self.preload, env, "HPSEARCH_WORKER_FD", self.output)
+        return _Worker(conn, gpu, proc=proc)
 
     def _pid(self, worker: _Worker) -> int | None:
         if worker.proc is not None:

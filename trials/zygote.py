@@ -42,7 +42,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
 
-__all__ = ["Zygote", "main"]
+__all__ = ["Zygote", "main", "start_process"]
 
 # How long the zygote waits for a request before it looks for children that exited.
 _TICK_S = 0.05
@@ -111,6 +111,27 @@ if __name__ == "__main__":
     main(sys.argv[1:])
 
 
+def start_process(module: str, argv: list[str], env: dict[str, str], fd_variable: str,
+                  output: Path | None) -> tuple[subprocess.Popen[bytes], Connection]:
+    """``python -m module *argv``, with one end of a new socket pair (its descriptor in the
+    variable ``fd_variable``) and its stdout and stderr appended to ``output`` (``None``: this
+    process's); returns the process and this side's connection."""
+    parent, child = socket.socketpair()
+    out = None
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        out = output.open("ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", module, *argv], pass_fds=(child.fileno(),),
+                                env={**env, fd_variable: str(child.fileno())}, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out)
+    finally:
+        child.close()
+        if out is not None:
+            out.close()
+    return proc, Connection(parent.detach())
+
+
 class Zygote:
     """The pool's side of a zygote: starts it, asks it for rank processes, hears of their ends.
 
@@ -124,21 +145,8 @@ class Zygote:
     """
 
     def __init__(self, preload: list[str], env: dict[str, str], output: Path | None) -> None:
-        parent, child = socket.socketpair()
-        env = {"OPENBLAS_NUM_THREADS": "1", **env, "HPSEARCH_ZYGOTE_FD": str(child.fileno())}
-        out = None
-        if output is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            out = output.open("ab")
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "hpsearch.trials.zygote", *preload],
-                                         pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=out)
-        finally:
-            child.close()
-            if out is not None:
-                out.close()
-        self.conn = Connection(parent.detach())
+        env = {"OPENBLAS_NUM_THREADS": "1", **env}
+        self.proc, self.conn = start_process("hpsearch.trials.zygote", preload, env, "HPSEARCH_ZYGOTE_FD", output)
         self.alive = True
         #: Whether its imports are done (it then forks within milliseconds).
         self.ready = False

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hpsearch.analysis._stats import nonnegative_line
+from hpsearch.analysis._stats import finite_number, nonnegative_line
 from hpsearch.search_spaces import record as r
 from hpsearch.study import format_bytes
 
@@ -218,9 +218,9 @@ def ran_shapes(frame: pd.DataFrame) -> tuple[list[float | None], list[float | No
     if r.RAN_AS in frame.columns:
         for i, ran in enumerate(frame[r.RAN_AS].tolist()):
             if isinstance(ran, Mapping):
-                b[i] = _finite(ran.get(r.PER_DEVICE_BATCH_SIZE)) or b[i]
-                a[i] = _finite(ran.get(r.GRAD_ACCUM_STEPS)) or a[i]
-                at = _finite(ran.get("out_of_memory_at"))
+                b[i] = finite_number(ran.get(r.PER_DEVICE_BATCH_SIZE)) or b[i]
+                a[i] = finite_number(ran.get(r.GRAD_ACCUM_STEPS)) or a[i]
+                at = finite_number(ran.get("out_of_memory_at"))
                 halved_from[i] = None if at is None else int(at)
     return b, a, halved_from
 
@@ -383,23 +383,13 @@ def _kinds(frame: pd.DataFrame) -> list[str | None]:
 def _numbers(frame: pd.DataFrame, name: str) -> list[float | None]:
     if name not in frame.columns:
         return [None] * len(frame)
-    return [_finite(v) for v in frame[name].tolist()]
+    return [finite_number(v) for v in frame[name].tolist()]
 
 
 def _texts(frame: pd.DataFrame, name: str) -> list[str | None]:
     if name not in frame.columns:
         return [None] * len(frame)
     return [v if isinstance(v, str) else None for v in frame[name].tolist()]
-
-
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]  # numpy scalars
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _param_values(column: pd.Series) -> list[Any]:

@@ -103,6 +103,23 @@ class Interval:
         return f"[{format_number(self.low)}, {format_number(self.high)}] ({self.level * 100:.0f}%)"
 
 
+def finite_number(value: object) -> float | None:
+    """``value`` as a float when it is a finite number (a numpy scalar too), else ``None``:
+    how the analysis reads a study's cells, where a missing value is ``None`` or NaN.
+
+    Example:
+        >>> finite_number(3), finite_number(float("nan")), finite_number(True), finite_number("x")
+        (3.0, None, None, None)
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]  # numpy scalars
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def format_number(x: float) -> str:
     """Three significant figures, thousands grouped: how the analysis prints a fitted value.
 

@@ -32,7 +32,7 @@ from hpsearch.analysis._critical_batch import CriticalBatchFit
 from hpsearch.analysis._lr_law import LRLawFit
 from hpsearch.analysis._memory import MemoryLimits, MemoryModel, memory_models, ran_shapes
 from hpsearch.analysis._rules import RuleReport, rule_reports
-from hpsearch.analysis._stats import Interval
+from hpsearch.analysis._stats import Interval, finite_number
 from hpsearch.analysis._target import (
     CURVE_FIELDS,
     Crossings,
@@ -590,7 +590,7 @@ def _noise_scale(frame: pd.DataFrame) -> dict[str, float] | None:
     if r.NOISE_SCALE not in frame.columns:
         return None
     done = frame[frame["state"] == "COMPLETE"]
-    values = [float(v) for v in done[r.NOISE_SCALE].tolist() if _num(v)]
+    values = [float(v) for v in done[r.NOISE_SCALE].tolist() if finite_number(v)]
     if not values:
         return None
     q1, median, q3 = np.percentile(values, [25, 50, 75])
@@ -600,20 +600,10 @@ def _noise_scale(frame: pd.DataFrame) -> dict[str, float] | None:
 def _first(frame: pd.DataFrame, column: str, agg: Any = None) -> float | None:
     if column not in frame.columns:
         return None
-    values = [float(v) for v in frame[column].tolist() if _num(v) is not None]
+    values = [float(v) for v in frame[column].tolist() if finite_number(v) is not None]
     if not values:
         return None
     return float(agg(values)) if agg is not None else values[0]
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]  # numpy scalars
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _interval(interval: Interval) -> list[float]:
