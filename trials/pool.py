@@ -410,11 +410,11 @@ class RankPool:
             t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
             if t is not None:
                 t.reported += 1
-                t.report_at.append(time.time())
+                t.report_at.append(_when(message))
         elif message[0] == "begin":
             t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
             if t is not None:
-                t.began[worker.rank] = time.time()
+                t.began[worker.rank] = _when(message)
         elif message[0] == "ready":
             worker.state = "idle"
             self._start_failures = 0
@@ -588,6 +588,12 @@ class RankPool:
     def _raise_if_closed(self) -> None:
         if self._closed:
             raise TrialFailed(record.REASON_RANK_EXITED, "the rank pool was closed")
+
+
+def _when(message: tuple[Any, ...]) -> float:
+    """When a worker's message happened: the time it sent along (its own clock, read as it
+    happened), else now."""
+    return float(message[2]) if len(message) > 2 else time.time()
 
 
 def _alive(pid: int) -> bool:

@@ -13,7 +13,6 @@ Before every task the process is put back into the state it had when it became r
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import importlib
 import json
@@ -21,6 +20,7 @@ import os
 import random
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,10 +61,12 @@ def main(argv: list[str]) -> None:
             conn.send(_called(task["call"], task["args"]))
             _forget(added, fresh)
             continue
-        conn.send(("begin", task["rank"]))  # reset and on its way: the trial's "ready" phase
+        # Reset and on its way: the trial's "ready" phase, by this process's clock (the pool's
+        # monitor may read the message a tick later, after training began).
+        conn.send(("begin", task["rank"], time.time()))
         run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", record.WORLD_SIZE, "rendezvous",
                                           "collective_timeout_s")},
-                 on_report=functools.partial(conn.send, ("report", task["rank"])))
+                 on_report=lambda rank=task["rank"]: conn.send(("report", rank, time.time())))
         # Done first, clean up after: the trial ends now, and the next task waits in the socket
         # until this process is clean.
         conn.send(("done", task["rank"]))

@@ -30,8 +30,10 @@ import hpsearch
 
 RAY_CLI = Path(sys.executable).with_name("ray")
 
+# Trials of about 2 s whatever the machine (the workload's forward pass sleeps), so that two of
+# them train at once: trials of the digits train in a tenth of a second.
 SPACE = """\
-workload: {name: digits_mlp, epochs: 3}
+workload: {name: "benchmarks.workloads.sleepy:sleepy", epochs: 1, options: {samples: 128, sample_s: 0.015}}
 parameters:
   per_device_batch_size: {choices: [16, 32, 64, 128]}
   world_size: 1
@@ -84,7 +86,9 @@ class TwoNodeCluster:
         self.marker = str(self.root)
         self.env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "HPSEARCH_STORAGE")}
         self.env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), RAY_USAGE_STATS_ENABLED="0",
-                        HPSEARCH_TEST_RAY_CLUSTER=self.marker)
+                        HPSEARCH_TEST_RAY_CLUSTER=self.marker,
+                        # The nodes import the benchmarks' sleeping workload from the project's root.
+                        PYTHONPATH=str(Path(__file__).resolve().parents[2]))
 
     def start(self) -> None:
         self._ray_start("head", "--head", f"--port={self.address.rsplit(':', 1)[1]}", "--include-dashboard=false")
