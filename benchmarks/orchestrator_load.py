@@ -156,8 +156,19 @@ recorded `phases`):
 
 {gaps}
 
-Verdict ({cases[0][0]} CPUs): span from the first reservation {verdict(ours['ratio'], SPAN_TARGET)}; overhead
-after reservation {met} ({ours['overhead']:.2f} s median, target {OVERHEAD_TARGET:.2f} s or less).
+Verdict ({cases[0][0]} CPUs): span from the first reservation {verdict(ours['ratio'], SPAN_TARGET)}; overhead after reservation {met} ({ours['overhead']:.2f} s median, target {OVERHEAD_TARGET:.2f} s or less).
+
+What it says: after its devices are reserved a trial waits for nothing but its own training (the
+phases after `reserved`, apart from training, add up to a tenth of a second): its ranks go to
+warm processes forked ahead from the node's template (`hpsearch.trials.zygote`), where the
+revision before started them on demand, each importing torch while trials waited (its
+overhead above). `asked -> reserved` is the wait for devices (more trials asked than the CPUs
+hold) and, in the first wave, Ray Tune starting one trial process per concurrent trial (about
+1.3 CPU-seconds each, importing Ray Tune): {cases[0][0]} of them on this machine's
+{os.cpu_count()} cores take most of the whole command's start; on a node with as many cores as
+trials they start side by side. With more logical CPUs than real ones ({cases[-1][0]} on
+{os.cpu_count()}), {cases[-1][0]} rank processes joining their process groups at once share the
+cores: the rest of the overhead there.
 """
 
 
