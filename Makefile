@@ -59,7 +59,7 @@ lint: install
 test: install browser lint
 	$(BIN)/python -m pytest $(SLOW_TESTS) $(PYTEST_ARGS)
 
-# About 12 minutes on 2 cores; run it on an otherwise idle machine.
+# About 22 minutes on 2 cores; run it on an otherwise idle machine.
 benchmarks: install
 	$(BIN)/python -m benchmarks
 

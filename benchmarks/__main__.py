@@ -4,7 +4,7 @@ Each module measures its figures side by side in one run (the median of interlea
 repetitions) and returns a Markdown section; this collects them under a description of the
 machine, with a summary of every verdict, into ``docs/benchmarks.md``.
 
-    python -m benchmarks                          # all of them, about 20 minutes on 2 cores
+    python -m benchmarks                          # all of them, about 22 minutes on 2 cores
     python -m benchmarks --quick                  # smaller sizes, printed (no file unless --output)
     python -m benchmarks --only store_writes dashboard_api
 """
