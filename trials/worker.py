@@ -63,13 +63,18 @@ def main(argv: list[str]) -> None:
             continue
         # Reset and on its way: the trial's "ready" phase, by this process's clock (the pool's
         # monitor may read the message a tick later, after training began).
-        conn.send(("begin", task["rank"], time.time()))
+        rank: int = task["rank"]
+        conn.send(("begin", rank, time.time()))
+
+        def reported(rank: int = rank) -> None:
+            conn.send(("report", rank, time.time()))
+
         run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", record.WORLD_SIZE, "rendezvous",
                                           "collective_timeout_s")},
-                 on_report=lambda rank=task["rank"]: conn.send(("report", rank, time.time())))
+                 on_report=reported)
         # Done first, clean up after: the trial ends now, and the next task waits in the socket
         # until this process is clean.
-        conn.send(("done", task["rank"]))
+        conn.send(("done", rank))
         _forget(added, fresh)
 
 
