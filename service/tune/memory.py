@@ -23,6 +23,7 @@ from typing import Any
 
 from hpsearch.search_spaces.record import (
     BASE_LR,
+    DEVICE,
     GRAD_ACCUM_STEPS,
     LR_RULE,
     PER_DEVICE_BATCH_SIZE,
@@ -33,17 +34,19 @@ from hpsearch.search_spaces.record import (
 
 __all__ = ["MemoryCeilings", "halved", "memory_key"]
 
-# Parameters that do not change how much memory a rank needs.
-_NOT_MEMORY = frozenset({BASE_LR, LR_RULE, PER_DEVICE_BATCH_SIZE})
+# Parameters that do not change how much memory a rank needs. The accumulation does not
+# either: a rank holds one micro-batch of per-device batch b at a time and one gradient buffer,
+# whatever the number of micro-batches summed into it.
+_NOT_MEMORY = frozenset({BASE_LR, LR_RULE, PER_DEVICE_BATCH_SIZE, GRAD_ACCUM_STEPS})
 
 
 def memory_key(params: Mapping[str, Any]) -> Hashable:
     """What a configuration's memory depends on: every parameter but the per-device batch, the
-    LR and the rule (the seed is the search's, the same for all).
+    accumulation, the LR and the rule (the seed is the search's, the same for all).
 
     Example:
         >>> memory_key({"per_device_batch_size": 64, "base_lr": 0.1, "hidden": 8}) == \\
-        ...     memory_key({"per_device_batch_size": 8, "base_lr": 0.01, "hidden": 8})
+        ...     memory_key({"per_device_batch_size": 8, "grad_accum_steps": 4, "base_lr": 0.01, "hidden": 8})
         True
     """
     return tuple(sorted((k, repr(v)) for k, v in params.items() if k not in _NOT_MEMORY))
@@ -73,11 +76,21 @@ class MemoryCeilings:
         self._ceiling: dict[Hashable, int] = {}
 
     @classmethod
-    def of_trials(cls, trials: Iterable[Any]) -> MemoryCeilings:
+    def of_trials(cls, trials: Iterable[Any], device: str | None = None) -> MemoryCeilings:
         """Ceilings from a study's trials (``resume``): those that ran out of memory, and those
-        that ran halved (``ran_as``) because a larger batch had."""
+        that ran halved (``ran_as``) because a larger batch had.
+
+        Args:
+            trials: The study's trials.
+            device: ``cpu`` or ``cuda``, where this search trains: a trial recorded as having run
+                out on the other kind of device says nothing about this one (a study started on
+                CPU and resumed on a GPU). ``None``: every trial counts.
+        """
         ceilings = cls()
         for t in trials:
+            ran_on = t.user_attrs.get(DEVICE)
+            if device is not None and isinstance(ran_on, str) and ran_on.split(" ", 1)[0] != device:
+                continue
             ran_as = t.user_attrs.get(RAN_AS)
             if isinstance(ran_as, Mapping) and isinstance(ran_as.get("out_of_memory_at"), int):
                 ceilings.ran_out(t.params, int(ran_as["out_of_memory_at"]))

@@ -160,8 +160,8 @@ class StudySearcher(Searcher):
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
         trials = study.get_trials(deepcopy=False)
-        #: Per configuration, the smallest per-device batch that ran out of memory.
-        self.ceilings = MemoryCeilings.of_trials(trials)
+        #: Per configuration, the smallest per-device batch that ran out of memory (on this kind of device).
+        self.ceilings = MemoryCeilings.of_trials(trials, device=device)
         for t in trials:
             if t.params and occupies_its_configuration(t) and t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS:
                 self._ran.setdefault(_exact(t.params), t.number)

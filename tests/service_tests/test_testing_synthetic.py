@@ -200,9 +200,10 @@ def test_trials_above_the_memory_ceiling_run_out_and_the_search_then_does_not_st
     assert set(out["state"]) == {"FAIL"} and set(skipped["state"]) == {"PRUNED"}
     assert (out["per_device_batch_size"] >= 128).all() and "needed about" in out["status_detail"].iloc[0]
     assert (df[df["state"] == "COMPLETE"]["per_device_batch_size"] <= 64).all()
-    # Each configuration (all but the batch, the LR and the rule) runs out once at its smallest
-    # batch above the ceiling; later proposals at or above it are not started, and do not count.
-    config = ["world_size", "grad_accum_steps"]
+    # Each configuration (all but the batch, the accumulation, the LR and the rule) runs out once
+    # at its smallest batch above the ceiling; later proposals at or above it are not started, and
+    # do not count.
+    config = ["world_size"]
     for _, row in skipped.iterrows():
         same = out[(out[config] == row[config]).all(axis=1) & (out["number"] < row["number"])]
         assert len(same) and row["per_device_batch_size"] >= same["per_device_batch_size"].min()
