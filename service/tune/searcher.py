@@ -62,7 +62,15 @@ from hpsearch.search_spaces.record import (
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.tune.memory import MemoryCeilings
-from hpsearch.tune.trainable import EARLIER_KEY, FAILED_KEY, FINAL_KEY, PHASES_KEY, REPORT_EVERY_S, STARTED_KEY
+from hpsearch.tune.trainable import (
+    EARLIER_KEY,
+    FAILED_KEY,
+    FINAL_KEY,
+    PHASES_KEY,
+    REPORT_EVERY_S,
+    RESTARTED_KEY,
+    STARTED_KEY,
+)
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
 
@@ -323,6 +331,12 @@ class StudySearcher(Searcher):
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         trial = self._trials.get(trial_id)
         if trial is None or result.get(FAILED_KEY):
+            return
+        if result.get(RESTARTED_KEY):
+            # Ran out of memory and trains again halved (on_oom: accumulate): its curves are
+            # the new run's alone (its evaluations come again, at the same samples seen).
+            self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
+            _write(trial, {record.CURVES: self._curves[trial_id]})
             return
         if result.get(FINAL_KEY):
             self._finals[trial_id] = result

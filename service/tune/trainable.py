@@ -32,7 +32,8 @@ from hpsearch.tune.pools import node_ranks
 from hpsearch.tune.reservations import reserved
 
 __all__ = [
-    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "PHASES_KEY", "REPORT_EVERY_S", "STARTED_KEY",
+    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY",
+    "STARTED_KEY",
     "trainable",
 ]
 
@@ -41,6 +42,9 @@ __all__ = [
 STARTED_KEY = "hpsearch_started"
 FAILED_KEY = "hpsearch_failed"
 FINAL_KEY = "hpsearch_final"
+#: A trial that ran out of memory under ``search.on_oom: accumulate`` starts training again,
+#: halved: the evaluations it reported before are not those of the run it records.
+RESTARTED_KEY = "hpsearch_restarted"
 #: Rank 0's reports a trial held back and passes on with its next result, oldest first.
 EARLIER_KEY = "hpsearch_earlier"
 #: The wall-clock times of the trial's phases its process saw, in its last result, as
@@ -99,7 +103,10 @@ def trainable(config: dict[str, Any]) -> None:
                 # The one reshaping of a built spec: the trial's own configuration, at the shape
                 # its memory allows (trial_spec built it; the effective batch and the LR stay).
                 spec = replace(spec, per_device_batch_size=fits[0], grad_accum_steps=fits[1])
+                # What it reported is the run that ran out: the searcher starts its curves afresh
+                # (the reports held back go with it).
                 reports = _Reports(where, config.get("report_every_s"))
+                tune.report({RESTARTED_KEY: True, **where})
     if ran_as is not None:
         final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher
     if grant.mps is not None:

@@ -7,6 +7,7 @@ run at b/2 x 2A trains. The workload's activations grow with the batch
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,3 +128,43 @@ def test_on_oom_accumulate_runs_the_batch_halved_and_trains_what_b_half_times_2a
     assert kept.keys() == again.keys()
     assert all(torch.equal(kept[k], again[k]) for k in kept)
     assert (_attr(first, "val_loss"), _attr(first, "train_loss")) == (final["val_loss"], final["train_loss"])
+
+
+GROWING = """\
+study: oom-late
+workload:
+  name: "benchmarks.workloads.activations:wide_mlp"
+  epochs: 2
+  # Past the first epoch a rank holds more activations per sample (about 690 MiB at a per-device
+  # batch of 256, 490 MiB at 128, measured): at 600 MiB a batch of 256 trains its first epoch,
+  # reports it, and runs out in the second; 128 fits throughout.
+  options: {samples: 1024, grow_after_samples: 1024, grow: 2}
+scaling: {base_batch_size: 8}
+parameters:
+  per_device_batch_size: 256
+  base_lr: 0.001
+  momentum: 0.9
+search: {sampler: random, n_trials: 1, seed: 0, on_oom: accumulate}
+resources: {device: cpu, memory_per_worker: 600MiB}
+"""
+
+
+def test_a_trial_that_runs_out_after_it_reported_records_the_halved_run_alone(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text(GROWING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (trial,) = optuna.load_study(study_name="oom-late", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}").get_trials()
+    assert trial.state == optuna.trial.TrialState.COMPLETE, _attr(trial, "status_detail")
+    assert _attr(trial, "ran_as") == {"per_device_batch_size": 128, "grad_accum_steps": 2, "out_of_memory_at": 256}
+    # Its curves are those of the run it records, the halved one, from its first evaluation:
+    # its rank's own reports (the run folder's, which the halved run started afresh), none of
+    # the run that ran out.
+    run = tmp_path / "hpsearch_runs" / "oom-late" / "trial-00000"
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluations = [line for line in lines if "evaluation" in line]  # the last one is the final report
+    curves = _attr(trial, "curves")
+    assert curves["samples_seen"] == [line["samples_seen"] for line in evaluations] == [1024, 2048]
+    assert curves["runtime_s"] == [line["runtime_s"] for line in evaluations]
+    assert curves["runtime_s"][-1] == _attr(trial, "runtime_s")
