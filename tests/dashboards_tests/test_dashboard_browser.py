@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,14 +58,13 @@ class Dashboard:
     log: Path     # the server's stdout and stderr
 
 
-@pytest.fixture(scope="module")
-def dashboard(chromium: None, finished_study: FinishedStudy,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    """`hpsearch dashboard --port 0` as a subprocess; its URL read from what it prints."""
-    log = tmp_path_factory.mktemp("dashboard") / "dashboard.log"
+@contextmanager
+def serve_dashboard(storage: str, log: Path) -> Iterator[Dashboard]:
+    """`hpsearch dashboard --port 0` on ``storage`` as a subprocess, its output in ``log``; its
+    URL read from what it prints. Stopped on the way out, where its log must hold no traceback."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with log.open("w") as out:  # a file, not a pipe: nothing to drain, nothing left open
-        proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "dashboard", "--storage", finished_study.storage,
+        proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "dashboard", "--storage", storage,
                                  "--host", "127.0.0.1", "--port", "0"], stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 60
@@ -82,6 +82,14 @@ def dashboard(chromium: None, finished_study: FinishedStudy,
             proc.kill()
             proc.wait()
     assert "Traceback" not in log.read_text(), log.read_text()
+
+
+@pytest.fixture(scope="module")
+def dashboard(chromium: None, finished_study: FinishedStudy,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """The dashboard on the finished study."""
+    with serve_dashboard(finished_study.storage, tmp_path_factory.mktemp("dashboard") / "dashboard.log") as served:
+        yield served
 
 
 #: How long a page may take to draw what a test waits for.

@@ -4,18 +4,14 @@ laws (real trials would take minutes; the section draws what any study records).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from test_dashboard_browser import Dashboard, _check_page, _wait
+from test_dashboard_browser import Dashboard, _check_page, _wait, serve_dashboard
 
 from hpsearch.testing import SyntheticTruth, synthetic_study
 
@@ -26,19 +22,8 @@ def analysed(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     url = f"sqlite:///{work / 'store.db'}"
     synthetic_study(url, "laws", n_trials=500, seed=2, truth=SyntheticTruth(evals_per_epoch=2))
     log = work / "dashboard.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "dashboard", "--storage", url, "--port", "0"],
-                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        deadline = time.monotonic() + 60
-        while not (m := re.search(r" at (http://127\.0\.0\.1:\d+/) ", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield Dashboard(url=m[1], origin=m[1].rstrip("/"), log=log)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    assert "Traceback" not in log.read_text(), log.read_text()
+    with serve_dashboard(url, log) as served:
+        yield served
 
 
 def test_the_analysis_section_answers_for_the_devices_picked_and_draws_the_laws(

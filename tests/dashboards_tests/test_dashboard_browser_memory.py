@@ -5,18 +5,14 @@ trials run out of memory above a known ceiling."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from test_dashboard_browser import Dashboard, _check_page, _table, _wait
+from test_dashboard_browser import Dashboard, _check_page, _table, _wait, serve_dashboard
 
 import hpsearch
 from hpsearch.study import format_bytes
@@ -32,19 +28,8 @@ def served(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     synthetic_study(url, "mem", n_trials=60, seed=1,
                     truth=SyntheticTruth(devices=(CPU,), evals_per_epoch=2, world_sizes=(1, 2), accum_steps=(1,)))
     log = work / "dashboard.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "dashboard", "--storage", url, "--port", "0"],
-                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        deadline = time.monotonic() + 60
-        while not (m := re.search(r" at (http://127\.0\.0\.1:\d+/) ", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield Dashboard(url=m[1], origin=m[1].rstrip("/"), log=log), url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    assert "Traceback" not in log.read_text(), log.read_text()
+    with serve_dashboard(url, log) as served:
+        yield served, url
 
 
 def test_the_study_page_shows_memory_beside_throughput_and_the_reasons_in_words(

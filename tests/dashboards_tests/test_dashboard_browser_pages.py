@@ -4,12 +4,8 @@ its figure, and the frontier page ``hpsearch start`` writes, opened offline from
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +13,7 @@ import pytest
 from conftest import loss_study
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from test_dashboard_browser import Dashboard, _check_page, _wait
+from test_dashboard_browser import Dashboard, _check_page, _wait, serve_dashboard
 
 from hpsearch import load
 from hpsearch.dashboards import plot_frontier, write_figure_html
@@ -49,19 +45,8 @@ def store(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def dashboard(store: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     log = tmp_path_factory.mktemp("dashboard") / "dashboard.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "dashboard", "--storage", store, "--port", "0"],
-                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        deadline = time.monotonic() + 60
-        while not (m := re.search(r" at (http://127\.0\.0\.1:\d+/) ", log.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield Dashboard(url=m[1], origin=m[1].rstrip("/"), log=log)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    assert "Traceback" not in log.read_text(), log.read_text()
+    with serve_dashboard(store, log) as served:
+        yield served
 
 
 def test_a_study_of_val_loss_draws_every_figure_on_val_loss(browser: WebDriver, dashboard: Dashboard,
@@ -100,22 +85,28 @@ def test_a_refused_lr_law_says_why_inside_its_figure(browser: WebDriver, dashboa
     _check_page(browser, dashboard, tmp_path / "refused.png")
 
 
-def test_the_frontier_page_opens_offline_and_says_so_when_moved_without_plotly(
-        browser: WebDriver, store: str, tmp_path: Path) -> None:
-    page = write_figure_html(plot_frontier(load("loss", storage=store)), tmp_path / "written" / "loss-frontier.html")
+def _draws_then_mailed_alone(browser: WebDriver, page: Path, mailed: Path) -> str:
+    """Opens the frontier ``page`` from disk, where it must draw its points with no error; then a
+    copy of the page alone in ``mailed``, and returns the note it shows instead."""
     browser.get(page.as_uri())
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".main-svg .point"), "the frontier's points")
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == [], severe
-
-    alone = tmp_path / "mailed" / page.name
-    alone.parent.mkdir()
-    shutil.copy(page, alone)
+    mailed.mkdir()
+    alone = Path(shutil.copy(page, mailed / page.name))
     browser.get(alone.as_uri())
-    note = _wait(browser, lambda d: (p := d.find_elements(By.TAG_NAME, "p")) and p[0].text, "the missing-bundle note")
+    note: str = _wait(browser, lambda d: (p := d.find_elements(By.TAG_NAME, "p")) and p[0].text,
+                      "the missing-bundle note")
+    browser.get_log("browser")  # the failed script load is expected here
+    return note
+
+
+def test_the_frontier_page_opens_offline_and_says_so_when_moved_without_plotly(
+        browser: WebDriver, store: str, tmp_path: Path) -> None:
+    page = write_figure_html(plot_frontier(load("loss", storage=store)), tmp_path / "written" / "loss-frontier.html")
+    note = _draws_then_mailed_alone(browser, page, tmp_path / "mailed")
     assert re.search(r"plotly-[\d.]+\.min\.js, which must sit in the same folder", note), note
     assert "--self-contained" in note
-    browser.get_log("browser")  # the failed script load is expected here
 
 
 def test_a_frontier_page_draws_with_the_bundle_in_the_runs_folder_and_says_where_it_belongs(
@@ -125,17 +116,7 @@ def test_a_frontier_page_draws_with_the_bundle_in_the_runs_folder_and_says_where
     page = write_figure_html(plot_frontier(load("loss", storage=store)), tmp_path / "work" / "loss-frontier.html",
                              bundle_dir=runs)
     assert sorted(p.name for p in page.parent.iterdir()) == ["hpsearch_runs", "loss-frontier.html"]
-    browser.get(page.as_uri())
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".main-svg .point"), "the frontier's points")
-    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert severe == [], severe
-
-    alone = tmp_path / "mailed" / page.name
-    alone.parent.mkdir()
-    shutil.copy(page, alone)
-    browser.get(alone.as_uri())
-    note = _wait(browser, lambda d: (p := d.find_elements(By.TAG_NAME, "p")) and p[0].text, "the missing-bundle note")
+    note = _draws_then_mailed_alone(browser, page, tmp_path / "mailed")
     assert re.search(r"plotly-[\d.]+\.min\.js, which it expects at hpsearch_runs/plotly-[\d.]+\.min\.js, "
                      r"relative to the page", note), note
     assert "--self-contained" in note
-    browser.get_log("browser")  # the failed script load is expected here
