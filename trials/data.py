@@ -404,14 +404,9 @@ _START_METHOD = "fork" if sys.platform.startswith("linux") and "fork" in multipr
 def _die_with_rank(_worker_id: int) -> None:
     """In each loader worker: ask Linux to kill it when its rank process ends, however it ends
     (a rank that fails leaves with ``os._exit``; the pool SIGKILLs a stuck one)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import os
-        import signal
+    from hpsearch.trials.worker import die_with_parent
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:
-            os._exit(1)
+    die_with_parent()
 
 
 # ---- either ---------------------------------------------------------------------------------

@@ -97,7 +97,6 @@ def run_trial(
 
     ticket = ranks.start(spec, os.fspath(run_dir), gpu_ids=gpu_ids, collective_timeout_s=collective_timeout_s,
                          watch_pid=os.getpid(), sys_path=sys.path)
-    phases["handed"] = time.time()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     codes = None
     try:

@@ -28,13 +28,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
 
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import MEMORY_LIMIT_BYTES, MODEL_PATH
 from hpsearch.trials.compute import CompileClock, set_precision, synchronize
 from hpsearch.trials.context import RankContext
-from hpsearch.trials.data import EVAL_BATCH, EpochPlan, Feed, choose_data_path, copy_to, open_feed
+from hpsearch.trials.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
 from hpsearch.trials.data_cache import kept_data, warm_workload
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.measure import (
@@ -81,19 +80,17 @@ Autocast = Callable[[], contextlib.AbstractContextManager[Any]]
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
-             batches: Iterable[Any] | None = None, *, autocast: Autocast = contextlib.nullcontext,
+             batches: Iterable[Any], *, autocast: Autocast = contextlib.nullcontext,
              clock: CompileClock | None = None) -> dict[str, float]:
     """Mean validation loss and, for classifiers, accuracy over the whole validation set (a
     workload with hooks validates itself).
 
-    ``batches`` are the validation set's batches on ``device`` (default: a plain ``DataLoader``
-    of ``EVAL_BATCH``). The sums stay on the device until the end: one read per evaluation.
+    ``batches`` are the validation set's batches on ``device`` (``Feed.validation``). The sums
+    stay on the device until the end: one read per evaluation.
     """
     if workload.hooks is not None:
         with autocast():
             return workload.hooks.evaluate(model, device)
-    if batches is None:
-        batches = ((x.to(device), y.to(device)) for x, y in DataLoader(workload.val_set, batch_size=EVAL_BATCH))
     model.eval()
     # float64 sums of float32 losses: the same numbers as summing Python floats.
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
@@ -454,7 +451,7 @@ def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workl
     # Training time of the epoch so far: the evaluations and the compiling steps left out.
     epoch_seconds = began - progress.epoch_start - progress.epoch_eval_seconds - progress.epoch_compile_seconds
     progress.evaluations += 1
-    batches = feed.evaluation() if workload.hooks is None else None
+    batches = feed.evaluation() if workload.hooks is None else ()  # a hooks workload validates itself
     metrics = {
         "epoch": epoch,
         record.EPOCHS_COMPLETED: epochs_completed,
