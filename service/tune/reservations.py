@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,9 +102,14 @@ class _ReservationsActor:
         unit = trial_bundle(1, o["device"], o["cpus_per_worker"], o["gpus_per_worker"])
         async with self._turn:
             pending = None
+            # Groups Ray placed for this trial: kept while it waits, even where they cannot serve
+            # it alone. Ray places fractional GPU units first-fit, so the units of a two-rank
+            # trial at half a GPU come on one GPU; the next group goes to the next GPU, and the
+            # trial takes one unit of each (``_apart``). What it leaves goes back when idle.
+            placed_now: set[int] = set()
             try:
                 while (grant := self._take(processes)) is None:
-                    self._return_idle(keep_for=processes)
+                    self._return_idle(keep_for=processes, keep=placed_now)
                     if pending is None:
                         pending = placement_group([unit] * processes, strategy="STRICT_PACK")
                         placed = asyncio.ensure_future(self._placed(pending))
@@ -113,7 +118,9 @@ class _ReservationsActor:
                     await asyncio.wait({placed, released}, return_when=asyncio.FIRST_COMPLETED)
                     released.cancel()
                     if placed.done():
-                        self._groups[next(self._ids)] = placed.result()
+                        gid = next(self._ids)
+                        self._groups[gid] = placed.result()
+                        placed_now.add(gid)
                         pending = None
             finally:
                 if pending is not None:  # served from units another trial freed meanwhile
@@ -199,15 +206,16 @@ class _ReservationsActor:
         local = self._local
         return (local["address"], local["authkey"]) if local and local[record.NODE_ID] == node_id else None
 
-    def _return_idle(self, keep_for: int = 0) -> None:
-        """Give Ray back the groups no trial holds, except, with ``keep_for``, those on a node
-        where the desk holds enough units for a trial of that many ranks once they free up."""
+    def _return_idle(self, keep_for: int = 0, keep: Collection[int] = ()) -> None:
+        """Give Ray back the groups no trial holds, except ``keep`` and, with ``keep_for``, those
+        on a node where the desk holds enough units for a trial of that many ranks once they
+        free up."""
         held: dict[str, list[tuple[int, int]]] = {}
         for gid, g in self._groups.items():
             held.setdefault(g.node_id, []).extend((gid, i) for i in range(len(g.free)))
         serves = {node: bool(keep_for) and self._apart(units, keep_for) is not None for node, units in held.items()}
         for gid, g in list(self._groups.items()):
-            if all(g.free) and not serves[g.node_id]:
+            if all(g.free) and not serves[g.node_id] and gid not in keep:
                 remove_placement_group(g.pg)
                 del self._groups[gid]
 

@@ -58,12 +58,12 @@ except hpsearch.HPSearchError as exc:
 """
 
 
-def _search(folder: Path, space: str, cpus: int, gpus: int) -> subprocess.CompletedProcess[str]:
+def _search(folder: Path, space: str, cpus: int, gpus: int, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
     folder.mkdir()
     (folder / "space.yaml").write_text(space)
     env = dict(os.environ, HPSEARCH_CUDA_AS_CPU="1", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", WITH_GPUS, str(cpus), str(gpus)], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=timeout_s)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -107,3 +107,14 @@ def test_a_two_rank_trial_on_one_gpu_plays_both_ranks_in_one_process_or_is_refus
     assert "two ranks of one trial never share a GPU" in refusal["error"]
     assert "set resources.emulate_ranks: auto" in refusal["error"]
     assert not (tmp_path / "off" / "store.db").exists()
+
+
+def test_a_two_rank_trial_at_half_a_gpu_on_a_two_gpu_machine_gets_one_share_of_each_gpu(tmp_path: Path) -> None:
+    # Ray places the two half-GPU units of one reservation on one GPU; the desk keeps what it was
+    # placed while it waits and asks again (the node has the CPUs for a second group), until it
+    # holds two shares on different GPUs. Before, it gave the first group back and asked again
+    # for the same, for ever.
+    _search(tmp_path / "two", EMULATED_SPACE.format(emulate="off"), cpus=4, gpus=2, timeout_s=240)
+    (trial,) = _trials(tmp_path / "two", "one-gpu")
+    assert trial.state == optuna.trial.TrialState.COMPLETE, trial.user_attrs.get("status_detail")
+    assert trial.user_attrs["emulated_ranks"] == 1 and sorted(trial.user_attrs["gpu_ids"]) == ["0", "1"]
