@@ -31,7 +31,7 @@ from hpsearch.errors import TrialNotFoundError
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import DEVICE
 from hpsearch.store import space_of_study
-from hpsearch.trials.spec import TrialSpec, trial_spec
+from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -132,10 +132,13 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     recorded = str(trial.user_attrs.get(DEVICE) or "")
     device = "cuda" if recorded.startswith("cuda") else "cpu" if recorded else (
         space.resources.device if space.resources.device != "auto" else "cpu")
-    ran = trial_spec(space, trial.params, device=device)
+    # At the shape it trained (a trial halved by search.on_oom: accumulate ran out of memory at
+    # its own per-device batch), with the same effective batch and LR.
+    params = {**trial.params, **ran_shape(trial.user_attrs.get(record.RAN_AS))}
+    ran = trial_spec(space, params, device=device)
     # Real ranks under torchrun (the trial may have emulated its ranks on fewer devices), and
     # the weights saved: they are what this run is for.
-    spec = trial_spec(space, {**trial.params, record.WORLD_SIZE: world_size or ran.world_size}, device=device,
+    spec = trial_spec(space, {**params, record.WORLD_SIZE: world_size or ran.world_size}, device=device,
                       epochs=epochs or ran.epochs, emulated_ranks=1, save_model=True)
     out = Path(folder).resolve()
     earlier = [name for name in RUN_FILES if (out / name).exists()]

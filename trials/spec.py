@@ -26,7 +26,7 @@ from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 if TYPE_CHECKING:
     from hpsearch.search_spaces.space import SearchSpace
 
-__all__ = ["TrialSpec", "processes_for", "trial_spec"]
+__all__ = ["TrialSpec", "processes_for", "ran_shape", "trial_spec"]
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,21 @@ def processes_for(world_size: int, emulate: str, max_processes: int | None) -> i
     if emulate == "off" or max_processes is None or world_size <= max_processes:
         return world_size
     return max(d for d in range(1, max(1, max_processes) + 1) if world_size % d == 0)
+
+
+def ran_shape(ran_as: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The parameters a trial halved by ``search.on_oom: accumulate`` ran at instead of its own
+    (its ``ran_as`` record: per-device batch and accumulation), to lay over its parameters.
+
+    Example:
+        >>> ran_shape({"per_device_batch_size": 128, "grad_accum_steps": 2, "out_of_memory_at": 256})
+        {'per_device_batch_size': 128, 'grad_accum_steps': 2}
+        >>> ran_shape(None)
+        {}
+    """
+    if not isinstance(ran_as, Mapping):
+        return {}
+    return {k: ran_as[k] for k in (record.PER_DEVICE_BATCH_SIZE, record.GRAD_ACCUM_STEPS)}
 
 
 def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "cpu",

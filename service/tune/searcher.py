@@ -46,9 +46,7 @@ from hpsearch.search_spaces.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
     EMULATED_RANKS,
-    GRAD_ACCUM_STEPS,
     MODEL_PATH,
-    PER_DEVICE_BATCH_SIZE,
     PHASE_NAMES,
     PHASES,
     RAN_AS,
@@ -60,7 +58,7 @@ from hpsearch.search_spaces.record import (
     TRAINING_STARTED,
 )
 from hpsearch.store import write_trial_record
-from hpsearch.trials.spec import TrialSpec, trial_spec
+from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
 from hpsearch.tune.memory import MemoryCeilings
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
@@ -209,7 +207,7 @@ class StudySearcher(Searcher):
             params = dict(trial.params)
             memory = self.ceilings.plan(params, self.on_oom)
             ran_as = memory[1] if memory is not None and memory[0] == "accumulate" else None
-            spec = trial_spec(self.space, {**params, **_shape(ran_as)}, device=self.device,
+            spec = trial_spec(self.space, {**params, **ran_shape(ran_as)}, device=self.device,
                               max_processes=self.max_processes)
             derived: dict[str, Any] = {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size,
                                        record.BASE_BATCH_SIZE: spec.base_batch_size, "lr": spec.lr,
@@ -558,13 +556,6 @@ def _phases(asked: float | None, seen: Any) -> dict[str, float]:
 def _exact(params: dict[str, Any]) -> Hashable:
     """A configuration's exact parameters, as a key."""
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
-
-
-def _shape(ran_as: dict[str, Any] | None) -> dict[str, Any]:
-    """The parameters a halved trial runs at instead of its own (``ran_as``)."""
-    if ran_as is None:
-        return {}
-    return {k: ran_as[k] for k in (PER_DEVICE_BATCH_SIZE, GRAD_ACCUM_STEPS)}
 
 
 def _is_finite(v: Any) -> bool:

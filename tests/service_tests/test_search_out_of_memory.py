@@ -7,6 +7,7 @@ run at b/2 x 2A trains. The workload's activations grow with the batch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,9 +19,10 @@ import optuna
 import torch
 
 from hpsearch.search_spaces import parse_space
+from hpsearch.torchrun import export_trial
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.loop import MODEL_FILE
-from hpsearch.trials.spec import trial_spec
+from hpsearch.trials.spec import TrialSpec, trial_spec
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20
@@ -128,6 +130,13 @@ def test_on_oom_accumulate_runs_the_batch_halved_and_trains_what_b_half_times_2a
     assert kept.keys() == again.keys()
     assert all(torch.equal(kept[k], again[k]) for k in kept)
     assert (_attr(first, "val_loss"), _attr(first, "train_loss")) == (final["val_loss"], final["train_loss"])
+
+    # Exported to run on its own, it runs at the shape it trained, not at the batch that ran out.
+    study = optuna.load_study(study_name="oom-accumulate", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}")
+    job = export_trial(study, first.number, tmp_path / "job")
+    exported = json.loads(job.config.read_text())["spec"]
+    assert (exported["per_device_batch_size"], exported["grad_accum_steps"]) == (256, 2)
+    assert TrialSpec(**exported) == dataclasses.replace(direct, emulated_ranks=1, save_model=True)
 
 
 GROWING = """\
