@@ -338,7 +338,7 @@ async function trialPage(main, { name, number }) {
   await every(async () => {
     if (finished) return;
     const t = await api(base);
-    finished = !["RUNNING", "WAITING"].includes(t.state);
+    finished = !["RUNNING", "PENDING", "WAITING"].includes(t.state);
     head.replaceChildren(el("h1", {}, `trial #${t.number} `, el("span", { class: `state-${t.state}` }, t.state)),
       t.status_reason ? el("div", { class: `reason reason-${t.status_reason}`, id: "reason" },
         `${t.status_reason}: ${t.status_detail || t.status_meaning || ""}`) : "",

@@ -123,20 +123,23 @@ class MemoryModel:
     def cap(self, allow_larger: bool = False) -> int | None:
         """The largest per-device batch an answer may use on this kind and configuration:
         below the smallest that ran out; at most the largest that fit, or with ``allow_larger``
-        at most the one the line predicts to fit where the memory is known; ``None`` where
+        at most the one the line predicts to fit where the memory is known, and never below one
+        that fit (the prediction keeps a margin a measured batch may be inside); ``None`` where
         nothing bounds it.
 
         Example:
             >>> m = MemoryModel("cpu", largest_fit=256, smallest_out_of_memory=512, predicted_largest=400)
             >>> m.cap(), m.cap(allow_larger=True)
             (256, 400)
+            >>> MemoryModel("cpu", largest_fit=256, predicted_largest=250).cap(allow_larger=True)
+            256
         """
         bounds = []
         if self.smallest_out_of_memory is not None:
             bounds.append(self.smallest_out_of_memory - 1)
         if allow_larger:
             if self.predicted_largest is not None:
-                bounds.append(self.predicted_largest)
+                bounds.append(max(self.predicted_largest, self.largest_fit or 0))
         elif self.largest_fit is not None:
             bounds.append(self.largest_fit)
         return min(bounds) if bounds else None

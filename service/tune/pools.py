@@ -126,7 +126,8 @@ def start_pool_actor(node_id: str, resources: dict[str, float], options: dict[st
         prestart = {str(g): round(1 / per_rank) for g in range(gpus)} if per_rank <= 1 else {}
     else:
         prestart = {None: cpu_prestart(resources.get("CPU", 0), options["cpus_per_worker"], options["ranks_at_once"])}
-    mps = options.get("mps") if options["device"] == "cuda" else None
+    # MPS only where there are GPUs: a cluster's head node often has none.
+    mps = options.get("mps") if options["device"] == "cuda" and resources.get("GPU", 0) > 0 else None
     return ray.remote(_PoolActor).options(
         num_cpus=0, max_concurrency=ACTOR_THREADS, name=_POOL_NAME.format(node_id=node_id),
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
