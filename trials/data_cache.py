@@ -14,7 +14,9 @@ them to the device again. A rank process is reused by trial after trial
 Memory is bounded: at most ``MAX_ENTRIES`` data sets and ``MAX_BYTES`` of their tensors in a
 process, least recently used evicted first (a data set larger than that alone is built, used
 and let go); device copies at most ``DEVICE_MEMORY_SHARE`` of the device's memory, also least
-recently used first. ``workload.keep_data: false`` turns it all off: every trial builds its
+recently used first. A trial whose memory is capped (``resources.memory_per_worker``) or that
+runs on a GPU keeps only its own data set (``keep_only_for``): what it measures and what it runs
+out of are its own. ``workload.keep_data: false`` turns it all off: every trial builds its
 data and copies them anew, as without a warm process.
 
 Keeping never changes a result: the data builder runs with the random generators put back
@@ -45,7 +47,7 @@ from hpsearch.trials.workloads.base import (
 if TYPE_CHECKING:
     from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["MAX_BYTES", "MAX_ENTRIES", "DataCache", "kept_data", "warm_workload"]
+__all__ = ["MAX_BYTES", "MAX_ENTRIES", "DataCache", "keep_only_for", "kept_data", "warm_workload"]
 
 #: Data sets a rank process keeps at most.
 MAX_ENTRIES = 4
@@ -83,7 +85,7 @@ class DataCache:
 
     def data(self, load: Callable[[Mapping[str, Any]], Any], options: Mapping[str, Any]) -> tuple[Any, str]:
         """What ``load(options)`` returns, kept (``"kept"``) or built now (``"built"``)."""
-        key = (f"{getattr(load, '__module__', '')}:{getattr(load, '__qualname__', repr(load))}", _canonical(options))
+        key = _key(load, options)
         entry = self._entries.get(key)
         # The same function object: a module imported again (another trial's of the same name)
         # has a new one, and its data are built anew.
@@ -136,6 +138,14 @@ class DataCache:
     def _device_bytes(self, where: str) -> int:
         return sum(c.numel() * c.element_size() for (d, _), c in self._copies.items() if d == where)
 
+    def keep_only(self, load: Callable[[Mapping[str, Any]], Any] | None, options: Mapping[str, Any]) -> None:
+        """Drop every kept data set but ``load(options)``'s (all of them where ``load`` is
+        ``None``), and with them their device copies."""
+        key = None if load is None else _key(load, options)
+        for k in list(self._entries):
+            if k != key:
+                del self._entries[k]
+
     def forget(self, modules: Iterable[str]) -> None:
         """Drop what the functions of these modules built (the worker forgets modules a trial
         imported from its own path: the next trial may bring other code under their names)."""
@@ -148,6 +158,10 @@ class DataCache:
         """Drop everything kept."""
         self._entries.clear()
         self._copies.clear()
+
+
+def _key(load: Callable[[Mapping[str, Any]], Any], options: Mapping[str, Any]) -> tuple[str, str]:
+    return f"{getattr(load, '__module__', '')}:{getattr(load, '__qualname__', repr(load))}", _canonical(options)
 
 
 def _canonical(options: Mapping[str, Any]) -> str:
@@ -178,6 +192,22 @@ _KEPT = DataCache()
 def kept_data() -> DataCache:
     """This process's kept data."""
     return _KEPT
+
+
+def keep_only_for(name: str, options: Mapping[str, Any]) -> None:
+    """Let go of the data kept for other trials than one of workload ``name`` with ``options``,
+    before its memory is measured: a trial whose memory is capped, or that runs on a GPU,
+    must not run out for data it does not use, nor record them in its peak (and the search
+    learn a ceiling from them).
+
+    Raises:
+        WorkloadError: as ``hpsearch.trials.workloads.base.resolve_workload``.
+    """
+    builder = data_builder(resolve_workload(name))
+    if builder is None:
+        _KEPT.keep_only(None, {})
+    else:
+        _KEPT.keep_only(builder.load, builder.select(options))
 
 
 def warm_workload(name: str, options: Mapping[str, Any], *, keep: bool) -> tuple[Workload, str]:

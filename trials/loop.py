@@ -34,7 +34,7 @@ from hpsearch.search_spaces.record import MEMORY_LIMIT_BYTES, MODEL_PATH
 from hpsearch.trials.compute import CompileClock, set_precision, synchronize
 from hpsearch.trials.context import RankContext
 from hpsearch.trials.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
-from hpsearch.trials.data_cache import kept_data, warm_workload
+from hpsearch.trials.data_cache import keep_only_for, kept_data, warm_workload
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.measure import (
     CommStats,
@@ -182,6 +182,8 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
         WorkloadError: the workload or optimizer cannot be built.
     """
     device = torch.device(ctx.device)
+    if spec.keep_data and (spec.memory_limit_bytes is not None or device.type == "cuda"):
+        keep_only_for(spec.workload, spec.factory_options)
     with RankMemory(device, spec.memory_limit_bytes) as memory:
         try:
             return _train(spec, ctx, device, memory)

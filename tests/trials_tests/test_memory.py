@@ -218,3 +218,23 @@ def test_a_two_rank_trials_memory_does_not_grow_with_the_steps_of_its_epoch(pool
                   workload_options={"samples": 512})["peak_memory_bytes"]
 
     assert many < few + 64 * MiB
+
+
+def test_data_kept_for_other_trials_neither_count_in_a_capped_trials_peak_nor_run_it_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One warm process serves three trials in turn.
+    monkeypatch.syspath_prepend(str(REPO))
+    pool = RankPool(["benchmarks.workloads.activations"], prestart={None: 1})
+    try:
+        before = _trial(pool, tmp_path / "before", per_device_batch_size=256, memory_limit_bytes=CAP)
+        # A trial of other data, 2**21 samples (about 270 MiB), which its process keeps.
+        other = _trial(pool, tmp_path / "other", per_device_batch_size=8192, lr_rule="constant",
+                       workload_options={"samples": 2**21, "width": 16})
+        again = _trial(pool, tmp_path / "again", per_device_batch_size=256, memory_limit_bytes=CAP)
+    finally:
+        pool.close()
+
+    assert other["data_cache"] == "built"
+    # The capped trial holds what it held before the other data came, and its own data were kept.
+    assert abs(again["peak_memory_bytes"] - before["peak_memory_bytes"]) < 64 * MiB
+    assert again["data_cache"] == "kept"
