@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from hpsearch.search_spaces import record
 from hpsearch.search_spaces.record import (
     NOT_RUN_REASONS,
+    RAN_AS,
     REASON_BUDGET,
     REASON_CONSTRAINT,
     REASON_EARLY_STOPPED,
@@ -171,7 +172,10 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
     if reasons:
         (reason, n), = reasons.most_common(1)
         line += f"; most common reason {reason!r} ({n} of {sum(reasons.values())})"
-        if reason in (REASON_OUT_OF_MEMORY, REASON_EXCEEDS_MEMORY):
+        if reason in (REASON_OUT_OF_MEMORY, REASON_EXCEEDS_MEMORY) and any(RAN_AS in t.user_attrs for t in trials):
+            line += ("; lower per_device_batch_size, or make it even: search.on_oom: accumulate halved it until it "
+                     "could not halve it evenly")
+        elif reason in (REASON_OUT_OF_MEMORY, REASON_EXCEEDS_MEMORY):
             line += ("; lower per_device_batch_size, or set search.on_oom: accumulate to run such batches halved with "
                      "accumulation")
     return line

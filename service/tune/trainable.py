@@ -95,8 +95,13 @@ def trainable(config: dict[str, Any]) -> None:
                 # the devices it holds, until it fits (hpsearch.tune.memory).
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
                 if exc.reason != REASON_OUT_OF_MEMORY or config.get("on_oom") != "accumulate" or fits is None:
-                    tune.report(reports.last({**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
-                                              record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}))
+                    failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
+                               record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}
+                    if ran_as is not None:  # halved before it failed: how it ran, and where it last ran out
+                        if exc.reason == REASON_OUT_OF_MEMORY:
+                            ran_as["out_of_memory_at"] = spec.per_device_batch_size
+                        failure[RAN_AS] = list(ran_as.items())
+                    tune.report(reports.last(failure))
                     return
                 ran_as = {record.PER_DEVICE_BATCH_SIZE: fits[0], record.GRAD_ACCUM_STEPS: fits[1],
                           "out_of_memory_at": spec.per_device_batch_size}

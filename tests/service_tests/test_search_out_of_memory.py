@@ -23,6 +23,7 @@ from hpsearch.torchrun import export_trial
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.loop import MODEL_FILE
 from hpsearch.trials.spec import TrialSpec, trial_spec
+from hpsearch.tune.memory import MemoryCeilings
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20
@@ -177,3 +178,23 @@ def test_a_trial_that_runs_out_after_it_reported_records_the_halved_run_alone(tm
     assert curves["samples_seen"] == [line["samples_seen"] for line in evaluations] == [1024, 2048]
     assert curves["runtime_s"] == [line["runtime_s"] for line in evaluations]
     assert curves["runtime_s"][-1] == _attr(trial, "runtime_s")
+
+
+def test_a_trial_halved_until_it_cannot_be_records_where_it_last_ran_out(tmp_path: Path) -> None:
+    # From the first sample on, a rank holds about 2 MiB a sample: 702 runs out, 351 too, and 351
+    # cannot be halved evenly.
+    space = GROWING.replace("oom-late", "oom-odd").replace("per_device_batch_size: 256", "per_device_batch_size: 702")
+    space = space.replace("grow_after_samples: 1024, grow: 2", "grow_after_samples: 0, grow: 3")
+    (tmp_path / "space.yaml").write_text(space)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    # No trial completed: exit 4, with what to do about it.
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "make it even: search.on_oom: accumulate halved it until it could not halve it evenly" in result.stderr
+    (trial,) = optuna.load_study(study_name="oom-odd", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}").get_trials()
+    assert (trial.state, _attr(trial, "status_reason")) == (optuna.trial.TrialState.FAIL, "out_of_memory")
+    assert _attr(trial, "status_detail").startswith("ran out of memory at per-device batch 351 (grad_accum_steps 2")
+    # The record says how it ran and where it ran out last: what a resumed search learns from.
+    assert _attr(trial, "ran_as") == {"per_device_batch_size": 351, "grad_accum_steps": 2, "out_of_memory_at": 351}
+    assert MemoryCeilings.of_trials([trial], device="cpu").ceiling(trial.params) == 351
