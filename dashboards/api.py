@@ -425,7 +425,14 @@ def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
         AnalysisError: a malformed target, or nothing to analyse yet.
     """
     # scipy (the fits): loaded with the first analysis, not with the dashboard
-    from hpsearch.analysis import CURVE_FIELDS, CURVE_STATES, analyze_trials, parse_target, resolve_target
+    from hpsearch.analysis import (
+        CURVE_FIELDS,
+        CURVE_STATES,
+        analyze_trials,
+        memory_limits,
+        parse_target,
+        resolve_target,
+    )
 
     parsed = parse_target(target) if target else None
     search = cache.search(name)
@@ -433,7 +440,9 @@ def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
     def compute(frame: pd.DataFrame) -> Any:
         metric, resolved = resolve_target(search, parsed, list(frame.columns))
         curves = cache.curves(name, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
-        return analyze_trials(name, frame, curves, target=resolved, metric=metric, direction=search.direction(metric))
+        # The space's limits on a rank's memory, as `hpsearch recommend` and the memory figure use.
+        return analyze_trials(name, frame, curves, target=resolved, metric=metric, direction=search.direction(metric),
+                              memory_limits=memory_limits(search))
 
     return cache.memo(name, ("analysis", parsed), compute)
 
