@@ -65,9 +65,9 @@ _QUICK = {
 
 def run(quick: bool = False) -> str:
     import hpsearch
+    from hpsearch import record
     from hpsearch.analysis import CURVE_FIELDS, CURVE_STATES, analyze_trials
     from hpsearch.errors import AnalysisError
-    from hpsearch.search_spaces import record
     from hpsearch.study import read_attr
 
     space = {**_SPACE, **(_QUICK if quick else {})}

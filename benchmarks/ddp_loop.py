@@ -5,7 +5,7 @@ Two parts, each measured side by side in one run, the median of interleaved repe
 1. **Ours vs minimal at W=2, A=1.** Two ranks over gloo on CPU (spawned processes, one torch
    thread each) train the same workload (the digits CNN, same seed, weights, per-device batch,
    epochs, ``DistributedSampler`` order, plain SGD with momentum, rank 0 evaluating after every
-   epoch). *Ours* is ``hpsearch.trials.loop.train``, with everything it measures on the way
+   epoch). *Ours* is ``hpsearch.trials.rank.loop.train``, with everything it measures on the way
    (all-reduce count and time, noise scale, curves). *Minimal* is the nanoGPT-style loop below:
    ``DistributedSampler``, ``DataLoader``, ``DistributedDataParallel``, ``backward``,
    ``step``. The figure is the training time measured inside the ranks, from a ready process
@@ -161,8 +161,8 @@ def minimal_train(rank: int, epochs: int, accum: int = 1, no_sync: bool = True,
 
 
 def _ours_train(rank: int, epochs: int, accum: int) -> dict[str, Any]:
-    from hpsearch.trials.context import RankContext
-    from hpsearch.trials.loop import train
+    from hpsearch.trials.rank.context import RankContext
+    from hpsearch.trials.rank.loop import train
 
     ctx = RankContext(rank=rank, world_size=WORLD, device="cpu")
     return train(_spec(epochs, accum), ctx) or {}

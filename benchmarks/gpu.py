@@ -4,7 +4,7 @@ Where CUDA is available, two parts, on the GPU's first device:
 
 1. **The loop's samples/s.** ``teacher_mlp`` (65,536 samples, 128 features, width 1024, depth 3;
    52,429 training samples) at per-device batch 64, 256, 1024 and 4096, W = 1: *ours* is
-   ``hpsearch.trials.loop.train`` as a trial runs it (its ``samples_seen / train_s``, so its
+   ``hpsearch.trials.rank.loop.train`` as a trial runs it (its ``samples_seen / train_s``, so its
    evaluations are left out), with the data on the device (``data: device``) and through the
    loader (``data: loader``, one run, for reference); *hand-written* is the loop a GPU user
    writes: the same model and initial weights, the data on the device, a ``randperm`` each
@@ -87,8 +87,8 @@ def _spec(case: Case, batch: int, epochs: int, device: str, data: str) -> Any:
 
 def _ours(case: Case, batch: int, epochs: int, device: str, data: str) -> float:
     """Samples per second of the trial loop's training (its evaluations left out)."""
-    from hpsearch.trials.context import RankContext
-    from hpsearch.trials.loop import train
+    from hpsearch.trials.rank.context import RankContext
+    from hpsearch.trials.rank.loop import train
 
     final = train(_spec(case, batch, epochs, device, data), RankContext(device=f"{device}:0" if device == "cuda"
                                                                          else device))
@@ -284,7 +284,7 @@ def measure(quick: bool = False) -> dict[str, Any]:
         cases = GPU_CASES if not quick else (Case(GPU_CASES[0].name, "teacher_mlp", TEACHER, (256, 4096), 100),)
         figures["loops"] = compare_loops(cases, "cuda", repeat=1 if quick else 3)
         # The grid's rank processes get the GPU to themselves.
-        from hpsearch.trials.data_cache import kept_data
+        from hpsearch.trials.rank.data_cache import kept_data
 
         kept_data().clear()
         torch.cuda.empty_cache()
@@ -327,7 +327,7 @@ Verdict: CPU only, the GPU targets not measured; on the CPU ours is at {worst:.2
 `python -m benchmarks.gpu` on {figures["device"]} (torch {figures["torch"]}){", quick sizes" if figures["quick"] else ""}.
 
 **The loop's samples/s** (training only; W = 1; median of interleaved runs after a warm-up, the
-loader path one run): ours is `hpsearch.trials.loop.train` as a trial runs it, with the data on
+loader path one run): ours is `hpsearch.trials.rank.loop.train` as a trial runs it, with the data on
 the device and through the loader; the hand-written loop keeps the data on the device and
 gathers `x[idx]` of a `randperm`, the same model, weights and optimizer.
 

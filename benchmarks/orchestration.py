@@ -6,7 +6,7 @@ core) two at a time, as whole commands started from a shell:
 - *hpsearch*: ``hpsearch start space.yaml`` into a fresh SQLite study: the CLI, a local Ray,
   Tune with the study's searcher, every trial launching its rank process, every epoch recorded;
 - *plain pool*: a script that builds the same ``TrialSpec``s and maps
-  ``hpsearch.trials.loop.train`` over ``multiprocessing.Pool(2)``: the training loop and nothing
+  ``hpsearch.trials.rank.loop.train`` over ``multiprocessing.Pool(2)``: the training loop and nothing
   else, what someone running the trials by hand would write.
 
 The ratio of their wall times is the price of the service. A third side runs the same
@@ -73,8 +73,8 @@ def specs(epochs: int) -> list[Any]:
 def _plain_trial(spec: Any) -> dict[str, Any]:
     import torch
 
-    from hpsearch.trials.context import RankContext
-    from hpsearch.trials.loop import train
+    from hpsearch.trials.rank.context import RankContext
+    from hpsearch.trials.rank.loop import train
 
     torch.set_num_threads(1)  # as hpsearch gives each rank its cpus_per_worker
     metrics = train(spec, RankContext(rank=0, world_size=1, device="cpu"))
@@ -190,7 +190,7 @@ def owner(title: str | None) -> str:
     """Which of ``OWNERS`` a process of either side is, by its title (``None``: the command)."""
     if title is None:
         return OWNERS[1]
-    if "hpsearch.trials.worker" in title or "multiprocessing.spawn" in title:
+    if "hpsearch.trials.rank.process" in title or "multiprocessing.spawn" in title:
         return OWNERS[0]
     if title.startswith("ray::ImplicitFunc"):  # Tune's process for a function trainable
         return OWNERS[2]
@@ -405,7 +405,7 @@ def run(quick: bool = False) -> str:
 `python -m benchmarks.orchestration`. {N_TRIALS} trials ({WORKLOAD}, per-device batch {BATCH}, one
 rank each, {epochs} epochs: about {trial_seconds:g} s of training on one core), {CONCURRENCY} at a
 time, as whole commands: `hpsearch start space.yaml` into a fresh SQLite study vs a script
-mapping the same training loop (`hpsearch.trials.loop.train`) over `multiprocessing.Pool(2)`;
+mapping the same training loop (`hpsearch.trials.rank.loop.train`) over `multiprocessing.Pool(2)`;
 and the same `hpsearch start` joining a Ray head that was started just before it and stopped
 after it (`--address`, neither timed), as a search on a running cluster does.
 Median of {repeat} interleaved repetitions. Every side trained the same models:
@@ -464,7 +464,7 @@ falls as trials get longer or more numerous.
 
 What made the per-trial cost small, measured with this benchmark and with
 `benchmarks/search_span.py`: a trial's ranks run in warm rank processes of the node
-(`hpsearch.trials.pool`), which imported torch, the training loop, the workload's module and
+(`hpsearch.trials.node.pool`), which imported torch, the training loop, the workload's module and
 what an optimizer's first construction imports (`torch._dynamo`, about 1 s) when the search
 started, and serve the ranks of trials of every shape; every trial asks Tune for the same
 resources (and reserves its devices itself), so Tune reuses a finished trial's process for the

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import md_table, median, revision_tree, verdict
-from hpsearch.search_spaces.record import PHASE_NAMES
+from hpsearch.record import PHASE_NAMES
 
 #: The tree before the orchestrator work of issue 27 (phases, forked rank processes, warm grants).
 BASELINE = "5e594f5"
@@ -160,7 +160,7 @@ Verdict ({cases[0][0]} CPUs): span from the first reservation {verdict(ours['rat
 
 What it says: after its devices are reserved a trial waits for nothing but its own training (the
 phases after `reserved`, apart from training, add up to a tenth of a second): its ranks go to
-warm processes forked ahead from the node's template (`hpsearch.trials.zygote`), where the
+warm processes forked ahead from the node's template (`hpsearch.trials.rank.zygote`), where the
 revision before started them on demand, each importing torch while trials waited (its
 overhead above). `asked -> reserved` is the wait for devices (more trials asked than the CPUs
 hold) and, in the first wave, Ray Tune starting one trial process per concurrent trial (about

@@ -171,9 +171,9 @@ def _init_worker() -> None:
 
 def _train_point(job: tuple[str, int, int, float]) -> tuple[Key, float | None, float]:
     """Train one (B, LR) point; returns its key, validation accuracy (``None``: diverged), seconds."""
-    from hpsearch.trials.context import RankContext
     from hpsearch.trials.errors import TrialFailed
-    from hpsearch.trials.loop import train
+    from hpsearch.trials.rank.context import RankContext
+    from hpsearch.trials.rank.loop import train
     from hpsearch.trials.spec import TrialSpec
 
     workload, epochs, batch, lr = job

@@ -5,7 +5,7 @@
   ``plot_learning_curves``, ``plot_throughput``, ``plot_memory``, ``plot_noise_scale``: a study's figures, on its
   own quality objective unless asked for another metric (``val_loss`` for a study of
   ``val_loss``); ``write_figure_html`` writes one as a page that opens offline;
-- ``hpsearch.dashboards.app``: the web dashboard (``create_app(storage)``);
+- ``create_app(storage)`` and ``serve(storage)``: the web dashboard (``hpsearch.dashboards.app``);
 - ``hpsearch.dashboards.cli``: the ``hpsearch dashboard`` and ``hpsearch frontier`` commands.
 
 One module per figure holds all of it, as ``optuna.visualization``'s ``_*.py`` modules do: the
@@ -21,7 +21,7 @@ and the function that answers the dashboard's endpoint for it (``*_from_query``)
   :func:`curve_metrics`, per-epoch curves against samples seen;
 - :mod:`hpsearch.dashboards.throughput`: :func:`throughput_info`, throughput per device and
   communication share per world size;
-- :mod:`hpsearch.dashboards.memory`: :func:`memory_info`, peak memory per rank against the
+- :mod:`hpsearch.dashboards.peak_memory`: :func:`memory_info`, peak memory per rank against the
   per-device batch per device kind, with where the trials ran out of memory;
 - :mod:`hpsearch.dashboards.noise_scale`: :func:`noise_scale_info`, the gradient noise scale
   against the effective batch;
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         accuracy_vs_batch_info,
         plot_accuracy_vs_batch,
     )
+    from hpsearch.dashboards.app import create_app, require_token_off_loopback, serve
     from hpsearch.dashboards.frontier import (
         FrontierInfo,
         frontier_info,
@@ -60,8 +61,8 @@ if TYPE_CHECKING:
         learning_curves_info,
         plot_learning_curves,
     )
-    from hpsearch.dashboards.memory import MemoryInfo, memory_info, plot_memory
     from hpsearch.dashboards.noise_scale import NoiseScaleInfo, noise_scale_info, plot_noise_scale
+    from hpsearch.dashboards.peak_memory import MemoryInfo, memory_info, plot_memory
     from hpsearch.dashboards.points import log_axis
     from hpsearch.dashboards.standalone import write_figure_html
     from hpsearch.dashboards.throughput import ThroughputInfo, plot_throughput, throughput_info
@@ -74,6 +75,7 @@ __all__ = [
     "NoiseScaleInfo",
     "ThroughputInfo",
     "accuracy_vs_batch_info",
+    "create_app",
     "curve_metrics",
     "frontier_info",
     "learning_curves_info",
@@ -88,14 +90,17 @@ __all__ = [
     "plot_memory",
     "plot_noise_scale",
     "plot_throughput",
+    "require_token_off_loopback",
+    "serve",
     "throughput_info",
     "write_figure_html",
 ]
 
 #: Where each public name lives. The package itself imports nothing heavy: the CLI loads
 #: ``hpsearch.dashboards.cli`` (and so this package) for ``hpsearch --help``, which must stay
-#: light, so numpy and pandas load with the first name that needs them, and plotly with the
-#: first figure drawn (PEP 562).
+#: light, so a figure's module (numpy, pandas, plotly) loads with the first of its names asked
+#: for, and the web app's (starlette, uvicorn) with ``create_app`` or ``serve`` (PEP 562; one of
+#: the lazy entry points of docs/design.md, "Imports").
 _HOMES = {
     **dict.fromkeys(("FrontierInfo", "frontier_info", "pareto_front", "plot_frontier",
                      "plot_device_seconds_frontier"), "frontier"),
@@ -104,9 +109,10 @@ _HOMES = {
                     "learning_curves"),
     **dict.fromkeys(("ThroughputInfo", "throughput_info", "plot_throughput"), "throughput"),
     **dict.fromkeys(("NoiseScaleInfo", "noise_scale_info", "plot_noise_scale"), "noise_scale"),  # not a record name: the module
-    **dict.fromkeys(("MemoryInfo", "memory_info", "plot_memory"), "memory"),
+    **dict.fromkeys(("MemoryInfo", "memory_info", "plot_memory"), "peak_memory"),
     "log_axis": "points",
     "write_figure_html": "standalone",
+    **dict.fromkeys(("create_app", "serve", "require_token_off_loopback"), "app"),
 }
 
 

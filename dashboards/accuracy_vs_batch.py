@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from hpsearch import record
 from hpsearch.dashboards.points import (
     completed_trials,
     floats,
@@ -52,8 +53,7 @@ from hpsearch.dashboards.style import (
     with_log_axes,
     with_note,
 )
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import Direction
+from hpsearch.record import Direction
 from hpsearch.study import check_direction
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
+from hpsearch import record
 from hpsearch.analysis import StudyAnalysis
 from hpsearch.dashboards.style import FRONT_COLOR, new_figure, rule_color, subtitle, with_note
-from hpsearch.search_spaces import record
 from hpsearch.trials.scaling import scale_factor
 
 __all__ = ["LRLawInfo", "TradeOffInfo", "lr_law_figure", "lr_law_info", "tradeoff_figure", "tradeoff_info"]

@@ -28,14 +28,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from hpsearch import record
 from hpsearch import study as read_model
-from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, memory, noise_scale, throughput
+from hpsearch.analysis import (
+    CURVE_FIELDS,
+    CURVE_STATES,
+    analyze_trials,
+    memory_limits,
+    parse_target,
+    recommend,
+    resolve_target,
+)
+from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, noise_scale, peak_memory, throughput
+from hpsearch.dashboards import analysis as drawn
 from hpsearch.dashboards.queries import DEFAULT_MAX_POINTS, BadRequest, FigureQuery, NotFound, whole_number
 from hpsearch.errors import AnalysisError
 from hpsearch.reasons import describe_reason
+from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS
 from hpsearch.search import load
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS
 from hpsearch.store import study_names
 
 if TYPE_CHECKING:
@@ -80,7 +90,7 @@ FIGURES: dict[str, Callable[[FigureQuery], go.Figure]] = {
     "accuracy_vs_batch": accuracy_vs_batch.accuracy_vs_batch_from_query,
     "learning_curves": learning_curves.learning_curves_from_query,
     "throughput": throughput.throughput_from_query,
-    "memory": memory.memory_from_query,
+    "memory": peak_memory.memory_from_query,
     "noise_scale": noise_scale.noise_scale_from_query,  # not a record name: the figure
 }
 #: The analysis section's figures (``GET .../figures/{kind}?target=METRIC=VALUE``).
@@ -404,8 +414,6 @@ def _figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, st
 
 def _analysis_figure_json(cache: StudyCache, name: str, kind: str, query: Mapping[str, str]) -> str:
     """One of the analysis section's figures for the study's analysis at ``target``."""
-    from hpsearch.dashboards import analysis as drawn  # plotly at its top: loaded with the first one drawn
-
     try:
         studied = _analysis(cache, name, query.get("target") or None)
     except AnalysisError as exc:  # nothing to analyse yet: an empty figure that says why
@@ -425,14 +433,6 @@ def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
         AnalysisError: a malformed target, or nothing to analyse yet.
     """
     # scipy (the fits): loaded with the first analysis, not with the dashboard
-    from hpsearch.analysis import (
-        CURVE_FIELDS,
-        CURVE_STATES,
-        analyze_trials,
-        memory_limits,
-        parse_target,
-        resolve_target,
-    )
 
     parsed = parse_target(target) if target else None
     search = cache.search(name)
@@ -457,8 +457,6 @@ def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dic
     A study with nothing to analyse yet (it has just started) is a normal answer:
     ``analysis`` is ``None`` and ``analysis_error`` says why. A bad parameter is a 400.
     """
-    from hpsearch.analysis import parse_target, recommend  # scipy: see _analysis
-
     target = query.get("target") or None
     if target:
         try:

@@ -30,7 +30,7 @@ lives in modules of their own, and the public names are re-exported here:
 - :mod:`hpsearch.dashboards.paths`: study names as percent-encoded path segments;
 - :mod:`hpsearch.dashboards.answers`: what answers look like (pages, errors, JSON);
 - :mod:`hpsearch.dashboards.shared_reads`: concurrent identical requests share one read;
-- :mod:`hpsearch.dashboards.server`: ``serve`` on uvicorn and ``login_url``.
+- :mod:`hpsearch.dashboards.server`: running the app on uvicorn (``serve`` calls it) and ``login_url``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from hpsearch.dashboards.security import (
     is_loopback,
     require_token_off_loopback,
 )
-from hpsearch.dashboards.server import login_url, serve
+from hpsearch.dashboards.server import login_url, run
 from hpsearch.dashboards.shared_reads import SharedReads
 from hpsearch.errors import HPSearchError
 from hpsearch.settings import resolve_settings
@@ -300,3 +300,23 @@ def create_app_from_environment() -> Starlette:
     # The token is not a search setting (hpsearch.settings): like the CLI's --token, it is read
     # from its own variable, here and nowhere else in the package.
     return create_app(resolve_settings().storage, token=os.environ.get(TOKEN_ENV) or None)
+
+
+def serve(storage: str, host: str = "127.0.0.1", port: int = 8080,
+          on_ready: Callable[[str], None] | None = None, token: str | None = None) -> None:
+    """Serve the dashboard of ``storage`` on uvicorn until interrupted.
+
+    Args:
+        host: The address to bind; any but a loopback one needs ``token``.
+        on_ready: Called with the URL to open once it listens (``port=0`` picks a free one); the
+            URL carries ``?token=`` when a token is set.
+        token: Ask every request for this token (see ``create_app``).
+
+    Raises:
+        DashboardTokenError: ``host`` is not a loopback address and there is no token.
+        OSError: the address cannot be bound (a port in use).
+    """
+    require_token_off_loopback(host, token)
+    app = create_app(storage, token=token)
+    api.warm_up()  # imports now, not on the first page
+    run(app, host, port, on_ready=on_ready, token=token)

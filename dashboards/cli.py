@@ -11,8 +11,9 @@ The pages these write refer to one plotly.js bundle kept in the runs folder (``h
 ``Search.runs_dir``'s parent), so that a search leaves in the working folder its store, its runs
 folder and its frontier page, nothing else.
 
-Light to import (``hpsearch --help`` lists these commands): pandas and plotly load only when a
-command runs.
+Light to import (``hpsearch --help`` lists these commands): the web app and the figures come
+through the package's lazy names (``hpsearch.dashboards.serve``, ``plot_frontier``...), so
+starlette, pandas and plotly load only when a command runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from hpsearch import dashboards
 from hpsearch.search import Search, frontier_axes, frontier_path, load
 from hpsearch.settings import resolve_settings
 from hpsearch.store import missing_store, open_storage, parse_storage_url, redact_url
@@ -46,11 +48,8 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
     It prints the URL to open on stderr; with a token, that URL carries it (?token=...), as
     Jupyter's does, and the browser keeps it in a cookie.
     """
-    # starlette, uvicorn and the figures: only when the command runs, not for `hpsearch --help`
-    from hpsearch.dashboards.app import require_token_off_loopback, serve
-
     token = token or None
-    require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
+    dashboards.require_token_off_loopback(host, token)  # before the store: a refusal costs no connection
     url = parse_storage_url(resolve_settings(storage=storage).storage)  # a bad URL is an error now
     # Read-only, as every reading command: an SQLite file that does not exist yet is not created
     # (the dashboard lists no study until a search writes one); a server that does not answer is
@@ -58,7 +57,7 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
     if missing_store(url) is None:
         open_storage(url, create=False)
     try:
-        serve(url, host, port, token=token, on_ready=lambda address: click.echo(
+        dashboards.serve(url, host, port, token=token, on_ready=lambda address: click.echo(
             f"hpsearch dashboard of {redact_url(url)} at {address} (Ctrl-C stops it)", err=True))
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
@@ -82,15 +81,11 @@ def frontier(study: str, storage: str | None, output: Path | None, x: str | None
     written once and shared by every page), which it refers to by a relative path; --self-contained
     puts it inside the page, for a page sent or kept elsewhere.
     """
-    # pandas, numpy and plotly: only when the command runs, not for `hpsearch --help`
-    from hpsearch.dashboards.frontier import plot_frontier
-    from hpsearch.dashboards.standalone import write_figure_html
-
     search = load(study, storage=storage)
     default_x, default_y = frontier_axes(search.objectives)
     path = output or frontier_path(search)
-    write_figure_html(plot_frontier(search, x=x or default_x, y=y or default_y), path, self_contained=self_contained,
-                      bundle_dir=_bundle_dir(search))
+    figure = dashboards.plot_frontier(search, x=x or default_x, y=y or default_y)
+    dashboards.write_figure_html(figure, path, self_contained=self_contained, bundle_dir=_bundle_dir(search))
     click.echo(f"wrote {path}", err=True)
 
 
@@ -98,12 +93,9 @@ def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
     beside the SQLite store (or in the working folder), a few kilobytes that draw with the
     plotly.js copy in the runs folder; returns where it went."""
-    from hpsearch.dashboards.frontier import plot_frontier  # pandas, numpy, plotly: see frontier
-    from hpsearch.dashboards.standalone import write_figure_html
-
     x, y = frontier_axes(search.objectives)
     path = frontier_path(search)
-    write_figure_html(plot_frontier(search, x=x, y=y), path, bundle_dir=_bundle_dir(search))
+    dashboards.write_figure_html(dashboards.plot_frontier(search, x=x, y=y), path, bundle_dir=_bundle_dir(search))
     return {"frontier_html": str(path)}
 
 

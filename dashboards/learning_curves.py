@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from hpsearch import record
 from hpsearch.dashboards.points import (
     completed_trials,
     hover_configs,
@@ -55,8 +56,7 @@ from hpsearch.dashboards.style import (
     with_note,
 )
 from hpsearch.errors import ColumnError
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import Direction
+from hpsearch.record import Direction
 from hpsearch.study import check_direction
 
 if TYPE_CHECKING:

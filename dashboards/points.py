@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hpsearch import record
 from hpsearch.errors import ColumnError
 from hpsearch.search import frontier_axes
-from hpsearch.search_spaces import record
 
 __all__ = [
     "LOG_AXIS_MIN_RATIO",

@@ -25,7 +25,7 @@ import pandas as pd
 
 from hpsearch.dashboards.points import quality_metric, require_columns
 from hpsearch.errors import HPSearchError
-from hpsearch.search_spaces.record import Direction
+from hpsearch.record import Direction
 
 __all__ = [
     "DEFAULT_MAX_POINTS",

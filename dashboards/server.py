@@ -1,10 +1,10 @@
-"""Serving the dashboard on uvicorn, as ``hpsearch dashboard`` does: :func:`serve`.
+"""Running the dashboard's app on uvicorn, as ``hpsearch dashboard`` does (:func:`run`, called by
+:func:`hpsearch.dashboards.app.serve`).
 
-It refuses an address other machines reach without a token, binds the socket itself (a busy
-port is an ``OSError`` for the caller), keeps no access log (a ``?token=`` URL must never reach
-a log) and hands the URL to open (:func:`login_url`) to ``on_ready``. Any other ASGI server can
-run the app instead (:func:`hpsearch.dashboards.app.create_app`). The public names are
-re-exported by :mod:`hpsearch.dashboards.app`.
+It binds the socket itself (a busy port is an ``OSError`` for the caller), keeps no access log
+(a ``?token=`` URL must never reach a log) and hands the URL to open (:func:`login_url`) to
+``on_ready``. Any other ASGI server can run the app instead
+(:func:`hpsearch.dashboards.app.create_app`).
 """
 
 from __future__ import annotations
@@ -12,15 +12,12 @@ from __future__ import annotations
 import gc
 import socket
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
-from hpsearch.dashboards import api
-from hpsearch.dashboards.security import require_token_off_loopback
+import uvicorn
 
-__all__ = [
-    "login_url",
-    "serve",
-]
+__all__ = ["login_url", "run"]
 
 
 def login_url(host: str, port: int, token: str | None = None) -> str:
@@ -55,28 +52,15 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(storage: str, host: str = "127.0.0.1", port: int = 8080,
-          on_ready: Callable[[str], None] | None = None, token: str | None = None) -> None:
-    """Serve the dashboard of ``storage`` on uvicorn until interrupted.
-
-    Args:
-        host: The address to bind; any but a loopback one needs ``token``.
-        on_ready: Called with the URL to open once it listens (``port=0`` picks a free one); the
-            URL carries ``?token=`` when a token is set.
-        token: Ask every request for this token (see ``create_app``).
+def run(app: Any, host: str, port: int, on_ready: Callable[[str], None] | None = None,
+        token: str | None = None) -> None:
+    """Run the ASGI ``app`` on uvicorn at ``host:port`` until interrupted (``port=0``: any free
+    one), calling ``on_ready`` with the URL to open (with ``?token=`` when ``token`` is set)
+    once it listens.
 
     Raises:
-        DashboardTokenError: ``host`` is not a loopback address and there is no token.
         OSError: the address cannot be bound (a port in use).
     """
-    import uvicorn
-
-    # Here, not at the top: hpsearch.dashboards.app re-exports serve, so it imports this module.
-    from hpsearch.dashboards.app import create_app
-
-    require_token_off_loopback(host, token)
-    app = create_app(storage, token=token)
-    api.warm_up()  # imports now, not on the first page
     # What start-up made (pandas, plotly, Optuna, SQLAlchemy: most of the heap) lives as long as
     # the process: out of the collector's sight. Each full collection scanned it all: up to
     # 190 ms pauses, 1.7 s of every 10 s, under 64 polling clients (p99 160 ms; 60-85 ms frozen).
@@ -94,7 +78,7 @@ def serve(storage: str, host: str = "127.0.0.1", port: int = 8080,
 
     config = uvicorn.Config(
         app,
-        lifespan="off",  # warmed up above
+        lifespan="off",  # the caller warmed the app up (hpsearch.dashboards.app.serve)
         # No access log: a ?token= URL must never reach a log. Warnings and errors (a
         # traceback) still reach stderr.
         access_log=False, log_config=None, log_level="warning",

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

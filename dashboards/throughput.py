@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from hpsearch import record
 from hpsearch.dashboards.points import completed_trials, floats, log_axis, missing_note, no_completed_note
 from hpsearch.dashboards.queries import FigureQuery
 from hpsearch.dashboards.style import (
@@ -36,7 +37,6 @@ from hpsearch.dashboards.style import (
     with_log_axes,
     with_note,
 )
-from hpsearch.search_spaces import record
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -13,11 +13,11 @@ Example:
     ['base_lr', 'per_device_batch_size']
 """
 
-from hpsearch.search_spaces._budget import parse_budget_text
+from hpsearch.record import METRICS
+from hpsearch.search_spaces._budget_text import format_duration, parse_budget_text
 from hpsearch.search_spaces._examples import example_path, list_examples
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.search_spaces.loader import load_space, parse_space, space_error, space_from_mapping
-from hpsearch.search_spaces.record import METRICS
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     DATA_PATHS,
@@ -80,6 +80,7 @@ __all__ = [
     "SpaceError",
     "WorkloadSpec",
     "example_path",
+    "format_duration",
     "list_examples",
     "load_space",
     "parse_budget_text",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 from importlib import resources
 
-from hpsearch.search_spaces._rules import suggest
+from hpsearch.search_spaces._checks import suggest
 from hpsearch.search_spaces.errors import SpaceError
 
 __all__ = ["example_path", "list_examples"]

@@ -13,9 +13,8 @@ import decimal
 from collections.abc import Mapping
 from typing import Any
 
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces._document import Document, KeyPath
-from hpsearch.search_spaces._rules import (
+from hpsearch import record
+from hpsearch.search_spaces._checks import (
     check_bool,
     check_int,
     check_keys,
@@ -29,6 +28,7 @@ from hpsearch.search_spaces._rules import (
     show,
     suggest,
 )
+from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     LR_RULES,

@@ -9,10 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from hpsearch.search_spaces._budget import parse_budget
-from hpsearch.search_spaces._document import Document, KeyPath
-from hpsearch.search_spaces._lightning import merge_options, parse_lightning
-from hpsearch.search_spaces._rules import (
+from hpsearch.record import METRICS
+from hpsearch.search_spaces._budget_text import parse_budget
+from hpsearch.search_spaces._checks import (
     check_bool,
     check_int,
     check_keys,
@@ -28,7 +27,8 @@ from hpsearch.search_spaces._rules import (
     show,
     suggest,
 )
-from hpsearch.search_spaces.record import METRICS
+from hpsearch.search_spaces._document import Document, KeyPath
+from hpsearch.search_spaces._lightning_section import merge_options, parse_lightning
 from hpsearch.search_spaces.space import (
     DATA_PATHS,
     LR_SCHEDULES,
@@ -144,7 +144,7 @@ def parse_workload(doc: Document, root: Mapping[str, Any]) -> WorkloadSpec:
         # Passed to the workload untouched, so only the outer shape is checked.
         options = dict(check_mapping(doc, section["options"], path + ("options",)))
     if section.get("lightning") is not None:
-        # A LightningModule and its datamodule: the built-in workload "lightning" (_lightning.py).
+        # A LightningModule and its datamodule: the built-in workload "lightning" (_lightning_section.py).
         if "name" in section:
             fail(doc, path + ("lightning",), "set either workload.name or workload.lightning, not both")
         name = "lightning"

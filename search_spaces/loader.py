@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from hpsearch.search_spaces._checks import check_keys, check_mapping, check_string, fail
 from hpsearch.search_spaces._document import (
     Document,
     decode_text,
@@ -23,7 +24,6 @@ from hpsearch.search_spaces._document import (
     read_text,
 )
 from hpsearch.search_spaces._parameters import parameter_form, parse_parameters
-from hpsearch.search_spaces._rules import check_keys, check_mapping, check_string, fail
 from hpsearch.search_spaces._sections import (
     TOP_KEYS,
     parse_analysis,

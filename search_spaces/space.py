@@ -6,11 +6,12 @@ Everything here is a frozen value: a ``SearchSpace`` is built once by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 
 __all__ = [
     "CORE_PARAMETERS",
@@ -384,6 +385,19 @@ class SearchSpace:
     def fixed(self) -> dict[str, Scalar]:
         """The parameters held at one value."""
         return {k: p.value for k, p in self.parameters.items() if isinstance(p, Fixed)}
+
+    def grid_size(self) -> int | None:
+        """How many distinct configurations the space has, or ``None`` when some parameter is
+        continuous."""
+        sizes = []
+        for p in self.parameters.values():
+            if isinstance(p, Fixed):
+                sizes.append(1)
+            elif isinstance(p, Choice):
+                sizes.append(len(p.choices))
+            else:
+                return None
+        return math.prod(sizes)
 
     def max_world_size(self) -> int:
         """The largest world size any trial of this space can ask for."""

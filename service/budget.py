@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces import Budget, record
-from hpsearch.search_spaces.record import (
+from hpsearch import record
+from hpsearch.record import (
     ATTR_BUDGET,
     ATTR_BUDGET_SPENT,
     CURVES,
@@ -35,6 +35,8 @@ from hpsearch.search_spaces.record import (
     EMULATED_RANKS,
     RUNTIME_S,
 )
+from hpsearch.search_spaces import Budget, format_duration
+from hpsearch.trials.spec import trial_spec
 
 if TYPE_CHECKING:
     import optuna
@@ -49,7 +51,6 @@ __all__ = [
     "Prediction",
     "budget_of",
     "budget_status",
-    "format_duration",
     "predict_trial",
     "settle_orphans",
     "spent_of",
@@ -125,23 +126,6 @@ class BudgetStatus:
         return "budget: " + ", ".join(parts)
 
 
-def format_duration(seconds: float) -> str:
-    """A duration as people write it: ``40s``, ``1m30s``, ``2h5m``.
-
-    Example:
-        >>> format_duration(40.4), format_duration(90), format_duration(7500)
-        ('40s', '1m30s', '2h5m')
-    """
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-
-
 def budget_of(study: optuna.Study, default: Budget) -> Budget:
     """The budget the study keeps, or ``default`` (the space's) for a study that keeps none."""
     raw = study.user_attrs.get(ATTR_BUDGET)
@@ -174,8 +158,6 @@ def trial_devices(params: Mapping[str, Any], space: SearchSpace, max_processes: 
     """The devices a trial's ``device_seconds`` counts: its processes (``TrialSpec.processes``:
     its world size, or fewer when its ranks are emulated; ``max_processes``: the most one trial
     can have on the cluster, ``SearchPlan.devices``)."""
-    from hpsearch.trials.spec import trial_spec
-
     return trial_spec(space, params, max_processes=max_processes).processes
 
 

@@ -14,12 +14,10 @@ the frontier file ``start`` writes come from ``hpsearch.dashboards.cli``):
 - ``hpsearch.reports``: functions called with the ``Search`` at the end of ``start`` and
   ``resume``, returning ``{name: text}`` to print (``name: text``) and to add to ``--json``.
 
-``hpsearch --help`` and every command's start stay light (a test checks it): imported inside
-the functions that need them are rich (tables) and the analysis (numpy, scipy), which take a
-tenth of a second or more, and the few modules that one command alone uses and that would
-add milliseconds to every other one (the workload checker and the grid of ``validate``, the
-budget's arithmetic of ``start`` and ``resume``). The Python API keeps optuna, pandas and Ray
-out of ``import hpsearch`` the same way.
+``hpsearch --help`` and every command's start stay light (a test checks it; docs/design.md,
+"Imports"): rich's tables load inside the functions that print them, the workload checker
+inside ``validate``, and the Python API keeps optuna, pandas, the analysis and Ray out of
+``import hpsearch``.
 """
 
 from __future__ import annotations
@@ -40,12 +38,13 @@ from typing import Any
 import click
 
 import hpsearch
+from hpsearch import record
 from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, no_completion_summary
+from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
 from hpsearch.search import Search, frontier_axes
-from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text, record
-from hpsearch.search_spaces.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
+from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
 from hpsearch.study import PENDING, TrialPhases, format_bytes, format_seconds, param_names, to_csv, to_json
@@ -199,9 +198,7 @@ def _plan_budget(plan: Any) -> str:
     """``; budget: 1m30s of 2m wall-clock spent (30s left), ...`` for a budgeted plan."""
     if not plan.budget.limited:
         return ""
-    from hpsearch.budget import BudgetStatus  # a budgeted search's alone (see the module's docstring)
-
-    status = BudgetStatus.of(plan.budget, plan.spent)
+    status = plan.budget_status()
     return f"; {status.describe()}" + ("; resume with a larger --budget to go on" if status.spent_out else "")
 
 
@@ -289,9 +286,7 @@ def recommend(study: str, devices: int, target: str | None, minimize: str, allow
                                   default=str))
         raise
     if space_out is not None:
-        from hpsearch.analysis import follow_up_space  # heavy: numpy and scipy (loaded by the analysis anyway)
-
-        space_out.write_text(follow_up_space(answer, search.space_text, study))
+        space_out.write_text(search.follow_up_space(answer))
     if as_json:
         click.echo(json.dumps({"recommendation": answer.to_dict(), "analysis": analysis.to_dict(),
                                "space": None if space_out is None else str(space_out)}, default=str))
@@ -389,8 +384,9 @@ def _duration(seconds: float) -> str:
 def validate(space_file: Path, as_json: bool) -> None:
     """Check SPACE_FILE against the schema without running anything: also that its workload's
     module imports and takes every option and parameter the space hands it (no data is built)."""
-    from hpsearch.sampler import grid_size  # validate's alone (see the module's docstring)
-    from hpsearch.workloads import check_space_workload  # validate's alone
+    # The workload checker (its machinery; the workload's own module and torch as it checks):
+    # validate's alone, milliseconds every other command and --help would pay.
+    from hpsearch.workloads import check_space_workload
 
     space = load_space(space_file)
     checked = check_space_workload(space)
@@ -402,7 +398,7 @@ def validate(space_file: Path, as_json: bool) -> None:
         click.echo(json.dumps(data, default=str))
         return
     searched = ", ".join(space.searched) or "none"
-    size = grid_size(space)
+    size = space.grid_size()
     click.echo(f"{space_file}: ok")
     click.echo(f"  study {space.study!r}, workload {space.workload.name} x {_count(space.workload.epochs, 'epoch')}")
     if checked.passed:

@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpsearch.search_spaces import format_duration
+
 __all__ = ["ProgressDisplay", "SearchEvent"]
 
 
@@ -130,10 +132,6 @@ class ProgressDisplay:
 
     def _budget(self) -> str:
         """``budget 1m10s of 2m (50s left)``, and device-hours when they are limited."""
-        # A budgeted search's alone: hpsearch.budget's import is milliseconds that every
-        # ``import hpsearch`` (this module's SearchEvent is part of the API) would pay.
-        from hpsearch.budget import format_duration
-
         status, parts = self.budget, []
         if status.budget.wall_s is not None:
             parts.append(f"{format_duration(status.spent.wall_s)} of {format_duration(status.budget.wall_s)} "

@@ -1,6 +1,6 @@
 """How a trial ended, as the study records it: the ``status_reason`` values hpsearch writes and
 what they mean for ``n_trials`` and for resuming. The names themselves are part of the trial
-record (``hpsearch.search_spaces.record``).
+record (``hpsearch.record``).
 
 ==========  ===================  ====================================================
 state       ``status_reason``    meaning
@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import (
+from hpsearch import record
+from hpsearch.record import (
     NOT_RUN_REASONS,
     RAN_AS,
     REASON_BUDGET,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from hpsearch import record
 from hpsearch.errors import SpaceError
 from hpsearch.reasons import occupies_its_configuration
 from hpsearch.search_spaces import (
@@ -17,13 +17,12 @@ from hpsearch.search_spaces import (
     IntRange,
     Parameter,
     SearchSpace,
-    record,
 )
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["create_sampler", "distributions", "grid_points", "grid_size"]
+__all__ = ["create_sampler", "distributions", "grid_points"]
 
 def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
     """One Optuna distribution per parameter, fixed ones as a one-value categorical so that every
@@ -46,19 +45,6 @@ def _distribution(p: Parameter) -> optuna.distributions.BaseDistribution:
         return IntDistribution(p.low, p.high, log=p.log, step=p.step)
     assert isinstance(p, FloatRange)
     return FloatDistribution(p.low, p.high, log=p.log, step=p.step)
-
-
-def grid_size(space: SearchSpace) -> int | None:
-    """Number of distinct configurations, or ``None`` when some parameter is continuous."""
-    sizes = []
-    for p in space.parameters.values():
-        if isinstance(p, Fixed):
-            sizes.append(1)
-        elif isinstance(p, Choice):
-            sizes.append(len(p.choices))
-        else:
-            return None
-    return math.prod(sizes)
 
 
 def grid_points(space: SearchSpace) -> list[dict[str, Any]]:

@@ -17,13 +17,17 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from hpsearch import record
 from hpsearch import study as read_model
+from hpsearch.budget import BudgetStatus, budget_status
 from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
+from hpsearch.locks import study_lock
 from hpsearch.progress import SearchEvent
-from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, record, space_from_mapping
-from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, CURVES, MODEL_PATH, STATUS_DETAIL, Direction
+from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, CURVES, MODEL_PATH, STATUS_DETAIL, Direction
+from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
     load_study,
@@ -34,18 +38,16 @@ from hpsearch.store import (
     sqlite_file,
     store_name,
 )
+from hpsearch.torchrun import ExportedTrial, export_trial
 
-# Imported inside the methods that need them, to keep ``import hpsearch`` light: optuna and
-# pandas (about 0.5 s together), the analysis (numpy and scipy) and the search engine (Ray);
-# and the modules of one method each whose import costs milliseconds that every ``import
-# hpsearch`` would pay (the budget's arithmetic, the lock's hashing, the torchrun export).
+# ``import hpsearch`` stays light (docs/design.md, "Imports"): optuna and pandas load inside the
+# methods that use them, the analysis (numpy, scipy) and the search engine (Ray) through
+# ``_analysis`` and ``_orchestrator``.
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
     from hpsearch.analysis import Recommendation, StudyAnalysis
-    from hpsearch.budget import BudgetStatus
-    from hpsearch.torchrun import ExportedTrial
     from hpsearch.tune.plan import SearchPlan
 
 __all__ = ["DeletedStudy", "Search", "delete_study", "frontier_axes", "list_studies", "load", "resume", "start"]
@@ -297,8 +299,6 @@ class Search:
             >>> job = hpsearch.load("digits-quickstart").export_trial(7, "run7", world_size=4)  # doctest: +SKIP
             >>> job.launch, job.spec.lr, job.warnings  # doctest: +SKIP
         """
-        from hpsearch.torchrun import export_trial  # one method's (see the imports at the top)
-
         return export_trial(self.study, number, folder, world_size=world_size, epochs=epochs)
 
     def summary(self) -> dict[str, Any]:
@@ -334,8 +334,6 @@ class Search:
             >>> status.budget.limited, status.spent_out
             (False, False)
         """
-        from hpsearch.budget import budget_status  # one method's (see the imports at the top)
-
         return budget_status(self.study)
 
     @property
@@ -370,8 +368,6 @@ class Search:
             (4, [])
         """
         import optuna  # heavy: see the imports at the top of this module
-
-        from hpsearch.locks import study_lock  # one method's (see the imports at the top)
 
         lock: AbstractContextManager[None] = (study_lock(self.storage, self.study_name)
                                               if isinstance(self.storage, str) else nullcontext())
@@ -410,10 +406,10 @@ class Search:
             >>> str(analysis.target), analysis.critical_batch.n_batch_sizes >= 3
             ('val_accuracy >= 0.9', True)
         """
-        from hpsearch.analysis import analyze_study, parse_target  # heavy: numpy and scipy
-
-        goal = parse_target(target) if isinstance(target, str) else target
-        return analyze_study(self.backend, self.info, goal)
+        analysis = _analysis()
+        goal = analysis.parse_target(target) if isinstance(target, str) else target
+        found: StudyAnalysis = analysis.analyze_study(self.backend, self.info, goal)
+        return found
 
     def time_to_target(self, target: str | tuple[str, float] | None = None) -> pd.DataFrame:
         """One row per trial: its configuration and the samples, steps, training seconds, wall
@@ -466,8 +462,6 @@ class Search:
             >>> answer.world_size <= 8, answer.basis
             (True, 'fitted laws')
         """
-        from hpsearch.analysis import recommend  # heavy: numpy and scipy
-
         # Bad input is refused before the analysis reads and fits the study (a second or more).
         if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
             raise AnalysisError(f"devices must be a whole number of 1 or more, got {devices!r}")
@@ -477,8 +471,19 @@ class Search:
             raise AnalysisError("give a target or an analysis, not both: an analysis carries its own target")
         if analysis is None:
             analysis = self.analyze(target)
-        return recommend(analysis, devices, minimize=minimize,  # type: ignore[arg-type]
-                         allow_larger_batch=allow_larger_batch)
+        answer: Recommendation = _analysis().recommend(analysis, devices, minimize=minimize,
+                                                       allow_larger_batch=allow_larger_batch)
+        return answer
+
+    def follow_up_space(self, answer: Recommendation) -> str:
+        """A space file (its text) for a follow-up search on ``answer``'s devices, centred on it
+        (``hpsearch.analysis.follow_up_space``): what ``hpsearch recommend --space FILE`` writes.
+
+        Raises:
+            AnalysisError: the study has no space text to start from.
+        """
+        text: str = _analysis().follow_up_space(answer, self.space_text, self.study_name)
+        return text
 
 
 @dataclass(frozen=True)
@@ -550,15 +555,13 @@ def start(
         >>> search = hpsearch.start("space.yaml")  # doctest: +SKIP
         >>> search.best_trial.params  # doctest: +SKIP
     """
-    from hpsearch.tune.orchestrator import run_search  # heavy: optuna and Ray
-
     if isinstance(space, Mapping):
         space = space_from_mapping(space)
     elif not isinstance(space, SearchSpace):
         space = load_space(space)
     settings = _settings({"storage": space.storage}, storage=storage, ray_address=address)
     name = study or space.study
-    run_search(space, name, settings, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
+    _orchestrator().run_search(space, name, settings, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
     return Search(name, settings.storage)
 
 
@@ -593,11 +596,10 @@ def resume(
     Example:
         >>> hpsearch.resume("digits-quickstart").summary()["states"]  # doctest: +SKIP
     """
-    from hpsearch.tune.orchestrator import resume_search  # heavy: optuna and Ray
-
     settings = _settings(storage=storage, ray_address=address)
     load(study, settings.storage)  # no such study (or store): said now, with nothing created
-    resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
+    _orchestrator().resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan,
+                                  budget=_budget(budget))
     return Search(study, settings.storage)
 
 
@@ -676,3 +678,19 @@ def frontier_path(search: Search) -> Path:
     db = sqlite_file(search.storage) if isinstance(search.storage, str) else None
     base = db.parent if db is not None else Path.cwd()
     return base / f"{search.study_name}-frontier.html"
+
+
+def _orchestrator() -> ModuleType:
+    """``hpsearch.tune.orchestrator``, loaded when a search starts or resumes: the engine imports
+    optuna's samplers and, as it runs, Ray Tune (seconds that ``import hpsearch`` does not pay)."""
+    from hpsearch.tune import orchestrator
+
+    return orchestrator
+
+
+def _analysis() -> ModuleType:
+    """``hpsearch.analysis``, loaded at a study's first analysis: numpy, scipy and pandas take
+    about a second that ``import hpsearch`` and the reading commands do not pay."""
+    from hpsearch import analysis
+
+    return analysis

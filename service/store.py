@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import SpaceError, StoreError, StoreLostError, StudyNotFoundError
-from hpsearch.search_spaces import SearchSpace, parse_space
-from hpsearch.search_spaces.record import (  # the study's attr keys, declared with the trial record's names
+from hpsearch.record import (  # the study's attr keys, declared with the trial record's names
     ATTR_N_TRIALS,
     ATTR_OBJECTIVES,
     ATTR_SPACE_TEXT,
     ATTR_VERSIONS,
 )
+from hpsearch.search_spaces import SearchSpace, parse_space
 from hpsearch.study import direct_sql
 
 # optuna and sqlalchemy are imported inside the functions that open or read a store: together

@@ -43,14 +43,17 @@ from typing import Any
 
 import numpy as np
 import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, distribution_to_json
+from optuna.storages._rdb import models
+from sqlalchemy import func, insert, select
 
+from hpsearch import record as r
 from hpsearch.errors import StudyExistsError
 from hpsearch.search import Search
-from hpsearch.search_spaces import record as r
 from hpsearch.store import open_storage, study_attrs
 from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
-from hpsearch.tune.memory import MemoryCeilings, halved
+from hpsearch.tune.ceilings import MemoryCeilings, halved
 
 __all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SyntheticDevice", "SyntheticTruth", "synthetic_study"]
 
@@ -399,7 +402,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
                              r.WARMUP_EPOCHS: 0.0}
 
-    # Memory, as the searcher and the trial's process handle it (hpsearch.tune.memory): a
+    # Memory, as the searcher and the trial's process handle it (hpsearch.tune.ceilings): a
     # proposal at or above a batch that ran out is not started, or runs halved; a trial that
     # runs out fails, or (on_oom: accumulate) runs again halved on its devices until it fits.
     plan = memory.ceilings.plan(params, truth.on_oom)
@@ -526,8 +529,6 @@ def _prune_the_worst(outcomes: list[_Outcome], truth: SyntheticTruth) -> None:
 def _frozen_trials(outcomes: list[_Outcome], truth: SyntheticTruth) -> list[optuna.trial.FrozenTrial]:
     """Optuna trials of the outcomes, started as a cluster of ``_SLOTS`` trial slots would
     start them: each trial when the first slot frees up."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution
-
     distributions: dict[str, optuna.distributions.BaseDistribution] = {
         r.PER_DEVICE_BATCH_SIZE: CategoricalDistribution(list(truth.per_device_batches)),
         r.WORLD_SIZE: CategoricalDistribution(list(truth.world_sizes)),
@@ -570,9 +571,6 @@ def _insert_trials(storage: optuna.storages.RDBStorage, study_id: int, trials: l
     here reads back equal to one written by ``add_trials``. Trial numbers follow the study's
     existing trials, as Optuna numbers them.
     """
-    from optuna.distributions import distribution_to_json
-    from optuna.storages._rdb import models
-    from sqlalchemy import func, insert, select
 
     def utc(moment: datetime | None) -> datetime | None:
         # Optuna stores naive UTC and hands out naive local time (models.TrialModel).

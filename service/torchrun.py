@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpsearch import record
 from hpsearch.errors import TrialNotFoundError
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import DEVICE
+from hpsearch.record import DEVICE
 from hpsearch.store import space_of_study
 from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
 

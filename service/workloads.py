@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hpsearch import record
 from hpsearch.errors import WorkloadError
 from hpsearch.search_spaces import (
     ENGINE_PARAMETERS,
@@ -32,7 +33,6 @@ from hpsearch.search_spaces import (
     IntRange,
     SearchSpace,
     SpaceError,
-    record,
     space_error,
 )
 from hpsearch.trials.workloads.base import (
@@ -207,7 +207,7 @@ def check_for_search(space: SearchSpace) -> SearchCheck:
     rather than a study full of failed trials.
 
     Runs wherever torch may be imported: the search runs it in a warm rank process of its own
-    machine when it has one (``hpsearch.tune.pools.LocalRanks.check``), otherwise in its own.
+    machine when it has one (``hpsearch.tune.pools.LocalPool.check``), otherwise in its own.
 
     Raises:
         WorkloadError: the workload cannot be found or built.

@@ -78,10 +78,10 @@ def unique_name() -> str:
 def live_children() -> Callable[[], list[Any]]:
     """A function listing this test process's live descendants, except the helpers that live as
     long as it does and run no rank: multiprocessing's resource tracker and the idle warm rank
-    processes of this process's own pool (``hpsearch.trials.pool.local_pool``)."""
+    processes of this process's own pool (``hpsearch.trials.node.pool.local_pool``)."""
     import psutil
 
-    from hpsearch.trials import pool
+    from hpsearch.trials.node import pool
 
     def children() -> list[Any]:
         idle = pool._local.idle_pids() if pool._local is not None else set()

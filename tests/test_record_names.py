@@ -1,4 +1,4 @@
-"""The trial record's names have one owner: ``hpsearch.search_spaces.record``.
+"""The trial record's names have one owner: ``hpsearch.record``.
 
 Every name a trial writes into its study (its parameters, what it measured, its bookkeeping, the
 reasons it ended) is declared there once; package code names them through its constants, so a
@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ("service", "trials", "search_spaces", "dashboards")
 #: The record module itself, and the space parser, whose strings are the space file's own keys.
-EXEMPT = {"search_spaces/record.py", "search_spaces/_sections.py", "search_spaces/loader.py"}
+EXEMPT = {"service/record.py", "search_spaces/_sections.py", "search_spaces/loader.py"}
 #: Record names that are also everyday words of other meanings in code (an optimizer's "lr", a
 #: "device", a search's "budget" section, an answer's "error"), left out of the scan.
 COMMON_WORDS = frozenset({"budget", "error", "timeout", "stopped", "interrupted", "device", "node", "lr", "steps",
@@ -57,7 +57,7 @@ def test_package_code_names_the_trial_record_through_its_constants() -> None:
     names = record_names()
     found = [hit for folder in PACKAGE for path in sorted((ROOT / folder).rglob("*.py"))
              if path.relative_to(ROOT).as_posix() not in EXEMPT for hit in raw_names(path, names)]
-    assert found == [], "raw record names (use hpsearch.search_spaces.record's constants):\n" + "\n".join(found)
+    assert found == [], "raw record names (use hpsearch.record's constants):\n" + "\n".join(found)
 
 
 def test_the_scan_finds_a_raw_name(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Run one trial's W DDP ranks in warm rank processes and stream rank 0's reports back.
 
-The ranks run in a ``RankPool``'s processes (``hpsearch.trials.pool``), which have imported
+The ranks run in a ``RankPool``'s processes (``hpsearch.trials.node.pool``), which have imported
 torch, the loop and the workload before the trial starts and serve trials of any shape; each
 trial's ranks meet in a process group of their own (gloo on CPU, nccl on CUDA).
 
@@ -20,12 +20,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.trials.errors import TrialFailed
-from hpsearch.trials.ranks import Ranks, Status
+from hpsearch.trials.node.pool import local_pool
+from hpsearch.trials.node.ranks import Ranks, Status
 from hpsearch.trials.spec import TrialSpec
+from hpsearch.trials.workloads.base import workload_module_name
 
-__all__ = ["run_trial", "workload_module"]
+__all__ = ["run_trial"]
 
 Report = Callable[[dict[str, Any]], None]
 
@@ -57,12 +59,12 @@ def run_trial(
         timeout_s: Wall-clock limit of the whole trial (``None``: none); past it the ranks are
             killed and the trial fails with reason ``timeout``.
         ranks: The pool whose processes run the ranks (default: this process's own,
-            ``hpsearch.trials.pool.local_pool``).
+            ``hpsearch.trials.node.pool.local_pool``).
         gpu_ids: On CUDA, the trial's assigned GPUs, one per rank.
         phases: Filled in as the trial goes, also when it fails: the wall-clock times its ranks
             were ``handed`` to workers, every rank was ``ready``, rank 0's loop started and
             ended training (``training_started``, ``training_ended``), and the trial's process
-            had the ``last_report`` (``hpsearch.search_spaces.record.PHASE_NAMES``).
+            had the ``last_report`` (``hpsearch.record.PHASE_NAMES``).
 
     Returns:
         The last epoch's metrics plus the trial's derived measurements (``device_seconds``,
@@ -73,9 +75,7 @@ def run_trial(
             ``reason`` says which.
     """
     if ranks is None:
-        from hpsearch.trials.pool import local_pool
-
-        module = workload_module(spec.workload)
+        module = workload_module_name(spec.workload)
         ranks = local_pool([module] if module else [])
     reports: list[dict[str, Any]] = []
     phases = {} if phases is None else phases
@@ -96,7 +96,7 @@ def run_trial(
                 report(line)
 
     ticket = ranks.start(spec, os.fspath(run_dir), gpu_ids=gpu_ids, collective_timeout_s=collective_timeout_s,
-                         watch_pid=os.getpid(), sys_path=sys.path)
+                         sys_path=sys.path)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     codes = None
     try:
@@ -134,15 +134,6 @@ def run_trial(
         final[record.NOISE_SCALE] = None
         final[record.NOISE_SCALE_NOTE] = "not measurable: world_size x grad_accum_steps = 1"
     return final
-
-
-def workload_module(workload: str) -> str | None:
-    """The module rank processes import ahead for ``workload``: the one its name points to
-    (found without importing it), or ``None`` when the name resolves to none; whoever builds
-    the workload meets that error and reports it (the search's workload check; a trial's rank)."""
-    from hpsearch.trials.workloads.base import workload_module_name
-
-    return workload_module_name(workload)
 
 
 def _failure(reports: list[dict[str, Any]], exit_codes: list[int]) -> TrialFailed:

@@ -7,7 +7,7 @@ that runs::
 
 Each process builds its ``RankContext`` from torchrun's environment (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``; ``MASTER_ADDR`` and ``MASTER_PORT`` for the process group), joins the group
-(gloo on CPU, nccl on CUDA) and calls ``hpsearch.trials.loop.train``, the loop a search's
+(gloo on CPU, nccl on CUDA) and calls ``hpsearch.trials.rank.loop.train``, the loop a search's
 trials run. The LR is the trial's rule applied to the configuration's effective batch, so a
 configuration exported at another world size trains at the LR its rule gives there.
 
@@ -35,10 +35,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hpsearch.search_spaces import record
+import torch
+import torch.distributed as dist
+
+from hpsearch import record
 from hpsearch.search_spaces.errors import HPSearchError
-from hpsearch.trials.context import JsonlSink, RankContext
 from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.rank.context import JsonlSink, RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = ["METRICS_FILE", "load_config", "main", "run"]
@@ -90,10 +94,6 @@ def run(config: str | os.PathLike[str], out: str | os.PathLike[str] | None = Non
             count does not divide the configuration's world size.
         TrialFailed: training diverged.
     """
-    import torch
-    import torch.distributed as dist
-
-    from hpsearch.trials.loop import train
 
     spec = load_config(config)
     folder = Path(out if out is not None else Path(config).parent).resolve()

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     DATA_PATHS,

@@ -34,7 +34,7 @@ Example:
 from hpsearch.analysis._batches import BatchPoint, LRPoint
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
-from hpsearch.analysis._memory import MEMORY_MARGIN, MemoryLimits, MemoryModel, memory_models, ran_shapes
+from hpsearch.analysis._memory_model import MEMORY_MARGIN, MemoryLimits, MemoryModel, memory_models, ran_shapes
 from hpsearch.analysis._recommend import (
     FITTED,
     MEASURED,
@@ -44,8 +44,9 @@ from hpsearch.analysis._recommend import (
     follow_up_space,
     recommend,
 )
-from hpsearch.analysis._rules import RulePoint, RuleReport
+from hpsearch.analysis._rule_reports import RulePoint, RuleReport
 from hpsearch.analysis._stats import Interval
+from hpsearch.analysis._step_time import ThroughputModel, fit_throughput
 from hpsearch.analysis._study import (
     CURVE_STATES,
     StudyAnalysis,
@@ -57,7 +58,6 @@ from hpsearch.analysis._study import (
     resolve_target,
 )
 from hpsearch.analysis._target import CURVE_FIELDS, Crossing, Target, crossing, default_target, parse_target
-from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
 
 __all__ = [
     "CURVE_FIELDS",

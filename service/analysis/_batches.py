@@ -9,12 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from hpsearch import record
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
 from hpsearch.analysis._stats import format_batch
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError
-from hpsearch.search_spaces import record
 
 __all__ = ["COUNTED", "BatchPoint", "LRPoint", "best_lrs", "best_per_batch", "config_key", "critical_batch", "lr_key",
            "lr_law", "median"]
@@ -117,8 +119,6 @@ def _optimum(batch: float, reached: Sequence[Mapping[str, Any]], parameters: Seq
     configuration's runs (the median of its seeds) stand: an upper bound when every one of them
     reached the target at its first evaluation.
     """
-    import numpy as np
-
     configs: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for t in reached:
         configs.setdefault((lr_key(t["lr"]), *config_key(t, parameters)), []).append(t)
@@ -153,8 +153,6 @@ def _vertex(lrs: Sequence[float], costs: Sequence[float], around: float) -> floa
     """The LR at the minimum of a parabola of ``costs`` against log(LR), through the runs within
     a factor of ``_WINDOW`` of ``around``: ``None`` unless five runs or more at three LRs or
     more allow one that opens upward with its vertex among them."""
-    import numpy as np
-
     near = [(math.log(lr), cost) for lr, cost in zip(lrs, costs) if abs(math.log(lr / around)) <= math.log(_WINDOW)]
     if len(near) < 5 or len({round(x, 9) for x, _ in near}) < 3:
         return None

@@ -28,16 +28,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import yaml
 
+from hpsearch import record
 from hpsearch.analysis._batches import BatchPoint
-from hpsearch.analysis._memory import MemoryModel
+from hpsearch.analysis._memory_model import MemoryModel
 from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
-from hpsearch.search_spaces import record
 from hpsearch.search_spaces.space import LR_RULES
 from hpsearch.study import format_bytes
+from hpsearch.trials.scaling import scale_factor
 
 __all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
 
@@ -512,8 +514,6 @@ def _closest_rule(slope: float) -> str:
 
 
 def _scale(rule: str, k: float) -> float:
-    from hpsearch.trials.scaling import scale_factor
-
     return scale_factor(rule, k)
 
 
@@ -624,8 +624,6 @@ def follow_up_space(recommendation: Recommendation, space_text: str, study: str)
     Raises:
         AnalysisError: the study has no space text to start from.
     """
-    import yaml
-
     if not space_text:
         raise AnalysisError(f"study {study!r} keeps no space text, so no follow-up space can be written from it")
     document = yaml.safe_load(space_text) or {}

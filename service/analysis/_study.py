@@ -14,10 +14,16 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+import pandas as pd
+
+from hpsearch import record as r
+from hpsearch import study as read_model
 from hpsearch.analysis._batches import (
     COUNTED,
     BatchPoint,
@@ -30,9 +36,10 @@ from hpsearch.analysis._batches import (
 )
 from hpsearch.analysis._critical_batch import CriticalBatchFit
 from hpsearch.analysis._lr_law import LRLawFit
-from hpsearch.analysis._memory import MemoryLimits, MemoryModel, memory_models, ran_shapes
-from hpsearch.analysis._rules import RuleReport, rule_reports
+from hpsearch.analysis._memory_model import MemoryLimits, MemoryModel, memory_models, ran_shapes
+from hpsearch.analysis._rule_reports import RuleReport, rule_reports
 from hpsearch.analysis._stats import Interval, finite_number
+from hpsearch.analysis._step_time import ThroughputModel, fit_throughput
 from hpsearch.analysis._target import (
     CURVE_FIELDS,
     Crossings,
@@ -42,11 +49,11 @@ from hpsearch.analysis._target import (
     default_target,
     quality_metric,
 )
-from hpsearch.analysis._throughput import ThroughputModel, fit_throughput
 from hpsearch.errors import AnalysisError, NoAnswerError
-from hpsearch.search_spaces import record as r
-from hpsearch.search_spaces.record import Direction
+from hpsearch.record import ATTR_SPACE_TEXT, Direction
+from hpsearch.search_spaces import SpaceError, parse_space
 from hpsearch.search_spaces.space import CORE_PARAMETERS
+from hpsearch.study import StudyInfo
 
 if TYPE_CHECKING:
     import optuna
@@ -249,10 +256,6 @@ def _without_cycle_collection() -> Iterator[None]:
 
 def _analyze(storage: optuna.storages.BaseStorage, info: StudyInfo, target: Target | tuple[str, float] | None,
              seed: int) -> StudyAnalysis:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from hpsearch import study as read_model
-
     def read_curves(metric: str) -> dict[int, Any]:
         return read_model.read_attr(storage, info.name, r.CURVES, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
 
@@ -308,8 +311,6 @@ def resolve_target(study: StudyInfo | StudyHandle, target: Target | tuple[str, f
         target: A ``Target``, ``(metric, value)`` or ``None``.
         columns: The trials table's columns (where the study's objectives name no quality metric).
     """
-    from hpsearch import study as read_model
-
     info = _info(study)
 
     def direction(metric: str) -> Direction:
@@ -326,8 +327,6 @@ def resolve_target(study: StudyInfo | StudyHandle, target: Target | tuple[str, f
 
 
 def _info(study: StudyInfo | StudyHandle) -> StudyInfo:
-    from hpsearch.study import StudyInfo
-
     return study if isinstance(study, StudyInfo) else study.info
 
 
@@ -341,12 +340,9 @@ def memory_limits(study: StudyInfo | StudyHandle | str) -> MemoryLimits:
         study: What the study declares (``StudyInfo``), a study that has it (``Search``), or
             the study's space text itself.
     """
-    from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
-
     space_text = study if isinstance(study, str) else _info(study).user_attrs.get(ATTR_SPACE_TEXT)
     if not isinstance(space_text, str) or not space_text:
         return MemoryLimits()
-    from hpsearch.search_spaces import SpaceError, parse_space
 
     try:
         resources = parse_space(space_text).resources
@@ -359,12 +355,9 @@ def memory_limits(study: StudyInfo | StudyHandle | str) -> MemoryLimits:
 
 def _space_target(info: StudyInfo) -> tuple[str, float] | None:
     """The space's ``analysis.target``, when the study's space text has one."""
-    from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
-
     space_text = info.user_attrs.get(ATTR_SPACE_TEXT)
     if not isinstance(space_text, str) or not space_text:
         return None
-    from hpsearch.search_spaces import SpaceError, parse_space
 
     try:
         return parse_space(space_text).analysis.target
@@ -506,8 +499,6 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
 def _column(frame: pd.DataFrame, name: str) -> list[float | None]:
     """A numeric column as floats, ``None`` where missing or not finite (a missing column: all
     ``None``)."""
-    import numpy as np
-    import pandas as pd
 
     if name not in frame.columns:
         return [None] * len(frame)
@@ -585,8 +576,6 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
 
 
 def _noise_scale(frame: pd.DataFrame) -> dict[str, float] | None:
-    import numpy as np
-
     if r.NOISE_SCALE not in frame.columns:
         return None
     done = frame[frame["state"] == "COMPLETE"]

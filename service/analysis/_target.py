@@ -15,9 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
+from hpsearch import record
 from hpsearch.errors import AnalysisError, NoAnswerError
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import Direction
+from hpsearch.record import Direction
 
 if TYPE_CHECKING:
     import numpy as np
@@ -199,8 +201,6 @@ class CurveArrays:
         than two evaluations). The first steps of a trial cost more than the later ones (data
         loader workers, allocator, thread pools and the process group warming up: 1.2x to 3x on
         the digits quickstart), which the intercept holds and the slope leaves out."""
-        import numpy as np
-
         valid = np.isfinite(self.steps) & np.isfinite(self.train_s)
         count = valid.sum(axis=1)
         x = np.where(valid, self.steps, 0.0)
@@ -218,8 +218,6 @@ class CurveArrays:
         there) while it was finite at another, or ended worse than at its first evaluation:
         training that moved away from the target. Such a trial's best value is where it
         started, not what its configuration can reach (a derived target leaves it out)."""
-        import numpy as np
-
         evaluated = np.isfinite(self.samples)
         finite = evaluated & np.isfinite(self.values)
         lost = (evaluated & ~np.isfinite(self.values)).any(axis=1) & finite.any(axis=1)
@@ -234,8 +232,6 @@ class CurveArrays:
 
     def best(self, direction: Direction) -> FloatArray:
         """Each trial's best value of the metric at any evaluation (NaN: none)."""
-        import numpy as np
-
         masked = np.where(np.isfinite(self.samples), self.values, np.nan)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a trial without any finite value: NaN
@@ -246,8 +242,6 @@ class CurveArrays:
 def curve_arrays(curves: Sequence[Mapping[str, Any] | None], metric: str,
                  batch_sizes: Sequence[float | None]) -> CurveArrays:
     """``CurveArrays`` of the trials' ``curves`` attrs (one per trial, ``None`` for none)."""
-    import numpy as np
-
     trials = [c if isinstance(c, Mapping) else {} for c in curves]
     length = max(1, max((len(c.get(record.SAMPLES_SEEN) or ()) for c in trials), default=0))
     empty = [None] * length
@@ -280,8 +274,6 @@ def crossings(curves: Sequence[Mapping[str, Any] | None] | CurveArrays, target: 
             several targets).
         batch_sizes: Each trial's effective batch (with ``curves`` as attrs).
     """
-    import numpy as np
-
     arrays = curves if isinstance(curves, CurveArrays) else curve_arrays(curves, target.metric, batch_sizes)
     samples, values = arrays.samples, arrays.values
     n = len(samples)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 
 if TYPE_CHECKING:
     import pandas as pd

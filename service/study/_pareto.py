@@ -10,8 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import Direction
+from hpsearch import record
+from hpsearch.record import Direction
 
 # numpy and pandas are imported where a front is computed (``import hpsearch`` stays light).
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 --trial N``, ``Search.trial_phases`` and the dashboard's trial page alike, with the trial's
 memory beside it (its peak per rank, and the batch it ran at where the search halved it).
 
-Every trial records the ``phases`` user attr (``hpsearch.search_spaces.record.PHASES``): the
+Every trial records the ``phases`` user attr (``hpsearch.record.PHASES``): the
 wall-clock time it was asked (``asked_at``) and each phase's seconds since then, in the order of
 ``PHASE_NAMES`` (asked, reserved, handed, ready, training_started, training_ended, last_report,
 told). A trial that never trained (skipped by a constraint, stopped by the budget before its
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.study._table import display_state
 from hpsearch.study._units import format_bytes
 

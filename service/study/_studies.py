@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.study._schema import direct_sql
 from hpsearch.study._summary import StudyListing, study_listing
 from hpsearch.study._table import read_trials

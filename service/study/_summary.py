@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from hpsearch.search_spaces import record
+from hpsearch import record
+from hpsearch.saved_models import removed_models
 from hpsearch.study._schema import direct_sql
 
 # pandas, optuna and sqlalchemy (half a second together) are imported inside the functions
 # that read a store, so that ``import hpsearch`` stays light; so are hashlib (OpenSSL, 2 ms) for
-# the dashboard's revision and hpsearch.models for the studies that keep weights.
+# the dashboard's revision and hpsearch.saved_models for the studies that keep weights.
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
@@ -60,7 +61,7 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
     ``attrs`` when given: a reader that needs a few columns of a large study reads only those)
     as a column, the objective values under ``objectives``' names, ``datetime_start``,
     ``datetime_complete`` and ``duration_s``. A ``model_path`` whose file the search deleted
-    (``workload.save_model: best``, ``hpsearch.models``) is left out.
+    (``workload.save_model: best``, ``hpsearch.saved_models``) is left out.
 
     Raises:
         KeyError: no study of that name.
@@ -83,8 +84,6 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
 def _clear_removed_models(storage: optuna.storages.BaseStorage, study_name: str, rows: list[dict[str, Any]]) -> None:
     """Drop the ``model_path`` of trials whose weights the search deleted after they finished
     (their own attrs can no longer be written; the study lists them)."""
-    from hpsearch.models import removed_models
-
     removed = removed_models(storage.get_study_user_attrs(storage.get_study_id_from_name(study_name)))
     for row in rows:
         if row["number"] in removed:

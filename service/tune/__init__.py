@@ -2,23 +2,25 @@
 its devices and runs its ranks.
 
 Where a trial starts, top to bottom (each module imports only those below it; the import
-contract in pyproject.toml keeps the order):
+contract in pyproject.toml keeps the order; docs/design.md, "How a trial starts", draws it):
 
 1. ``orchestrator``: ``run_search`` / ``resume_search``: check the space and the workload, start
-   or join Ray, plan, create or reopen the study, run Tune.
-2. ``searcher`` (``StudySearcher``: asks the study's sampler for a configuration, builds its
-   ``TrialSpec`` with ``hpsearch.trials.spec.trial_spec``, records every result), ``rungs``
-   (ASHA rebuilt from the study) and ``plan`` (the space against the cluster).
+   this machine's warm rank pool (``pools.LocalPool``) before Ray, create or reopen the study.
+2. ``experiment``: the Ray side, loaded while the workload is checked: start or join Ray
+   (``ray_session``), start the reservation desk, run Tune with the ``StudySearcher``
+   (``searcher``: asks the study's sampler for a configuration and hands the trial a
+   ``TrialTask``; records every result) and ASHA rebuilt from the study (``rungs``).
 3. ``trainable``: what Tune runs per trial: reserve the devices, run the ranks, pass rank 0's
    reports on.
-4. ``reservations``: the desk that grants a trial its devices on one node (placement groups).
-5. ``pools``: the node's warm rank pool, reached in the search's own process (``LocalRanks``)
-   or through a Ray actor (``RayRanks``); both are a ``hpsearch.trials.ranks.Ranks``.
+4. ``reservations``: the desk that grants a trial its devices on one node, and owns the nodes'
+   pools; a ``Grant`` carries the address of its node's pool.
+5. ``pools`` (what every node's pool starts with, and the search's own), ``plan`` (the space
+   against the cluster) and ``memory`` (the out-of-memory ceilings the search learns).
 
-Below the engine, in ``hpsearch.trials``: the launcher hands the ranks to the pool, whose warm
-processes (``hpsearch.trials.worker``) run the DDP loop (``hpsearch.trials.loop``).
-``ray_session`` starts and ends Ray for the orchestrator.
+Below the engine, in ``hpsearch.trials``: the trial's driver (``launcher.run_trial``) reaches
+the node's pool (``node``) through the grant, whose warm processes run the DDP loop (``rank``).
 
 Import what you need from its module (``hpsearch.tune.orchestrator.run_search``...): importing
-this package loads none of them, so the parts that need no Ray (``plan``) load without it.
+this package loads none of them, so the parts that need no Ray (``plan``, ``pools``) load
+without it.
 """

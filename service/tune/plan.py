@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpsearch.budget import BudgetSpent
+from hpsearch.budget import BudgetSpent, BudgetStatus
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import ResourceError, SpaceError
 from hpsearch.sampler import grid_points
@@ -52,6 +52,10 @@ class SearchPlan:
     budget: Budget = field(default_factory=Budget)
     spent: BudgetSpent = field(default_factory=BudgetSpent)
     run_started: float | None = None
+
+    def budget_status(self) -> BudgetStatus:
+        """The budget and what earlier runs spent of it, as the search starts."""
+        return BudgetStatus.of(self.budget, self.spent)
 
 
 def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster: dict[str, Any]) -> SearchPlan:

@@ -1,4 +1,5 @@
-"""The search's reservation desk: each trial's devices, reserved all at once on one node.
+"""The search's reservation desk: each trial's devices, reserved all at once on one node, and
+the way to the ranks that run on them.
 
 Every trial asks Tune for the same small request (its driver process's memory, no CPU), so Tune
 reuses trial processes across trial shapes (``hpsearch.tune.trainable``); the trial then
@@ -10,7 +11,13 @@ runs; a finished trial's units go back to the desk, which hands them to the next
 (a new placement group right after a removed one waits about a second in Ray) and gives Ray back
 those no trial asks for within a few seconds.
 
-The desk also owns the nodes' warm rank pools (``hpsearch.tune.pools``), so they end with it.
+The desk also owns the nodes' warm rank pools (``hpsearch.tune.pools``): it starts a pool actor
+on every node but the one the search's own process serves (``LocalPool``), so they end with it,
+and each ``Grant`` carries the address of its node's pool. A trial reaches its ranks one way,
+through ``Grant.ranks``, whichever node and device they are on. A pool actor is a threaded Ray
+actor pinned to its node, with the search's CUDA MPS daemon of the node where asked for
+(``hpsearch.trials.node.mps``); it serves its pool on the node's address, so a trial whose
+process runs on another node reaches it too.
 """
 
 from __future__ import annotations
@@ -18,24 +25,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import sys
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from hpsearch.errors import ResourceError
-from hpsearch.search_spaces import record
-from hpsearch.trials.launcher import workload_module
+from hpsearch.trials.node.mps import MpsDaemon, MpsError
+from hpsearch.trials.node.pool import RankPool
+from hpsearch.trials.node.server import PoolAddress, PoolClient, PoolServer
 from hpsearch.tune.plan import trial_bundle
-from hpsearch.tune.pools import ACTOR_THREADS, LocalRanks, start_pool_actor
+from hpsearch.tune.pools import LocalPool, PoolOptions, cpu_prestart
 
-__all__ = ["Grant", "Reservations", "reserved"]
+__all__ = ["ACTOR_THREADS", "Grant", "Reservations", "reserved"]
 
+# Named actors of the search's Ray job; names are per job (namespace), so concurrent searches on
+# one cluster each find their own.
 _RESERVATIONS_NAME = "hpsearch-reservations"
+_POOL_NAME = "hpsearch-ranks-{node_id}"
+
+#: Calls to the desk and to a pool actor wait at most a second or so (a grant's first warm-up
+#: aside), so one actor thread per running trial is plenty.
+ACTOR_THREADS = 256
 
 # How long units no trial holds stay reserved for the next trial before going back to Ray.
 _IDLE_S = 5.0
@@ -47,15 +61,21 @@ _WARM_WAIT_S = 120.0
 @dataclass
 class Grant:
     """What ``reserve`` gives a trial: one reserved unit (a placement-group bundle of one rank's
-    CPUs and GPUs) per rank, all on one node, and, on CUDA, the GPU ids of each unit in rank
-    order."""
+    CPUs and GPUs) per rank, all on one node; on CUDA, the GPU ids of each unit in rank order;
+    and where the node's warm rank pool is served (``ranks``)."""
 
     units: list[tuple[int, int]]  # (group, bundle index)
     node_id: str
     node_ip: str
     gpu_ids: list[str] | None
-    pool: tuple[str, bytes] | None = None  # the search process's own pool: its socket and key
+    pool: PoolAddress | None = None  # set by the desk once the node's pool is warm
     mps: str | None = None  # CUDA MPS on the node: "on", or "off: <why>" (None on CPU)
+
+    def ranks(self) -> PoolClient:
+        """A connection to the node's pool, to run the trial's ranks on these units (close it,
+        or use it as a context manager: the ranks it started stop when it closes)."""
+        assert self.pool is not None, "a grant from the desk carries its node's pool"
+        return PoolClient(self.pool)
 
 
 @dataclass
@@ -81,25 +101,26 @@ class _ReservationsActor:
     that could never serve it are returned first, so that they make room for it).
     """
 
-    def __init__(self, pool_options: dict[str, Any]) -> None:
+    def __init__(self, options: PoolOptions, local: tuple[str, PoolAddress] | None) -> None:
         self._turn = asyncio.Lock()
         self._released = asyncio.Event()
-        self._options = pool_options
-        self._pools: dict[str, Any] = {}
+        self._options = options
+        self._pools: dict[str, Any] = {}  # each node's pool actor (None: served by the search's process)
         self._groups: dict[int, _Group] = {}
         self._ids = itertools.count()
         self._idle_check: asyncio.TimerHandle | None = None
-        self._warm: set[str] = set()  # nodes whose pools are warm
+        self._warm: dict[str, PoolAddress] = {}  # nodes whose pools are warm: where they are served
         self._mps: dict[str, str | None] = {}  # each node's CUDA MPS state, as its trials record it
-        # The node whose pool the search's own process serves (``LocalRanks``), if any.
-        self._local: dict[str, Any] | None = pool_options.get("local")
+        if local is not None:  # the node whose pool the search's own process serves (``LocalPool``)
+            self._pools[local[0]] = None
+            self._warm[local[0]] = local[1]
         for node in ray.nodes():
             if node.get("Alive"):
                 self._pool(node["NodeID"], node["Resources"])
 
     async def reserve(self, processes: int) -> Grant:
         o = self._options
-        unit = trial_bundle(1, o["device"], o["cpus_per_worker"], o["gpus_per_worker"])
+        unit = trial_bundle(1, o.device, o.cpus_per_worker, o.gpus_per_worker)
         async with self._turn:
             pending = None
             # Groups Ray placed for this trial: kept while it waits, even where they cannot serve
@@ -127,21 +148,23 @@ class _ReservationsActor:
                     placed.cancel()
                     remove_placement_group(pending)
             self._schedule_idle_return()
-        await self._pool_warm(grant.node_id)
+        grant.pool = await self._pool_warm(grant.node_id)
         grant.mps = self._mps.get(grant.node_id)
         return grant
 
-    async def _pool_warm(self, node_id: str) -> None:
-        """Wait until the node's pool has its rank processes warm (the first trials on a node
-        only), so a trial is granted devices when its ranks can start on them. Measured on a
-        Ray head told 16 CPUs (2 cores): the first trials' devices were otherwise held 2.7 s
-        while the pool's processes imported torch beside Tune's trial processes starting."""
-        actor = self._pools.get(node_id)
-        if actor is None or node_id in self._warm:
-            return
+    async def _pool_warm(self, node_id: str) -> PoolAddress:
+        """Where the node's pool is served, once it has its rank processes warm (the first
+        trials on a node only wait), so a trial is granted devices when its ranks can start on
+        them (docs/design.md, "A reservation desk between trials")."""
+        warm = self._warm.get(node_id)
+        if warm is not None:
+            return warm
+        actor = self._pools[node_id]
         self._mps[node_id] = (await actor.mps_state.remote())[0]
+        address: PoolAddress = await actor.address.remote()
         if await actor.ready.remote(_WARM_WAIT_S):
-            self._warm.add(node_id)
+            self._warm[node_id] = address
+        return address
 
     async def mps_refusals(self) -> list[str]:
         """Why CUDA MPS could not start on the nodes where ``resources.mps: on`` asked for it."""
@@ -181,7 +204,7 @@ class _ReservationsActor:
         gpu_ids = None
         if group.gpu_ids is not None:
             gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
-        return Grant(units, node_id, group.node_ip, gpu_ids, self._local_pool(node_id))
+        return Grant(units, node_id, group.node_ip, gpu_ids)
 
     def _apart(self, units: list[tuple[int, int]], processes: int) -> list[tuple[int, int]] | None:
         """``processes`` of ``units`` whose GPUs all differ (two ranks of one trial never share a
@@ -200,11 +223,6 @@ class _ReservationsActor:
             if len(chosen) == processes:
                 return chosen
         return None
-
-    def _local_pool(self, node_id: str) -> tuple[str, bytes] | None:
-        """The socket and key of the search process's pool, if it serves ``node_id``."""
-        local = self._local
-        return (local["address"], local["authkey"]) if local and local[record.NODE_ID] == node_id else None
 
     def _return_idle(self, keep_for: int = 0, keep: Collection[int] = ()) -> None:
         """Give Ray back the groups no trial holds, except ``keep`` and, with ``keep_for``, those
@@ -231,10 +249,8 @@ class _ReservationsActor:
         return _Group(pg, node_id, str(node.get("NodeManagerAddress", "?")), gpu_ids, [True] * n)
 
     def _pool(self, node_id: str, resources: dict[str, float]) -> None:
-        if self._local_pool(node_id) is not None:
-            self._pools[node_id] = None  # served by the search's process
-            return
-        self._pools[node_id] = start_pool_actor(node_id, resources, self._options)
+        if node_id not in self._pools:
+            self._pools[node_id] = start_pool_actor(node_id, resources, self._options)
 
     def close(self) -> None:
         for g in self._groups.values():
@@ -249,32 +265,18 @@ class _ReservationsActor:
 
 
 class Reservations:
-    """The search's reservation desk and rank pools (an actor); ``close`` ends them all.
+    """The search's reservation desk and the nodes' rank pools (an actor); ``close`` ends them all.
 
     Args:
-        workload: The workload every trial trains; its module is imported ahead by the ranks.
-        device: ``cpu`` or ``cuda``.
-        cpus_per_worker, gpus_per_worker: What a rank reserves.
-        ranks_at_once: The most ranks the search runs at once (``None``: as many as fit).
-        reuse: ``resources.reuse_workers``.
-        mps: ``resources.mps`` (``hpsearch.trials.mps``).
+        options: What every node's pool is started with.
         local: The pool the search's process already runs for its own node, if any: no pool
             actor is started there, and trials on that node use this one.
     """
 
-    def __init__(self, *, workload: str, device: str, cpus_per_worker: int, gpus_per_worker: float,
-                 ranks_at_once: int | None, reuse: bool, mps: str = "auto", local: LocalRanks | None = None) -> None:
-        module = workload_module(workload)
-        options: dict[str, Any] = dict(
-            preload=[module] if module else [], device=device, cpus_per_worker=cpus_per_worker,
-            gpus_per_worker=gpus_per_worker, ranks_at_once=ranks_at_once, reuse=reuse, mps=mps,
-            sys_path=list(sys.path))
-        if local is not None:
-            address, authkey = local.address
-            options["local"] = dict(node_id=ray.get_runtime_context().get_node_id(), address=address,
-                                    authkey=authkey)
+    def __init__(self, options: PoolOptions, local: LocalPool | None = None) -> None:
+        here = None if local is None else (ray.get_runtime_context().get_node_id(), local.address)
         self.actor: Any = ray.remote(_ReservationsActor).options(
-            num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options)
+            num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options, here)
 
     def refuse_without_mps(self) -> None:
         """Raise ``ResourceError`` when ``resources.mps: on`` and a node's daemon could not start."""
@@ -305,3 +307,60 @@ async def _bundle_gpus(group: Any, index: int, gpus: float) -> list[str]:
     probe = ray.remote(num_cpus=0, num_gpus=gpus)(ray.get_gpu_ids).options(
         scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index))
     return [str(g) for g in await probe.remote()]
+
+
+class _PoolActor:
+    """A node's ``RankPool`` and its server, as a threaded Ray actor (``start_pool_actor``), with
+    the search's CUDA MPS daemon of the node where asked for."""
+
+    def __init__(self, options: PoolOptions, prestart: dict[str | None, int], mps: str | None, shared: bool) -> None:
+        self.mps_error: str | None = None
+        self.mps: MpsDaemon | None = None
+        if mps is not None:
+            try:
+                self.mps = MpsDaemon(mps, shared=shared)
+            except MpsError as exc:
+                self.mps_error = str(exc)
+        env = self.mps.env if self.mps is not None else {}
+        self.pool = RankPool(options.preload, prestart=prestart, reuse=options.reuse, sys_path=options.sys_path,
+                             env=env)
+        self.server = PoolServer(self.pool, host=ray.util.get_node_ip_address())
+
+    def address(self) -> PoolAddress:
+        return self.server.address
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the pool's workers started ahead are warm, waiting up to ``timeout`` seconds."""
+        return self.pool.wait_ready(timeout)
+
+    def mps_state(self) -> tuple[str | None, str | None]:
+        """What this node's trials record as ``mps`` (``None`` on a CPU node), and, for
+        ``resources.mps: on``, why the daemon could not start."""
+        return (self.mps.state if self.mps is not None else None), self.mps_error
+
+    def close(self) -> None:
+        self.server.close()
+        self.pool.close()
+        if self.mps is not None:
+            self.mps.stop()
+
+
+def start_pool_actor(node_id: str, resources: dict[str, float], options: PoolOptions) -> Any:
+    """Start the pool actor of ``node_id`` (resources: the node's, as Ray reports them). It ends
+    with the search's Ray job."""
+    prestart: dict[str | None, int]
+    per_rank = float(options.gpus_per_worker)
+    if options.device == "cuda":
+        # The ids Ray gives a node's GPUs are 0..n-1; a GPU shared by ranks of several trials
+        # (gpus_per_worker 0.5, 0.25...) has a warm process for each; a rank on several GPUs
+        # starts its process when a trial first asks (its GPUs are known then).
+        gpus = int(resources.get("GPU", 0))
+        prestart = {str(g): round(1 / per_rank) for g in range(gpus)} if per_rank <= 1 else {}
+    else:
+        prestart = {None: cpu_prestart(resources.get("CPU", 0), options.cpus_per_worker, options.ranks_at_once)}
+    # MPS only where there are GPUs: a cluster's head node often has none.
+    mps = options.mps if options.device == "cuda" and resources.get("GPU", 0) > 0 else None
+    return ray.remote(_PoolActor).options(
+        num_cpus=0, max_concurrency=ACTOR_THREADS, name=_POOL_NAME.format(node_id=node_id),
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+    ).remote(options, prestart, mps, per_rank < 1)

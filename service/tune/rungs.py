@@ -26,9 +26,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from ray.tune.schedulers import ASHAScheduler
+
+from hpsearch import record
 from hpsearch.reasons import counts_toward_n_trials
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import CURVES, SAMPLES_SEEN
+from hpsearch.record import CURVES, SAMPLES_SEEN
 
 if TYPE_CHECKING:
     import optuna
@@ -41,8 +43,6 @@ __all__ = ["asha_scheduler", "rebuild_rungs", "trial_evaluations"]
 def asha_scheduler(space: SearchSpace, samples_per_epoch: int, trials: Iterable[optuna.trial.FrozenTrial] = ()) -> Any:
     """Ray Tune's ``ASHAScheduler`` for ``space`` (budget in samples seen, on the first
     objective), with its rungs rebuilt from the study's ``trials`` (``rebuild_rungs``)."""
-    from ray.tune.schedulers import ASHAScheduler  # Ray Tune (about 1 s): only for a search that uses ASHA
-
     objective = space.objectives[0]
     scheduler = ASHAScheduler(
         time_attr=record.SAMPLES_SEEN,

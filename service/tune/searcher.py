@@ -26,10 +26,10 @@ from optuna.trial import TrialState
 from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
+from hpsearch import record
 from hpsearch.budget import BudgetLedger, predict_trial, trial_devices
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
-from hpsearch.models import ModelKeeper
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     NOT_RUN_REASONS,
@@ -40,9 +40,7 @@ from hpsearch.reasons import (
     REASON_INTERRUPTED,
     occupies_its_configuration,
 )
-from hpsearch.sampler import distributions, grid_size
-from hpsearch.search_spaces import SearchSpace, record
-from hpsearch.search_spaces.record import (
+from hpsearch.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
     EMULATED_RANKS,
@@ -57,9 +55,12 @@ from hpsearch.search_spaces.record import (
     STATUS_REASON,
     TRAINING_STARTED,
 )
+from hpsearch.sampler import distributions
+from hpsearch.saved_models import ModelKeeper
+from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
-from hpsearch.tune.memory import MemoryCeilings
+from hpsearch.tune.ceilings import MemoryCeilings
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
     FAILED_KEY,
@@ -68,6 +69,7 @@ from hpsearch.tune.trainable import (
     REPORT_EVERY_S,
     RESTARTED_KEY,
     STARTED_KEY,
+    TrialTask,
 )
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
@@ -162,7 +164,7 @@ class StudySearcher(Searcher):
         # Every configuration proposed so far, and how many the space has (None: infinitely
         # many): a random search of a finite space stops once it proposed them all.
         self._seen: set[Hashable] = set()
-        self._space_size = grid_size(space)
+        self._space_size = space.grid_size()
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
         trials = study.get_trials(deepcopy=False)
@@ -234,11 +236,11 @@ class StudySearcher(Searcher):
             self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
             self._asked[trial_id] = asked
             self._emit("started", trial.number, params=params)
-            return {"spec": spec.to_dict(), "number": trial.number, "timeout_s": self.space.search.trial_timeout_s,
-                    "on_oom": self.on_oom,
-                    "run_dir": str(self.runs_dir / f"trial-{trial.number:05d}"),
-                    # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
-                    "report_every_s": None if self.space.search.scheduler == "asha" else REPORT_EVERY_S}
+            return {"trial": TrialTask(
+                spec, trial.number, str(self.runs_dir / f"trial-{trial.number:05d}"),
+                timeout_s=self.space.search.trial_timeout_s, on_oom=self.on_oom,
+                # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
+                report_every_s=None if self.space.search.scheduler == "asha" else REPORT_EVERY_S)}
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")
         return Searcher.FINISHED
@@ -416,7 +418,7 @@ class StudySearcher(Searcher):
     def _learn_memory(self, trial: optuna.Trial, result: dict[str, Any], ran_as: dict[str, Any] | None,
                       batch: int | None) -> None:
         """A trial that ran out of memory, or ran halved after it did, sets its configuration's
-        ceiling (``hpsearch.tune.memory``)."""
+        ceiling (``hpsearch.tune.ceilings``)."""
         if ran_as is not None and isinstance(ran_as.get("out_of_memory_at"), int):
             self.ceilings.ran_out(trial.params, ran_as["out_of_memory_at"])
         if result.get(FAILED_KEY) and result.get(record.STATUS_REASON) == REASON_OUT_OF_MEMORY and batch is not None:

@@ -1,13 +1,12 @@
 """The Tune trainable every trial runs: reserve its devices, run its ranks, pass on rank 0's
 reports, and record a failure as a result.
 
-Tune starts a trial process per trial and reuses one only for an identical resource request,
-so a search over world sizes used to pay a new Ray worker (seconds) at every change of shape.
-Here every trial's Tune request is the same (``DRIVER_RESOURCES``: the memory of its light
-driver process, no CPU), so Tune always reuses a finished trial's process, and the trial
-reserves its devices itself (``hpsearch.tune.reservations``), then runs its ranks in the warm
-rank pool of the node that holds them (``hpsearch.tune.pools``). On CUDA, rank ``r`` runs in the
-warm process of the GPU of its ``r``-th unit.
+Every trial's Tune request is the same (``DRIVER_RESOURCES``: the memory of its light driver
+process, no CPU), so Tune always reuses a finished trial's process whatever the trial's shape
+(docs/design.md, "Warm rank processes across trial shapes"). The trial reserves its devices
+itself (``hpsearch.tune.reservations``), and its grant's pool runs its ranks
+(``hpsearch.trials.launcher.run_trial``). On CUDA, rank ``r`` runs in the warm process of the GPU
+of its ``r``-th unit.
 
 The trainable imports neither torch nor optuna; it imports Ray Tune, which a trial's process
 has loaded anyway (the orchestrator imports this module only once a search runs).
@@ -17,23 +16,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ray import tune
 
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import RAN_AS, REASON_OUT_OF_MEMORY
+from hpsearch import record
+from hpsearch.record import RAN_AS, REASON_OUT_OF_MEMORY
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.tune.memory import halved
-from hpsearch.tune.pools import node_ranks
+from hpsearch.tune.ceilings import halved
 from hpsearch.tune.reservations import reserved
 
 __all__ = [
     "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY",
     "STARTED_KEY",
+    "TrialTask",
     "trainable",
 ]
 
@@ -48,7 +47,7 @@ RESTARTED_KEY = "hpsearch_restarted"
 #: Rank 0's reports a trial held back and passes on with its next result, oldest first.
 EARLIER_KEY = "hpsearch_earlier"
 #: The wall-clock times of the trial's phases its process saw, in its last result, as
-#: ``[[phase, time], ...]`` (``hpsearch.search_spaces.record.PHASE_NAMES``: reserved ..
+#: ``[[phase, time], ...]`` (``hpsearch.record.PHASE_NAMES``: reserved ..
 #: last_report): a list, because Tune flattens the dicts of a result before a searcher sees it.
 PHASES_KEY = "hpsearch_phases"
 
@@ -66,6 +65,27 @@ REPORT_EVERY_S = 1.0
 DRIVER_RESOURCES: dict[str, float] = {"memory": float(256 * 2**20)}
 
 
+@dataclass(frozen=True)
+class TrialTask:
+    """One trial as the searcher hands it to the trainable (Tune's config holds it as ``"trial"``).
+
+    Attributes:
+        spec: The trial's configuration (``hpsearch.trials.spec.trial_spec``).
+        number: Its number in the study.
+        run_dir: Its run folder (``metrics.jsonl``, ``model.pt``, its ranks' failure reports).
+        timeout_s: ``search.trial_timeout_s``.
+        on_oom: ``search.on_oom``.
+        report_every_s: How often its reports go to Tune (``None``: each at once, for a scheduler).
+    """
+
+    spec: TrialSpec
+    number: int
+    run_dir: str
+    timeout_s: float | None
+    on_oom: str
+    report_every_s: float | None
+
+
 def trainable(config: dict[str, Any]) -> None:
     """One Tune trial: reserve its devices, run its ranks in that node's pool, forward rank 0's
     reports, and record a failure as a result.
@@ -73,28 +93,27 @@ def trainable(config: dict[str, Any]) -> None:
     This is the trial driver's error boundary: a failing trial reports its reason instead of
     raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
     """
-    spec = TrialSpec(**config["spec"])
-    with reserved(spec.processes) as grant:
+    task: TrialTask = config["trial"]
+    spec = task.spec
+    with reserved(spec.processes) as grant, grant.ranks() as ranks:
         phases = {"reserved": time.time()}
         # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
         # or a test cluster on one machine); the id tells them apart.
         where = {"node": grant.node_ip, record.NODE_ID: grant.node_id}
         tune.report({STARTED_KEY: True, **where})
-        reports = _Reports(where, config.get("report_every_s"))
+        reports = _Reports(where, task.report_every_s)
         ran_as: dict[str, Any] | None = None
         while True:
             try:
-                with node_ranks(grant.node_id, grant.pool) as ranks:
-                    final = run_trial(spec, config["run_dir"], report=reports.forward,
-                                      timeout_s=config.get("timeout_s"), ranks=ranks, gpu_ids=grant.gpu_ids,
-                                      phases=phases)
+                final = run_trial(spec, task.run_dir, report=reports.forward, timeout_s=task.timeout_s, ranks=ranks,
+                                  gpu_ids=grant.gpu_ids, phases=phases)
                 break
             except TrialFailed as exc:
                 # search.on_oom: accumulate: the same trial again at half the per-device batch and
                 # twice the accumulation (the same effective batch, the same optimisation), on
-                # the devices it holds, until it fits (hpsearch.tune.memory).
+                # the devices it holds, until it fits (hpsearch.tune.ceilings).
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
-                if exc.reason != REASON_OUT_OF_MEMORY or config.get("on_oom") != "accumulate" or fits is None:
+                if exc.reason != REASON_OUT_OF_MEMORY or task.on_oom != "accumulate" or fits is None:
                     failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
                                record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}
                     if ran_as is not None:  # halved before it failed: how it ran, and where it last ran out
@@ -110,7 +129,7 @@ def trainable(config: dict[str, Any]) -> None:
                 spec = replace(spec, per_device_batch_size=fits[0], grad_accum_steps=fits[1])
                 # What it reported is the run that ran out: the searcher starts its curves afresh
                 # (the reports held back go with it).
-                reports = _Reports(where, config.get("report_every_s"))
+                reports = _Reports(where, task.report_every_s)
                 tune.report({RESTARTED_KEY: True, **where})
     if ran_as is not None:
         final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher

@@ -17,8 +17,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from starlette.testclient import TestClient
 
+from hpsearch.record import ATTR_OBJECTIVES, ATTR_SPACE_TEXT
 from hpsearch.search import Search, load
-from hpsearch.search_spaces.record import ATTR_OBJECTIVES, ATTR_SPACE_TEXT
 from hpsearch.store import open_storage
 from hpsearch.testing import synthetic_study
 

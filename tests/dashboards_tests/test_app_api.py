@@ -16,7 +16,7 @@ from optuna.trial import TrialState, create_trial
 from starlette.testclient import TestClient
 
 from hpsearch.dashboards.app import create_app
-from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, PHASE_NAMES
+from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, PHASE_NAMES
 from hpsearch.store import open_storage
 
 SPACE_TEXT = "parameters:\n  per_device_batch_size: {choices: [8, 64]}\n  base_lr: 0.01\n"

@@ -26,7 +26,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 import hpsearch
-from hpsearch.search_spaces.record import PHASE_NAMES
+from hpsearch.record import PHASE_NAMES
 
 if TYPE_CHECKING:  # the fixture's type; the fixture itself comes from conftest.py
     from tests.dashboards_tests.conftest import FinishedStudy

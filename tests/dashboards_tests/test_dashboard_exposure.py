@@ -42,7 +42,7 @@ from hpsearch.cli import cli
 from hpsearch.dashboards.api import FIGURES
 from hpsearch.dashboards.app import TOKEN_ENV, create_app, is_loopback, login_url
 from hpsearch.errors import StoreError
-from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
+from hpsearch.record import ATTR_SPACE_TEXT
 from hpsearch.store import open_storage
 
 #: Text that runs script if a page ever writes it as HTML.

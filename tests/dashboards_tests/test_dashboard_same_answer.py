@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 import hpsearch
 from hpsearch.dashboards.app import create_app
-from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
+from hpsearch.record import ATTR_SPACE_TEXT
 from hpsearch.store import open_storage
 from hpsearch.testing import GIB, MIB, SyntheticDevice, SyntheticTruth, synthetic_study
 

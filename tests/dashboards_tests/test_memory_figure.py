@@ -13,7 +13,7 @@ import pytest
 
 from hpsearch.dashboards import memory_info, plot_memory
 from hpsearch.dashboards.app import create_app
-from hpsearch.dashboards.memory import memory_figure
+from hpsearch.dashboards.peak_memory import memory_figure
 from hpsearch.search import Search
 from hpsearch.study import format_bytes
 from hpsearch.testing import GIB, MIB, SyntheticDevice, SyntheticTruth, synthetic_study

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 import pytest
 
-from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
+from hpsearch.record import ATTR_SPACE_TEXT
 from hpsearch.store import open_storage
 
 if TYPE_CHECKING:  # the fixture's type; the fixture itself comes from conftest.py

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from hpsearch.analysis._throughput import fit_throughput
+from hpsearch.analysis._step_time import fit_throughput
 from hpsearch.errors import AnalysisError
 
 Floats = NDArray[np.float64]

@@ -17,7 +17,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.search_spaces.record import ATTR_BUDGET, ATTR_BUDGET_SPENT
+from hpsearch.record import ATTR_BUDGET, ATTR_BUDGET_SPENT
 from hpsearch.store import open_storage
 
 LIMIT_S = 30.0

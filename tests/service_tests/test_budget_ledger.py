@@ -9,8 +9,8 @@ import optuna
 from optuna.trial import TrialState, create_trial
 
 from hpsearch.budget import BudgetLedger, BudgetSpent, predict_trial, spent_of, write_budget
+from hpsearch.record import ATTR_BUDGET
 from hpsearch.search_spaces import Budget
-from hpsearch.search_spaces.record import ATTR_BUDGET
 
 T0 = datetime(2030, 1, 1)
 

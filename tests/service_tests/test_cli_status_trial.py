@@ -20,7 +20,7 @@ from optuna.trial import TrialState, create_trial
 import hpsearch
 from hpsearch.cli import cli
 from hpsearch.errors import TrialNotFoundError
-from hpsearch.search_spaces.record import PHASE_NAMES
+from hpsearch.record import PHASE_NAMES
 
 #: A trial that trained: 1.5 s waiting for its devices, 3 s of training, 0.75 s of the rest.
 TRAINED = {"asked_at": 1_790_000_000.0, "asked": 0.0, "reserved": 1.5, "handed": 1.52, "ready": 1.9,

@@ -13,7 +13,7 @@ import pytest
 
 from hpsearch.errors import StudyBusyError
 from hpsearch.locks import study_lock
-from hpsearch.search_spaces.record import ATTR_SPACE_TEXT
+from hpsearch.record import ATTR_SPACE_TEXT
 from hpsearch.store import open_storage
 
 HOLD = """

@@ -61,15 +61,15 @@ def test_a_ceiling_holds_whatever_the_accumulation(tmp_path: Path) -> None:
     assert (skipped.params["per_device_batch_size"], skipped.params["grad_accum_steps"]) == (512, 2)
     assert (skipped.state, _attr(study, 1, "status_reason")) == (TrialState.PRUNED, "exceeds_memory")
     assert "at or above 512" in _attr(study, 1, "status_detail")
-    assert isinstance(config, dict) and config["spec"]["per_device_batch_size"] == 8
+    assert isinstance(config, dict) and config["trial"].spec.per_device_batch_size == 8
 
 
 def test_under_accumulate_the_larger_accumulation_runs_halved(tmp_path: Path) -> None:
     study, searcher = _resumed(tmp_path, ran_out_on="cpu", on_oom="accumulate")
     config = searcher.suggest("t0")
-    assert isinstance(config, dict) and config["number"] == 1
+    assert isinstance(config, dict) and config["trial"].number == 1
     # 512 x 2 runs as 256 x 4: the same effective batch, below the ceiling.
-    assert (config["spec"]["per_device_batch_size"], config["spec"]["grad_accum_steps"]) == (256, 4)
+    assert (config["trial"].spec.per_device_batch_size, config["trial"].spec.grad_accum_steps) == (256, 4)
     assert _attr(study, 1, "effective_batch_size") == 1024
     assert _attr(study, 1, "ran_as") == {"per_device_batch_size": 256, "grad_accum_steps": 4, "out_of_memory_at": 512}
 
@@ -77,8 +77,8 @@ def test_under_accumulate_the_larger_accumulation_runs_halved(tmp_path: Path) ->
 def test_a_ceiling_measured_on_a_gpu_does_not_hold_on_cpu(tmp_path: Path) -> None:
     study, searcher = _resumed(tmp_path, ran_out_on="cuda (NVIDIA H100 80GB HBM3)", accum=1)
     config = searcher.suggest("t0")
-    assert isinstance(config, dict) and config["number"] == 1
-    assert config["spec"]["per_device_batch_size"] == 512 and config["spec"]["grad_accum_steps"] == 1
+    assert isinstance(config, dict) and config["trial"].number == 1
+    assert config["trial"].spec.per_device_batch_size == 512 and config["trial"].spec.grad_accum_steps == 1
     assert _attr(study, 1, "status_reason") is None and _attr(study, 1, "ran_as") is None
     # Measured on this kind of device, the same proposal is not started.
     study, searcher = _resumed(tmp_path, ran_out_on="cpu", accum=1)

@@ -11,7 +11,7 @@ from optuna.trial import create_trial
 
 import hpsearch
 from hpsearch.errors import AnalysisError, NoAnswerError, SpaceError
-from hpsearch.search_spaces.record import ATTR_BUDGET, ATTR_BUDGET_SPENT
+from hpsearch.record import ATTR_BUDGET, ATTR_BUDGET_SPENT
 from hpsearch.testing import synthetic_study
 
 

@@ -20,6 +20,7 @@ from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.tune.orchestrator import _create_study
 from hpsearch.tune.plan import runnable_grid_points
 from hpsearch.tune.searcher import StudySearcher
+from hpsearch.tune.trainable import TrialTask
 
 SPACE = """\
 study: specs
@@ -51,8 +52,10 @@ def test_every_caller_builds_the_same_spec_from_the_same_parameters(tmp_path: Pa
     for i in range(16):
         config = searcher.suggest(f"t{i}")
         assert isinstance(config, dict)
-        proposed = TrialSpec(**config["spec"])  # what the trial runs, as it crosses to Ray
-        trial = study.trials[config["number"]]
+        task = config["trial"]  # what the trial runs, as it crosses to Ray
+        assert isinstance(task, TrialTask)
+        proposed = task.spec
+        trial = study.trials[task.number]
         built = trial_spec(space, trial.params, device="cpu", max_processes=2)
         assert proposed == built
         assert proposed.per_device_batch_size == trial.params["per_device_batch_size"]
@@ -63,7 +66,7 @@ def test_every_caller_builds_the_same_spec_from_the_same_parameters(tmp_path: Pa
         # The budget counts the processes the trial runs.
         assert trial_devices(trial.params, space, 2) == proposed.processes
         # export-trial writes the same trial, at real ranks and keeping its weights.
-        job = export_trial(study, config["number"], tmp_path / f"job-{i}")
+        job = export_trial(study, task.number, tmp_path / f"job-{i}")
         written = TrialSpec(**json.loads(job.config.read_text())["spec"])
         assert written == dataclasses.replace(built, emulated_ranks=1, save_model=True)
         seen += 1

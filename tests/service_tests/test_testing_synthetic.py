@@ -11,11 +11,11 @@ import optuna
 import pandas as pd
 import pytest
 
-from hpsearch import Search, load
+from hpsearch import Search, load, record
 from hpsearch.dashboards.accuracy_vs_batch import accuracy_vs_batch_info
 from hpsearch.errors import StudyExistsError
-from hpsearch.search_spaces import parse_space, record
-from hpsearch.search_spaces.record import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
+from hpsearch.record import ATTR_N_TRIALS, ATTR_OBJECTIVES, ATTR_SPACE_TEXT, ATTR_VERSIONS
+from hpsearch.search_spaces import parse_space
 from hpsearch.testing import GIB, HIDDEN_PENALTY, MIB, SyntheticDevice, SyntheticTruth, synthetic_study
 
 # docs/design.md, "What each trial must record".

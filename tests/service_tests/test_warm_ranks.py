@@ -128,7 +128,7 @@ resources: {{device: cpu}}
 
 
 def test_a_local_cpu_search_runs_its_ranks_in_processes_it_started_itself(tmp_path: Path) -> None:
-    # Started by the search's process before Ray (hpsearch.tune.pools.LocalRanks), not by a Ray
+    # Started by the search's process before Ray (hpsearch.tune.pools.LocalPool), not by a Ray
     # actor once Ray is up, and served to the trials over a local socket.
     (tmp_path / "where.py").write_text(WHERE)
     log = tmp_path / "where.log"

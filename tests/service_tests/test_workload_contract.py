@@ -14,7 +14,7 @@ import pytest
 from hpsearch.constraints import equivalence_key
 from hpsearch.errors import WorkloadError
 from hpsearch.search_spaces import parse_space
-from hpsearch.trials.pool import RankPool
+from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.spec import trial_spec
 from hpsearch.workloads import check_for_search, check_space_workload
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
-from hpsearch.trials.data_cache import kept_data
 from hpsearch.trials.errors import TrialFailed
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.data_cache import kept_data
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

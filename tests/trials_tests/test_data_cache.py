@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
-from hpsearch.trials.data_cache import DataCache
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.loop import train
-from hpsearch.trials.pool import RankPool
+from hpsearch.trials.node.pool import RankPool
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.data_cache import DataCache
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import build_workload, data_builder
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.cifar10 import TRAIN_BATCHES
 
@@ -97,7 +97,7 @@ def test_loader_workers_load_the_same_batches_and_leave_with_the_trial(
 def test_a_warm_rank_process_ends_its_loader_workers_with_each_trial(tmp_path: Path) -> None:
     import psutil
 
-    from hpsearch.trials.pool import RankPool
+    from hpsearch.trials.node.pool import RankPool
 
     pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 1})
     try:

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["hpsearch.trials.data", "hpsearch.trials.compute", "hpsearch.trials.workloads.base", "hpsearch.trials.memory"]
+MODULES = ["hpsearch.trials.rank.data", "hpsearch.trials.rank.compute", "hpsearch.trials.workloads.base", "hpsearch.trials.rank.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)

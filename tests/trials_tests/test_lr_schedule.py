@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from hpsearch.trials.context import RankContext
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 EPOCHS, WARMUP, B0, BASE = 5, 2.0, 8, 0.01

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 

@@ -16,8 +16,8 @@ import torch
 
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.memory import RankMemory, is_out_of_memory
-from hpsearch.trials.pool import RankPool
+from hpsearch.trials.node.pool import RankPool
+from hpsearch.trials.rank.memory import RankMemory, is_out_of_memory
 from hpsearch.trials.spec import TrialSpec
 
 MiB = 2**20
@@ -188,8 +188,8 @@ def test_the_cap_is_put_back_when_the_trial_ends_even_by_an_error() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_batch_past_the_gpus_memory_fails_as_out_of_memory_with_the_gpus_figures() -> None:
-    from hpsearch.trials.context import RankContext
-    from hpsearch.trials.loop import train
+    from hpsearch.trials.rank.context import RankContext
+    from hpsearch.trials.rank.loop import train
 
     total = torch.cuda.get_device_properties(0).total_memory
     width = 2**20  # 8 MiB of activations a sample kept for the backward pass

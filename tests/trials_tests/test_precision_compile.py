@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from hpsearch.search_spaces import parse_space
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.loop import train
-from hpsearch.trials.pool import RankPool
+from hpsearch.trials.node.pool import RankPool
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec, trial_spec
 
 DIGITS: dict[str, Any] = dict(per_device_batch_size=64, base_lr=0.05, epochs=2, workload="digits_mlp",

@@ -11,9 +11,9 @@ import pytest
 import torch
 from published_ddp_workload import PUBLISHED, data, raw_ddp_rank
 
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 PLUGIN = "published_ddp_workload:make_workload"

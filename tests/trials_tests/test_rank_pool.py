@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +11,7 @@ import pytest
 
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.pool import RankPool
+from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.spec import TrialSpec
 
 # Workloads that misbehave on purpose, written where the ranks import them from.
@@ -152,27 +149,6 @@ def test_a_failed_rank_process_is_replaced_and_never_reused(
     assert len(after) == 2 and not (before & after)  # both ranks of the diverged trial replaced
     run_trial(TrialSpec(**dict(OK, world_size=1)), tmp_path / "c", ranks=pool)
     assert {w["pid"] for w in pool.workers()} == after  # a clean trial leaves its process warm
-
-
-def test_the_ranks_of_a_trial_whose_process_died_are_stopped(tmp_path: Path, pools: list[RankPool]) -> None:
-    pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 2})
-    pools.append(pool)
-    trial_process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    pool.start(TrialSpec(**dict(OK, world_size=2, epochs=200)), str(tmp_path / "run"), watch_pid=trial_process.pid)
-    time.sleep(1)
-    ranks = {w["pid"] for w in pool.workers() if w["state"] == "busy"}
-    assert len(ranks) == 2
-    trial_process.kill()
-    trial_process.wait()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and {w["pid"] for w in pool.workers() if w["state"] == "idle"} & ranks == set() \
-            and len([w for w in pool.workers() if w["state"] == "idle"]) < 2:
-        time.sleep(0.2)
-    # The two ranks were stopped (not left training for nobody) and fresh processes replaced them.
-    for pid in ranks:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-    assert [w["state"] for w in pool.workers()] == ["idle", "idle"]
 
 
 def test_cuda_ranks_run_in_the_warm_process_of_their_assigned_gpu(

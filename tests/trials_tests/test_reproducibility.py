@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.trials.context import RankContext
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 # Clocks, and whether the process built the data or kept them from an earlier trial.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.launcher import run_trial
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import build_workload
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import resolve_workload
 from hpsearch.trials.workloads.cifar10 import TRAIN_BATCHES, cifar10, load_cifar10

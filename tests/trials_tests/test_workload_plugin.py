@@ -10,9 +10,9 @@ import torch
 
 from hpsearch.search_spaces import parse_space
 from hpsearch.search_spaces.loader import load_space
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.trials.workloads.base import resolve_workload
 

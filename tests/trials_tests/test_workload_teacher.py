@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hpsearch.trials.context import RankContext
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.loop import train
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import resolve_workload
 from hpsearch.trials.workloads.teacher import make_teacher_data, teacher_mlp

@@ -8,7 +8,7 @@ same DDP loop, scaling rules and measurements. A factory decorated with ``@takes
 says which options it takes, so a misspelt name in a space file is refused before any trial runs.
 A factory decorated with ``@builds_data(load, options=...)`` builds its data apart from its
 model, from the options named there only, so that a warm rank process can keep the data for the
-next trial with the same data options (``hpsearch.trials.data_cache``) while the model is built
+next trial with the same data options (``hpsearch.trials.rank.data_cache``) while the model is built
 fresh every trial. A workload whose model computes its own loss from whole batches (a
 LightningModule's ``training_step``) brings ``WorkloadHooks``: its own validation and optimizer.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.trials.errors import WorkloadError
 
 if TYPE_CHECKING:
@@ -356,7 +356,9 @@ def builtin_workloads() -> dict[str, WorkloadFactory]:
 
 def workload_module_name(name: str) -> str | None:
     """The module a workload name points to, without importing anything (``None`` for a name
-    that is neither built in nor ``"pkg.module:function"``)."""
+    that is neither built in nor ``"pkg.module:function"``): what rank processes import ahead.
+    A name that resolves to no module is reported by whoever builds the workload (the search's
+    workload check; a trial's rank)."""
     if name in _BUILTINS:
         return _BUILTINS[name][0]
     return name.partition(":")[0] if _PLUGIN.match(name) else None

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpsearch.trials.data import TensorData
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.workloads.base import Workload, builds_data, takes_options
+from hpsearch.trials.workloads.tensors import TensorData
 
 __all__ = ["TRAIN_BATCHES", "CifarImages", "cifar10", "cifar10_data", "load_cifar10", "read_batch"]
 

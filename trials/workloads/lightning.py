@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler, Subset
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.workloads.base import Workload, WorkloadHooks, import_user_module, takes_options_from
 

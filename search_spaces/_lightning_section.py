@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hpsearch.search_spaces import record
+from hpsearch import record
+from hpsearch.search_spaces._checks import check_keys, check_mapping, check_one_of, check_string, fail, show
 from hpsearch.search_spaces._document import Document, KeyPath
-from hpsearch.search_spaces._rules import check_keys, check_mapping, check_one_of, check_string, fail, show
 
 __all__ = ["LIGHTNING_KEYS", "LIGHTNING_STRATEGIES", "REFUSED_STRATEGIES", "merge_options", "parse_lightning"]
 

@@ -1,25 +1,21 @@
-"""``Ranks``: where a trial's ranks run, named once.
+"""``Ranks``: how a trial's driver sees the pool that runs its ranks, and ``Status``, what it
+hears back.
 
 A trial hands its W ranks to a ``Ranks`` and follows them through it: ``start`` gives a
 ticket, ``wait`` returns rank 0's new reports (and, once every rank has ended, their exit codes
-and failure reports), ``cancel`` stops them. Three implementations, one per process hop:
-
-- ``hpsearch.trials.pool.RankPool``: the warm rank processes of a node, in this process;
-- ``hpsearch.trials.pool_server.PoolClient``: a ``RankPool`` served by another process of the
-  node over a Unix socket (the search's own process, on its node);
-- ``hpsearch.tune.pools.RayRanks``: a ``RankPool`` held by a Ray actor on the node.
-
-Trial code never imports Ray: the Ray one lives with the engine (``hpsearch.tune``).
+and failure reports), ``cancel`` stops them. Two implementations: the node's
+``hpsearch.trials.node.pool.RankPool`` itself, in the same process (a script or a test), and a
+``hpsearch.trials.node.server.PoolClient`` of a pool served by another process (every trial of a
+search, whichever node its ranks run on).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from hpsearch.trials.spec import TrialSpec
+from hpsearch.trials.spec import TrialSpec
 
 __all__ = ["Ranks", "Status"]
 
@@ -50,8 +46,7 @@ class Ranks(Protocol):
     """Where a trial's ranks run (see the module's docstring for the implementations)."""
 
     def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = ...,
-              collective_timeout_s: float = ..., watch_pid: int | None = ...,
-              sys_path: Sequence[str] | None = ...) -> int:
+              collective_timeout_s: float = ..., sys_path: Sequence[str] | None = ...) -> int:
         """Hand the trial's ranks to warm processes; returns the trial's ticket."""
         ...
 

@@ -10,7 +10,7 @@ the clock of its compiled model (``workload.compile``).
   needed: bfloat16 has float32's range).
 
 The settings are the process's: a warm rank process puts them back before its next trial
-(``hpsearch.trials.worker``, ``_FreshState``).
+(``hpsearch.trials.rank.process``, ``_FreshState``).
 """
 
 from __future__ import annotations

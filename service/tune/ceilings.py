@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
-from hpsearch.search_spaces.record import (
+from hpsearch.record import (
     BASE_LR,
     DEVICE,
     GRAD_ACCUM_STEPS,

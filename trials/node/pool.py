@@ -2,7 +2,7 @@
 
 Starting a rank from scratch costs seconds (a Python interpreter importing torch, the training
 loop and the workload's module) and a search of short trials paid it on every trial. A
-``RankPool`` keeps processes that have paid it once (``hpsearch.trials.worker``) and hands them
+``RankPool`` keeps processes that have paid it once (``hpsearch.trials.rank.process``) and hands them
 to each trial's ranks: a trial of W ranks takes W idle workers, each joins a fresh process group
 for that trial only, trains, tears the group down and goes back to the pool. One pool per node
 serves every trial on it, whatever their world sizes.
@@ -13,7 +13,7 @@ belongs to one device (its ``CUDA_VISIBLE_DEVICES`` is that device's id, the id 
 the trial), so a trial's rank ``i`` runs in the worker of its ``i``-th assigned GPU and keeps
 that worker's CUDA context warm. On CPU any idle worker serves any rank.
 
-Reuse never changes a result (``hpsearch.trials.worker`` resets a worker to its fresh state
+Reuse never changes a result (``hpsearch.trials.rank.process`` resets a worker to its fresh state
 before every task), and a worker is reused only after a clean finish: a rank that failed,
 diverged, was killed, was cancelled or ran out of time takes its process with it, and the pool
 starts a fresh one in its place.
@@ -43,11 +43,12 @@ from multiprocessing.connection import wait as wait_any
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hpsearch.search_spaces import record
+from hpsearch import record
 from hpsearch.trials.errors import TrialFailed
-from hpsearch.trials.ranks import Status
+from hpsearch.trials.node.ranks import Status
+from hpsearch.trials.node.spawn import RANK_PROCESS, Zygote, start_process
+from hpsearch.trials.rank.messages import Began, Call, Done, Raised, RankTask, Ready, Reported, Returned, ToPool
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.trials.zygote import Zygote, start_process
 
 __all__ = ["RankPool", "local_pool"]
 
@@ -55,7 +56,7 @@ __all__ = ["RankPool", "local_pool"]
 # in a row, instead of being restarted forever.
 _MAX_START_FAILURES = 3
 _TICK_S = 0.05
-# Workers are forked from a warm template (hpsearch.trials.zygote) where the OS can fork.
+# Workers are forked from a warm template (hpsearch.trials.rank.zygote) where the OS can fork.
 _FORK = hasattr(os, "fork") and sys.platform.startswith("linux")
 
 _T = TypeVar("_T")
@@ -79,10 +80,9 @@ class _Worker:
 
 @dataclass
 class _Call:
-    """A function a worker runs for ``RankPool.call``: ``outcome`` is ``("returned", value)``
-    or ``("raised", exception)`` once it ended."""
+    """A function a worker runs for ``RankPool.call``, and how it ended once it did."""
 
-    outcome: tuple[str, Any] | None = None
+    outcome: Returned | Raised | None = None
 
 
 @dataclass
@@ -90,7 +90,6 @@ class _Ticket:
     workers: list[_Worker]
     run: Path
     rendezvous: str
-    watch_pid: int | None
     codes: list[int | None] = field(default_factory=list)
     offset: int = 0  # of metrics.jsonl read so far
     reported: int = 0  # reports rank 0 said it wrote
@@ -137,7 +136,7 @@ class RankPool:
         output: A file the workers' stdout and stderr are appended to (default: this
             process's own).
         env: Variables the workers get beside this process's environment (the search's CUDA
-            MPS daemon's, ``hpsearch.trials.mps``).
+            MPS daemon's, ``hpsearch.trials.node.mps``).
     """
 
     def __init__(self, preload: Sequence[str] = (), *, prestart: dict[str | None, int] | None = None,
@@ -155,7 +154,7 @@ class RankPool:
         self._wanted: dict[str | None, int] = dict(prestart or {})
         self._start_failures = 0
         self._broken: str | None = None
-        # The template the workers are forked from (hpsearch.trials.zygote), started with the
+        # The template the workers are forked from (hpsearch.trials.rank.zygote), started with the
         # first worker; ``None`` where fork is not available (workers are then started anew).
         self._zygote: Zygote | None = None
         self._closed = False
@@ -166,8 +165,8 @@ class RankPool:
     # -- the trial's side -------------------------------------------------------------------
 
     def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
-              collective_timeout_s: float = 300.0, watch_pid: int | None = None,
-              sys_path: Sequence[str] | None = None, wait_s: float = 600.0) -> int:
+              collective_timeout_s: float = 300.0, sys_path: Sequence[str] | None = None,
+              wait_s: float = 600.0) -> int:
         """Hand ``spec.processes`` idle workers one rank each of this trial; returns its ticket.
 
         Waits for workers to become idle or to start (the pool grows to what trials need).
@@ -175,7 +174,6 @@ class RankPool:
         Args:
             gpu_ids: On CUDA, the trial's GPUs as Ray assigned them, in rank order (rank ``r``
                 gets the ``r``-th ``len(gpu_ids) / spec.processes`` of them).
-            watch_pid: The trial's process: if it dies, the pool stops the trial's ranks.
             sys_path: The trial's import path; the ranks see it, and forget what they imported
                 from it when they finish.
 
@@ -207,16 +205,15 @@ class RankPool:
             chosen = self._wait_for(lambda: self._pick(slots), deadline, wait_s)
             ticket = next(self._ids)
             rendezvous = os.path.join(tempfile.gettempdir(), f"hpsearch-rendezvous-{uuid.uuid4().hex}")
-            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, watch_pid, [None] * n, began=[None] * n)
-            task = dict(spec=spec, run_dir=str(run_dir), world_size=n, rendezvous=rendezvous,
-                        collective_timeout_s=collective_timeout_s,
-                        sys_path=list(sys.path if sys_path is None else sys_path))
+            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, [None] * n, began=[None] * n)
+            path = tuple(sys.path if sys_path is None else sys_path)
             self._tickets[ticket].handed = time.time()
             for rank, worker in enumerate(chosen):
                 worker.state, worker.ticket, worker.rank = "busy", ticket, rank
+                task = RankTask(spec, str(run_dir), rank, n, rendezvous, collective_timeout_s, path)
                 # A worker that died while idle raises here; the monitor sees it go and fails the rank.
                 with contextlib.suppress(OSError):
-                    worker.conn.send({**task, "rank": rank})
+                    worker.conn.send(task)
             return ticket
 
     def wait(self, ticket: int, timeout: float) -> Status:
@@ -283,14 +280,13 @@ class RankPool:
             pending = _Call()
             worker.state, worker.call = "busy", pending
             with contextlib.suppress(OSError):  # a worker that died meanwhile: the monitor sees it go
-                worker.conn.send({"call": target, "args": args, "sys_path": list(sys.path)})
+                worker.conn.send(Call(target, args, tuple(sys.path)))
             while pending.outcome is None:
                 self._raise_if_closed()
                 self._cond.wait(1.0)
-        kind, value = pending.outcome
-        if kind == "raised":
-            raise value
-        return value
+        if isinstance(pending.outcome, Raised):
+            raise pending.outcome.error
+        return pending.outcome.value
 
     def wait_ready(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds until the workers started ahead are idle (warm and
@@ -320,7 +316,7 @@ class RankPool:
 
     def idle_pids(self) -> set[int]:
         """The processes that run no rank: idle and starting workers, and the zygote they are
-        forked from (``hpsearch.trials.zygote``)."""
+        forked from (``hpsearch.trials.rank.zygote``)."""
         with self._cond:
             pids = {pid for w in self._workers if w.state in ("idle", "starting") and (pid := self._pid(w)) is not None}
             if self._zygote is not None and self._zygote.alive:
@@ -393,32 +389,30 @@ class RankPool:
                         self._printed(by_pipe[conn])
                     else:
                         self._receive(by_conn[conn])  # type: ignore[index]
-                self._stop_orphaned_tickets()
                 if ready:  # a message changed some worker's or ticket's state
                     self._cond.notify_all()
 
     def _receive(self, worker: _Worker) -> None:
         try:
-            message = worker.conn.recv()
+            message: ToPool = worker.conn.recv()
         except (EOFError, OSError):
             self._gone(worker)
             return
-        if message[0] in ("returned", "raised") and worker.call is not None:
-            worker.call.outcome = (message[0], message[1])
+        t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+        if isinstance(message, (Returned, Raised)) and worker.call is not None:
+            worker.call.outcome = message
             worker.state, worker.call = "idle", None
-        elif message[0] == "report":
-            t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+        elif isinstance(message, Reported):
             if t is not None:
                 t.reported += 1
-                t.report_at.append(_when(message))
-        elif message[0] == "begin":
-            t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
+                t.report_at.append(message.at)
+        elif isinstance(message, Began):
             if t is not None:
-                t.began[worker.rank] = _when(message)
-        elif message[0] == "ready":
+                t.began[worker.rank] = message.at
+        elif isinstance(message, Ready):
             worker.state = "idle"
             self._start_failures = 0
-        elif message[0] == "done":
+        elif isinstance(message, Done):
             self._printed(worker, drain=True)  # under the trial that printed it
             worker.tasks += 1
             self._rank_ended(worker, 0)
@@ -493,7 +487,7 @@ class RankPool:
                 self._broken = (f"rank processes exit while starting (exit code {code}, {self._start_failures} "
                                 "times in a row): see the trial's log for the import error")
         if worker.call is not None:
-            worker.call.outcome = ("raised", TrialFailed(record.REASON_RANK_EXITED, f"the rank process exited with code {code}"))
+            worker.call.outcome = Raised(TrialFailed(record.REASON_RANK_EXITED, f"the rank process exited with code {code}"))
         elif worker.state == "busy":
             self._rank_ended(worker, code)
         worker.state = "gone"
@@ -510,19 +504,6 @@ class RankPool:
             for peer, peer_code in zip(t.workers, t.codes):
                 if peer_code is None:
                     self._signal(peer, signal.SIGTERM)
-
-    def _stop_orphaned_tickets(self) -> None:
-        """Stop the ranks of trials whose process died (a trial process killed by Ray or by a
-        user): nobody is left to wait for them."""
-        for number, t in list(self._tickets.items()):
-            if t.watch_pid is None or _alive(t.watch_pid):
-                continue
-            if all(c is not None for c in t.codes):
-                del self._tickets[number]
-                _remove(t.rendezvous)
-            for worker, code in zip(t.workers, t.codes):
-                if code is None:
-                    self._signal(worker, signal.SIGKILL)
 
     def _spawn_missing(self) -> None:
         if self._broken is not None:
@@ -550,7 +531,7 @@ class RankPool:
             return _Worker(conn, gpu, request=request, pid=pid, printed=printed)
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        proc, conn = start_process("hpsearch.trials.worker", self.preload, env, "HPSEARCH_WORKER_FD", self.output)
+        proc, conn = start_process(RANK_PROCESS, self.preload, env, "HPSEARCH_WORKER_FD", self.output)
         return _Worker(conn, gpu, proc=proc)
 
     def _pid(self, worker: _Worker) -> int | None:
@@ -588,22 +569,6 @@ class RankPool:
     def _raise_if_closed(self) -> None:
         if self._closed:
             raise TrialFailed(record.REASON_RANK_EXITED, "the rank pool was closed")
-
-
-def _when(message: tuple[Any, ...]) -> float:
-    """When a worker's message happened: the time it sent along (its own clock, read as it
-    happened), else now."""
-    return float(message[2]) if len(message) > 2 else time.time()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove(path: str) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.search_spaces.record import ATTR_REMOVED_MODELS, MODEL_PATH
+from hpsearch.record import ATTR_REMOVED_MODELS, MODEL_PATH
 
 if TYPE_CHECKING:
     import optuna

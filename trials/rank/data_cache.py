@@ -3,12 +3,12 @@
 A grid of trials of one workload trains the same data again and again; building them took each
 trial seconds (``teacher_mlp`` with 65,536 samples: about 4 s on one core), and on a GPU moving
 them to the device again. A rank process is reused by trial after trial
-(``hpsearch.trials.worker``), so it keeps what it built:
+(``hpsearch.trials.rank.process``), so it keeps what it built:
 
 - the data of a factory that declares them (``@builds_data``: the built-ins do), keyed by its
   data builder and the values of its data options; the model is still built fresh and seeded
   every trial;
-- the device copies of kept tensors (the device path, ``hpsearch.trials.data``), for as long as
+- the device copies of kept tensors (the device path, ``hpsearch.trials.rank.data``), for as long as
   the tensors they copy are kept.
 
 Memory is bounded: at most ``MAX_ENTRIES`` data sets and ``MAX_BYTES`` of their tensors in a
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hpsearch.trials.data import DEVICE_MEMORY_SHARE, copy_to
+from hpsearch.trials.rank.data import DEVICE_MEMORY_SHARE, copy_to
 from hpsearch.trials.workloads.base import (
     accepted_options,
     build_data,

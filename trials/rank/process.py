@@ -1,10 +1,12 @@
-"""A warm rank process: ``python -m hpsearch.trials.worker [MODULE ...]``.
+"""A warm rank process: ``python -m hpsearch.trials.rank.process [MODULE ...]``.
 
-Started by a ``RankPool`` (``hpsearch.trials.pool``) with one end of a socket pair (its fd in
-``HPSEARCH_WORKER_FD``). It imports torch, the training loop and the given modules once, says
-``ready``, then runs one rank of one trial per task it receives, and says ``done`` after each
-rank that finished cleanly. A rank that fails in any way writes ``failure-rank<r>.json`` in the
-trial's run folder and exits, so no process that saw an error is ever reused.
+Started by a ``RankPool`` (``hpsearch.trials.node.pool``), or forked from its zygote
+(``hpsearch.trials.rank.zygote``), with one end of a socket pair (its fd in
+``HPSEARCH_WORKER_FD``). It has imported torch, the training loop and the given modules once,
+says ``Ready``, then runs one rank of one trial per ``RankTask`` it receives
+(``hpsearch.trials.rank.messages``) and says ``Done`` after each rank that finished cleanly. A
+rank that fails in any way writes ``failure-rank<r>.json`` in the trial's run folder and exits,
+so no process that saw an error is ever reused.
 
 Before every task the process is put back into the state it had when it became ready (see
 ``_FreshState``): reuse must never change a result.
@@ -17,6 +19,7 @@ import gc
 import importlib
 import json
 import os
+import pickle
 import random
 import signal
 import sys
@@ -29,13 +32,24 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hpsearch.search_spaces import record
+import numpy
+import torch
+import torch.distributed as dist
 
-__all__ = ["die_with_parent", "import_modules", "rank_device", "run_rank"]
+from hpsearch import record
+from hpsearch.search_spaces.errors import HPSearchError
+from hpsearch.trials.errors import TrialFailed
+from hpsearch.trials.rank import data_cache
+from hpsearch.trials.rank.context import JsonlSink, RankContext
+from hpsearch.trials.rank.lifetime import die_with_parent, leave
+from hpsearch.trials.rank.loop import train
+from hpsearch.trials.rank.messages import Began, Call, Done, Raised, RankTask, Ready, Reported, Returned
 
-_ALWAYS = ("torch", "torch.distributed", "torch.nn.parallel", "hpsearch.trials.loop",
-           # what an optimizer's first construction imports (about 1 s)
-           "torch._dynamo")
+__all__ = ["import_modules", "main", "rank_device", "run_rank"]
+
+# What an optimizer's first construction imports (about 1 s), beside torch and the loop that
+# this module imports.
+_ALWAYS = ("torch._dynamo",)
 
 
 def main(argv: list[str]) -> None:
@@ -44,43 +58,40 @@ def main(argv: list[str]) -> None:
     # Ctrl-C in a terminal reaches every process of the foreground group; a rank stops only
     # when its pool stops it, so that the trial's end is recorded as the search decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import_modules(argv)  # already done in a process forked by the zygote (hpsearch.trials.zygote)
+    import_modules(argv)  # already done in a process forked by the zygote
     fresh = _FreshState.capture()
     # What was imported stays for the process's life: keep the collector from walking it again
     # after every rank (a full collection over torch's objects took 0.2-0.5 s a trial).
     gc.freeze()
-    conn.send(("ready", os.getpid()))
+    conn.send(Ready(os.getpid()))
     while True:
         try:
-            task = conn.recv()
+            work: RankTask | Call = conn.recv()
         except (EOFError, OSError):
-            _exit(0)
+            leave(0)
         fresh.restore()
-        added = _extend_path(task["sys_path"])
-        if "call" in task:
-            conn.send(_called(task["call"], task["args"]))
+        added = _extend_path(work.sys_path)
+        if isinstance(work, Call):
+            conn.send(_called(work))
             _forget(added, fresh)
             continue
         # Reset and on its way: the trial's "ready" phase, by this process's clock (the pool's
         # monitor may read the message a tick later, after training began).
-        rank: int = task["rank"]
-        conn.send(("begin", rank, time.time()))
+        conn.send(Began(work.rank, time.time()))
 
-        def reported(rank: int = rank) -> None:
-            conn.send(("report", rank, time.time()))
+        def reported(rank: int = work.rank) -> None:
+            conn.send(Reported(rank, time.time()))
 
-        run_rank(**{k: task[k] for k in ("spec", "run_dir", "rank", record.WORLD_SIZE, "rendezvous",
-                                          "collective_timeout_s")},
-                 on_report=reported)
+        run_rank(work, on_report=reported)
         # Done first, clean up after: the trial ends now, and the next task waits in the socket
         # until this process is clean.
-        conn.send(("done", rank))
+        conn.send(Done(work.rank))
         _forget(added, fresh)
 
 
 def import_modules(modules: list[str]) -> None:
-    """Import torch, the training loop and ``modules`` (the workload's): what makes a rank
-    process warm."""
+    """Import what makes a rank process warm beside torch and the loop: ``modules`` (the
+    workload's)."""
     for name in _ALWAYS:
         try:
             importlib.import_module(name)
@@ -93,21 +104,18 @@ def import_modules(modules: list[str]) -> None:
             importlib.import_module(name)
 
 
-def _called(target: str, args: tuple[Any, ...]) -> tuple[str, Any]:
-    """Run ``target`` (``"module:function"``) for ``RankPool.call``: what it returned, or what it
-    raised (an exception that cannot cross the socket as itself crosses as a ``RuntimeError``
-    naming it)."""
-    import pickle
-
-    module, _, name = target.partition(":")
+def _called(call: Call) -> Returned | Raised:
+    """Run a ``Call`` for ``RankPool.call``: what it returned, or what it raised (an exception
+    that cannot cross the socket as itself crosses as a ``RuntimeError`` naming it)."""
+    module, _, name = call.target.partition(":")
     try:
-        return "returned", getattr(importlib.import_module(module), name)(*args)
+        return Returned(getattr(importlib.import_module(module), name)(*call.args))
     except Exception as exc:  # the caller's to handle: errors cross as values
         try:
             pickle.loads(pickle.dumps(exc))
         except Exception:
             exc = RuntimeError(f"{type(exc).__name__}: {exc}")
-        return "raised", exc
+        return Raised(exc)
 
 
 def rank_device(spec_device: str) -> tuple[str, str]:
@@ -123,34 +131,26 @@ def rank_device(spec_device: str) -> tuple[str, str]:
     return "cpu", "gloo"
 
 
-def run_rank(spec: Any, run_dir: str, rank: int, world_size: int, rendezvous: str,
-             collective_timeout_s: float, on_report: Callable[[], None] | None = None) -> None:
+def run_rank(task: RankTask, on_report: Callable[[], None] | None = None) -> None:
     """Run one rank of a trial in this process, in a process group of its own. Returns only
     if the rank finished cleanly; on any failure, writes the reason and exits the process.
     ``on_report`` is called after rank 0 appended a report to ``metrics.jsonl``."""
-    import torch
-    import torch.distributed as dist
-
-    from hpsearch.search_spaces.errors import HPSearchError
-    from hpsearch.trials.context import JsonlSink, RankContext
-    from hpsearch.trials.errors import TrialFailed
-    from hpsearch.trials.loop import train
-
+    spec, rank, processes = task.spec, task.rank, task.processes
     # Ray sets OMP_NUM_THREADS for its workers and children inherit it; set torch's own thread
     # count per rank so W ranks share the trial's CPUs instead of oversubscribing them.
     torch.set_num_threads(max(1, spec.cpus_per_worker))
     device, backend = rank_device(spec.device)
     if device.startswith("cuda"):
         torch.cuda.set_device(0)
-    run = Path(run_dir)
+    run = Path(task.run_dir)
     sink = _announced(JsonlSink(run / "metrics.jsonl"), on_report) if rank == 0 else None
-    ctx = RankContext(rank=rank, world_size=world_size, device=device, sink=sink, run_dir=run)
+    ctx = RankContext(rank=rank, world_size=processes, device=device, sink=sink, run_dir=run)
     try:
-        if world_size > 1:
-            timeout = timedelta(seconds=collective_timeout_s)
-            store = dist.FileStore(rendezvous, world_size)
+        if processes > 1:
+            timeout = timedelta(seconds=task.collective_timeout_s)
+            store = dist.FileStore(task.rendezvous, processes)
             store.set_timeout(timeout)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=processes, timeout=timeout)
         train(spec, ctx)
     except TrialFailed as exc:
         _fail(run, rank, exc.reason, exc.detail, exc.measured)
@@ -202,7 +202,7 @@ class _FreshState:
     """What a task may change in the process and the next task must not see changed: the RNGs,
     the default dtype, autograd's modes, determinism and TF32 flags, the float32 matmul
     precision, torch.compile's caches, the import path and modules. The workload data the
-    process keeps (``hpsearch.trials.data_cache``) are not state a result depends on: the model
+    process keeps (``hpsearch.trials.rank.data_cache``) are not state a result depends on: the model
     is built fresh and seeded every trial, and the data are what the factory would build."""
 
     torch_rng: Any
@@ -216,20 +216,13 @@ class _FreshState:
 
     @classmethod
     def capture(cls) -> _FreshState:
-        import torch
-
-        return cls(torch.get_rng_state(), random.getstate(), _numpy_state(), torch.get_default_dtype(),
+        return cls(torch.get_rng_state(), random.getstate(), numpy.random.get_state(), torch.get_default_dtype(),
                    torch.get_num_threads(), _flags(), list(sys.path), frozenset(sys.modules))
 
     def restore(self) -> None:
-        import torch
-
         torch.set_rng_state(self.torch_rng)
         random.setstate(self.python_rng)
-        if self.numpy_rng is not None:
-            import numpy
-
-            numpy.random.set_state(self.numpy_rng)
+        numpy.random.set_state(self.numpy_rng)
         torch.set_default_dtype(self.dtype)
         torch.set_num_threads(self.threads)
         torch.set_grad_enabled(self.flags["grad"])
@@ -248,8 +241,6 @@ class _FreshState:
 
 
 def _flags() -> dict[str, Any]:
-    import torch
-
     return dict(grad=torch.is_grad_enabled(), anomaly=torch.is_anomaly_enabled(),
                 deterministic=torch.are_deterministic_algorithms_enabled(),
                 deterministic_warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
@@ -259,15 +250,7 @@ def _flags() -> dict[str, Any]:
                 matmul_precision=torch.get_float32_matmul_precision())
 
 
-def _numpy_state() -> Any:
-    try:
-        import numpy
-    except ImportError:
-        return None
-    return numpy.random.get_state()
-
-
-def _extend_path(paths: list[str]) -> list[str]:
+def _extend_path(paths: tuple[str, ...]) -> list[str]:
     """Put the trial's import path entries this process lacks in front (its workload module may
     live there); returns them."""
     added = [p for p in paths if p not in sys.path]
@@ -285,13 +268,11 @@ def _forget(added: list[str], fresh: _FreshState) -> None:
         if origin and any(os.path.abspath(origin).startswith(root) for root in roots):
             del sys.modules[name]
             forgotten.append(name)
-    if forgotten and "hpsearch.trials.data_cache" in sys.modules:
+    if forgotten:
         # Data their functions built go with them: another module of the same name may come.
-        sys.modules["hpsearch.trials.data_cache"].kept_data().forget(forgotten)
+        data_cache.kept_data().forget(forgotten)
     sys.path[:] = fresh.sys_path
     gc.collect()
-    import torch
-
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
@@ -308,13 +289,7 @@ def _fail(run: Path, rank: int, reason: str, detail: str, measured: dict[str, An
     connection drop and stop too, and the pool replaces this process.
     """
     _write_failure(run, rank, reason, detail, measured or {})
-    _exit(1)
-
-
-def _exit(code: int) -> NoReturn:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    leave(1)
 
 
 def _write_failure(run: Path, rank: int, reason: str, detail: str, measured: dict[str, Any]) -> None:
@@ -324,20 +299,6 @@ def _write_failure(run: Path, rank: int, reason: str, detail: str, measured: dic
     partial = final.with_suffix(".json.partial")
     partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank, "measured": measured}))
     os.replace(partial, final)
-
-
-def die_with_parent() -> None:
-    """Ask Linux to kill this process when the thread that started it ends (the pool's thread,
-    or the zygote that forked it; even by SIGKILL of its process), so a killed search never
-    leaves rank processes behind. Elsewhere a no-op: the closed socket ends an idle worker
-    instead."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent was gone before the request took effect
-            os._exit(1)
 
 
 if __name__ == "__main__":

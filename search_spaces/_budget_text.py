@@ -1,4 +1,5 @@
-"""``search.budget`` and the ``--budget`` option: what a whole search may spend.
+"""How a budget is written: ``search.budget``, the ``--budget`` option, and a duration as
+people write it (``format_duration``).
 
 A budget is a wall-clock time, a number of device-hours, or both. The same words work in the
 space file and on the command line:
@@ -23,12 +24,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from hpsearch.search_spaces._checks import check_keys, check_number, fail, is_number, show
 from hpsearch.search_spaces._document import Document, KeyPath
-from hpsearch.search_spaces._rules import check_keys, check_number, fail, is_number, show
 from hpsearch.search_spaces.errors import SpaceError
 from hpsearch.search_spaces.space import Budget
 
-__all__ = ["BUDGET_KEYS", "BUDGET_RULE", "parse_budget", "parse_budget_text"]
+__all__ = ["BUDGET_KEYS", "BUDGET_RULE", "format_duration", "parse_budget", "parse_budget_text"]
 
 #: The keys of a ``search.budget`` mapping.
 BUDGET_KEYS = ("wall", "device_hours")
@@ -112,3 +113,20 @@ def parse_budget(doc: Document, raw: Any, path: KeyPath) -> Budget:
     if raw.get("device_hours") is not None:
         device_hours = check_number(doc, raw["device_hours"], path + ("device_hours",), above=0)
     return Budget(wall_s=wall, device_hours=device_hours)
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as people write it: ``40s``, ``1m30s``, ``2h5m``.
+
+    Example:
+        >>> format_duration(40.4), format_duration(90), format_duration(7500)
+        ('40s', '1m30s', '2h5m')
+    """
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes}m" if minutes else f"{hours}h"

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hpsearch import record as r
 from hpsearch.analysis._batches import COUNTED
 from hpsearch.analysis._target import Target
-from hpsearch.search_spaces import record as r
 
 __all__ = ["FALLS_BEHIND", "RulePoint", "RuleReport", "rule_reports"]
 

@@ -2,7 +2,8 @@
 
 Two data paths feed the DDP loop (``workload.data``, docs/trials.md "Data on the device"):
 
-- **device**: a workload whose data are tensors (a ``TensorDataset``, or ``TensorData`` for data
+- **device**: a workload whose data are tensors (a ``TensorDataset``, or
+  ``hpsearch.trials.workloads.tensors.TensorData`` for data
   that needs a transform per batch, such as uint8 images turned into floats) has them copied
   to the rank's device once, and each micro-batch is gathered there by index. Nothing per
   sample runs in Python, nothing crosses the PCIe bus during training.
@@ -29,17 +30,17 @@ import math
 import multiprocessing
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from hpsearch.trials.errors import WorkloadError
-
-if TYPE_CHECKING:
-    from hpsearch.trials.workloads.base import Workload
+from hpsearch.trials.rank.lifetime import die_with_parent
+from hpsearch.trials.workloads.base import Workload
+from hpsearch.trials.workloads.tensors import Transform, tensor_parts
 
 __all__ = [
     "DEVICE_MEMORY_SHARE",
@@ -48,11 +49,9 @@ __all__ = [
     "EpochPlan",
     "Feed",
     "LoaderSettings",
-    "TensorData",
     "choose_data_path",
     "copy_to",
     "open_feed",
-    "tensor_parts",
 ]
 
 #: Validation batch size of both paths (the same chunks, so the same sums).
@@ -63,59 +62,6 @@ EVAL_BATCH = 1024
 DEVICE_MEMORY_SHARE = 0.25
 #: At most this many loader workers per rank with ``workers: auto``.
 _AUTO_WORKERS_CAP = 8
-
-Transform = Callable[..., Sequence[torch.Tensor]]
-
-
-class TensorData(Dataset[tuple[torch.Tensor, ...]]):
-    """A map-style dataset held as tensors that share their first dimension, with an optional
-    transform: the data contract of the device path for data a ``TensorDataset`` cannot hold
-    as the model takes it.
-
-    Sample ``i`` is ``transform(*(t[i] for t in tensors))``; on the device path the transform
-    runs on a whole gathered batch instead, on the device, so it must treat each sample on its
-    own (a dtype conversion, a scaling, a normalisation by fixed constants; no batch
-    statistics, no randomness): then a batch is the stack of its samples, bit for bit on the
-    CPU. The data stay compact where they live (uint8 images: a quarter of float32's bytes).
-
-    Args:
-        *tensors: The columns, e.g. ``(images, labels)``.
-        transform: ``transform(*columns) -> columns``, applied to one sample or one batch.
-
-    Example:
-        >>> images = torch.tensor([[0, 255], [51, 102]], dtype=torch.uint8)
-        >>> data = TensorData(images, torch.tensor([0, 1]), transform=lambda x, y: (x.float() / 255, y))
-        >>> data[1]
-        (tensor([0.2000, 0.4000]), tensor(1))
-    """
-
-    def __init__(self, *tensors: torch.Tensor, transform: Transform | None = None) -> None:
-        if not tensors:
-            raise ValueError("TensorData needs at least one tensor")
-        sizes = {int(t.shape[0]) for t in tensors}
-        if len(sizes) != 1:
-            raise ValueError(f"TensorData's tensors must share their first dimension, got sizes {sorted(sizes)}")
-        self.tensors = tuple(tensors)
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return int(self.tensors[0].shape[0])
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
-        sample = tuple(t[index] for t in self.tensors)
-        return tuple(self.transform(*sample)) if self.transform is not None else sample
-
-
-def tensor_parts(dataset: object) -> tuple[tuple[torch.Tensor, ...], Transform | None] | None:
-    """The tensors and transform of a dataset the device path can hold, or ``None``: a
-    ``TensorDataset`` or ``TensorData`` whose class keeps their own ``__getitem__`` (a subclass
-    that changes what a sample is cannot be gathered by index)."""
-    if isinstance(dataset, TensorData) and type(dataset).__getitem__ is TensorData.__getitem__:
-        return dataset.tensors, dataset.transform
-    if isinstance(dataset, TensorDataset) and type(dataset).__getitem__ is TensorDataset.__getitem__:
-        return tuple(dataset.tensors), None
-    return None
-
 
 @dataclass(frozen=True)
 class DataPath:
@@ -141,7 +87,7 @@ def choose_data_path(requested: str, workload: Workload, device: torch.device) -
             data = getattr(workload, name)
             if tensor_parts(data) is None:
                 why_not = (f"its {name} is a {type(data).__module__}.{type(data).__qualname__}, not tensors (a "
-                           "TensorDataset, or hpsearch.trials.data.TensorData)")
+                           "TensorDataset, or hpsearch.trials.workloads.tensors.TensorData)")
                 break
     if why_not is not None:
         if requested == "device":
@@ -404,8 +350,6 @@ _START_METHOD = "fork" if sys.platform.startswith("linux") and "fork" in multipr
 def _die_with_rank(_worker_id: int) -> None:
     """In each loader worker: ask Linux to kill it when its rank process ends, however it ends
     (a rank that fails leaves with ``os._exit``; the pool SIGKILLs a stuck one)."""
-    from hpsearch.trials.worker import die_with_parent
-
     die_with_parent()
 
 
@@ -428,7 +372,7 @@ def copy_to(tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[to
 def open_feed(path: DataPath, workload: Workload, plan: EpochPlan, device: torch.device, *,
               loader: Mapping[str, Any], cpus: int, seed: int, to_device: DeviceCopy = copy_to) -> Feed:
     """The trial's batches along ``path``. ``to_device`` puts tensors on the device (the warm
-    process's kept copies, ``hpsearch.trials.data_cache``, or a fresh copy)."""
+    process's kept copies, ``hpsearch.trials.rank.data_cache``, or a fresh copy)."""
     if path.kind == "device":
         train, val = tensor_parts(workload.train_set), tensor_parts(workload.val_set)
         if train is None or val is None:

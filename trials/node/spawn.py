@@ -1,114 +1,33 @@
-"""The template of a node's rank processes: ``python -m hpsearch.trials.zygote [MODULE ...]``.
+"""Starting a node's rank processes: ``start_process`` (a new interpreter) and ``Zygote``, the
+pool's handle on the template they are forked from (``hpsearch.trials.rank.zygote``).
 
-A rank process (``hpsearch.trials.worker``) must import torch, the training loop and the
-workload's module before it serves a trial: 1-3 CPU-seconds each. A pool that grew to 16
-processes on a loaded machine paid that 16 times over, while trials waited for their ranks
-(measured: 32 sleeping trials on a Ray head told 16 CPUs, 2 cores: a median 2.1 s and up to
-14 s between a trial's devices being reserved and its ranks being handed to workers). The
-zygote pays it once: it imports everything, then forks a new rank process on each request, in
-milliseconds, already warm, as Python's ``forkserver`` start method does.
-
-Forking is safe here because the zygote runs nothing: it starts no thread of its own (OpenBLAS's
-thread server is kept off with ``OPENBLAS_NUM_THREADS=1``), initialises no CUDA (each child sets
-its ``CUDA_VISIBLE_DEVICES`` before CUDA is touched, so one template serves every GPU) and
-holds no lock across the fork.
-
-The protocol, on the socket in ``HPSEARCH_ZYGOTE_FD`` (a ``multiprocessing`` connection):
-
-- the zygote says ``("ready", pid)`` once its imports are done;
-- the pool sends ``("fork", request, gpu)`` followed by the socket of the new rank process and
-  the writing end of a pipe for what it prints (``multiprocessing.reduction.send_handle``); the
-  zygote forks, and the child runs ``hpsearch.trials.worker.main`` on that socket, its stdout and
-  stderr on that pipe; the zygote answers ``("forked", request, pid)``;
-- the zygote reaps its children and says ``("exited", pid, code)`` for each (``code`` as
-  ``subprocess`` gives it: negative for a signal).
-
-The zygote asks Linux to kill it when the pool's thread that started it ends, and each child
-asks the same of the zygote, so a killed search leaves no process behind.
+Neither imports torch: they start the rank's modules by name (``python -m``), so the process
+that owns a pool (the search's, or a pool actor) stays light.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import recv_handle, send_handle
+from multiprocessing.reduction import send_handle
 from pathlib import Path
 
-__all__ = ["Zygote", "main", "start_process"]
+from hpsearch.trials.rank.messages import Exited, Fork, Forked, Ready
 
-# How long the zygote waits for a request before it looks for children that exited.
+__all__ = ["RANK_PROCESS", "ZYGOTE", "Zygote", "start_process"]
+
+#: The modules a rank process and the zygote run as (``python -m``).
+RANK_PROCESS = "hpsearch.trials.rank.process"
+ZYGOTE = "hpsearch.trials.rank.zygote"
+
+# How long the zygote's handle waits between looks at its messages.
 _TICK_S = 0.05
-
-
-def main(argv: list[str]) -> None:
-    from hpsearch.trials import worker
-
-    conn = Connection(int(os.environ.pop("HPSEARCH_ZYGOTE_FD")))
-    worker.die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    worker.import_modules(argv)
-    gc.freeze()
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            if conn.poll(_TICK_S):
-                message = conn.recv()
-                if message[0] == "fork":
-                    _, request, gpu = message
-                    fd, out = recv_handle(conn), recv_handle(conn)
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(conn, fd, out, gpu, argv)  # never returns
-                    os.close(fd)
-                    os.close(out)
-                    conn.send(("forked", request, pid))
-            _reap(conn)
-        except (EOFError, OSError):
-            # The pool is gone: so are we (and, with us, every child: see ``worker.die_with_parent``).
-            os._exit(0)
-
-
-def _child(conn: Connection, fd: int, out: int, gpu: str | None, argv: list[str]) -> None:
-    """In the forked child: forget the zygote's socket, write into the pool's pipe (``out``, for
-    stdout and stderr alike: the pool marks each line with the trial and rank), and become a rank
-    process."""
-    from hpsearch.trials import worker
-
-    try:
-        conn.close()
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
-        if gpu is not None:
-            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-        os.environ["HPSEARCH_WORKER_FD"] = str(fd)
-        worker.main(argv)
-    finally:
-        os._exit(1)  # worker.main leaves with os._exit; anything else is a failure to start
-
-
-def _reap(conn: Connection) -> None:
-    """Tell the pool of every child that exited since the last look."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:  # no children at all
-            return
-        if pid == 0:
-            return
-        conn.send(("exited", pid, os.waitstatus_to_exitcode(status)))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
 
 
 def start_process(module: str, argv: list[str], env: dict[str, str], fd_variable: str,
@@ -146,7 +65,7 @@ class Zygote:
 
     def __init__(self, preload: list[str], env: dict[str, str], output: Path | None) -> None:
         env = {"OPENBLAS_NUM_THREADS": "1", **env}
-        self.proc, self.conn = start_process("hpsearch.trials.zygote", preload, env, "HPSEARCH_ZYGOTE_FD", output)
+        self.proc, self.conn = start_process(ZYGOTE, preload, env, "HPSEARCH_ZYGOTE_FD", output)
         self.alive = True
         #: Whether its imports are done (it then forks within milliseconds).
         self.ready = False
@@ -165,7 +84,7 @@ class Zygote:
         output, printed = os.pipe()
         os.set_blocking(output, False)
         try:
-            self.conn.send(("fork", request, gpu))
+            self.conn.send(Fork(request, gpu))
             send_handle(self.conn, child.fileno(), self.proc.pid)
             send_handle(self.conn, printed, self.proc.pid)
         except OSError:
@@ -181,12 +100,12 @@ class Zygote:
         try:
             while self.alive and self.conn.poll(0):
                 message = self.conn.recv()
-                if message[0] == "ready":
+                if isinstance(message, Ready):
                     self.ready = True
-                elif message[0] == "forked":
-                    self.pids[message[1]] = message[2]
-                elif message[0] == "exited":
-                    self.exited[message[1]] = message[2]
+                elif isinstance(message, Forked):
+                    self.pids[message.request] = message.pid
+                elif isinstance(message, Exited):
+                    self.exited[message.pid] = message.code
         except (EOFError, OSError):
             self.alive = False
 
@@ -222,7 +141,7 @@ class Zygote:
                 self.alive = False
 
     def kill(self) -> None:
-        """Stop the zygote; its children follow it (``die_with_parent``)."""
+        """Stop the zygote; its children follow it (``hpsearch.trials.rank.lifetime.die_with_parent``)."""
         with contextlib.suppress(OSError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):

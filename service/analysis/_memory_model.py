@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hpsearch import record as r
 from hpsearch.analysis._stats import finite_number, nonnegative_line
-from hpsearch.search_spaces import record as r
 from hpsearch.study import format_bytes
 
 if TYPE_CHECKING:

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from hpsearch import record
+from hpsearch.analysis import memory_limits, memory_models, ran_shapes
 from hpsearch.dashboards.points import config_columns, log_axis, plain_value
 from hpsearch.dashboards.queries import FigureQuery
 from hpsearch.dashboards.style import MARKER_SIZE_PX, axis_label, subtitle, with_log_axes, with_note
-from hpsearch.search_spaces import record
 from hpsearch.study import format_bytes
 
 if TYPE_CHECKING:
@@ -171,7 +172,6 @@ def memory_info(df: pd.DataFrame, limits: MemoryLimits | None = None,
         ('cpu', [64.0, 128.0, 256.0], 512, 1)
     """
     # numpy and the analysis (scipy, loaded with hpsearch.analysis): with the first memory figure
-    from hpsearch.analysis import memory_models, ran_shapes
 
     reasons = df[record.STATUS_REASON].tolist() if record.STATUS_REASON in df.columns else [None] * len(df)
     n_out = sum(r == record.REASON_OUT_OF_MEMORY for r in reasons)
@@ -300,13 +300,9 @@ def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
 def plot_memory(search: Search) -> go.Figure:
     """Peak memory per rank against the per-device batch, one line per device kind, with the
     smallest batch that ran out of memory marked."""
-    from hpsearch.analysis import memory_limits  # scipy: with the first memory figure
-
     return memory_figure(search.trials_dataframe(), memory_limits(search), search.objectives)
 
 
 def memory_from_query(query: FigureQuery) -> go.Figure:
     """``GET .../figures/memory``: no parameters."""
-    from hpsearch.analysis import memory_limits  # scipy: with the first memory figure
-
     return memory_figure(query.frame, memory_limits(query.space_text) if query.space_text else None, query.objectives)

@@ -19,6 +19,7 @@ CPU, and running out of it as a failure of its own (``out_of_memory``).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import resource
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from hpsearch.search_spaces.record import DEVICE, MEMORY_LIMIT_BYTES, PEAK_MEMORY_BYTES, REASON_OUT_OF_MEMORY
+from hpsearch.record import DEVICE, MEMORY_LIMIT_BYTES, PEAK_MEMORY_BYTES, REASON_OUT_OF_MEMORY
 from hpsearch.trials.errors import TrialFailed
 
 if TYPE_CHECKING:
@@ -198,8 +199,6 @@ def _trim_heap() -> None:
     what the largest earlier trial left resident (seen: a batch of 8 peaked 50 MiB higher after
     a batch of 512 in the same process than in a fresh one)."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         with contextlib.suppress(OSError, AttributeError):  # not glibc (musl has no malloc_trim)
             ctypes.CDLL("libc.so.6").malloc_trim(0)
 

@@ -9,7 +9,7 @@ report, which says where (``model_path``). A workload with ``WorkloadHooks`` (a 
 computes each micro-batch's loss itself and brings its own validation and optimizer; the rest
 of the loop is the same.
 
-The batches come from ``hpsearch.trials.data`` (tensors on the device, or a ``DataLoader``),
+The batches come from ``hpsearch.trials.rank.data`` (tensors on the device, or a ``DataLoader``),
 in the same order either way. On CUDA the loop never waits for the device inside a step: the
 losses and the gradient norms of the noise scale stay on the device and are read at the next
 evaluation, and the clock is read after a synchronisation.
@@ -29,20 +29,20 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from hpsearch.search_spaces import record
-from hpsearch.search_spaces.record import MEMORY_LIMIT_BYTES, MODEL_PATH
-from hpsearch.trials.compute import CompileClock, set_precision, synchronize
-from hpsearch.trials.context import RankContext
-from hpsearch.trials.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
-from hpsearch.trials.data_cache import keep_only_for, kept_data, warm_workload
+from hpsearch import record
+from hpsearch.record import MEMORY_LIMIT_BYTES, MODEL_PATH
 from hpsearch.trials.errors import TrialFailed, WorkloadError
-from hpsearch.trials.measure import (
+from hpsearch.trials.rank.compute import CompileClock, set_precision, synchronize
+from hpsearch.trials.rank.context import RankContext
+from hpsearch.trials.rank.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
+from hpsearch.trials.rank.data_cache import keep_only_for, kept_data, warm_workload
+from hpsearch.trials.rank.measure import (
     CommStats,
     NoiseScale,
     grad_vector,
     timed_allreduce_hook,
 )
-from hpsearch.trials.memory import RankMemory, is_out_of_memory
+from hpsearch.trials.rank.memory import RankMemory, is_out_of_memory
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
@@ -173,7 +173,7 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     ``spec.eval_every_samples``, each time that many more samples were seen.
 
     Each report carries ``peak_memory_bytes``, the most memory this rank held since the trial
-    began; the final one the largest over the processes (``hpsearch.trials.memory``). With
+    began; the final one the largest over the processes (``hpsearch.trials.rank.memory``). With
     ``spec.memory_limit_bytes`` the rank's memory is capped on the CPU for the trial.
 
     Raises:
