@@ -25,7 +25,7 @@ and the function that answers the dashboard's endpoint for it (``*_from_query``)
   per-device batch per device kind, with where the trials ran out of memory;
 - :mod:`hpsearch.dashboards.noise_scale`: :func:`noise_scale_info`, the gradient noise scale
   against the effective batch;
-- :mod:`hpsearch.dashboards.analysis`: the analysis section's two figures.
+- :mod:`hpsearch.dashboards.analysis_figures`: the analysis section's two figures.
 
 What they share: :mod:`hpsearch.dashboards.points` (reading the trials table; :func:`log_axis`,
 the one rule for log axes), :mod:`hpsearch.dashboards.style` (colors, axis titles, hover text,

@@ -30,17 +30,9 @@ import pandas as pd
 
 from hpsearch import record
 from hpsearch import study as read_model
-from hpsearch.analysis import (
-    CURVE_FIELDS,
-    CURVE_STATES,
-    analyze_trials,
-    memory_limits,
-    parse_target,
-    recommend,
-    resolve_target,
-)
+from hpsearch.analysis import CURVE_FIELDS, CURVE_STATES, parse_target, recommend, study_analysis
 from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, noise_scale, peak_memory, throughput
-from hpsearch.dashboards import analysis as drawn
+from hpsearch.dashboards import analysis_figures as drawn
 from hpsearch.dashboards.queries import DEFAULT_MAX_POINTS, BadRequest, FigureQuery, NotFound, whole_number
 from hpsearch.errors import AnalysisError
 from hpsearch.reasons import describe_reason
@@ -426,25 +418,20 @@ def _analysis_figure_json(cache: StudyCache, name: str, kind: str, query: Mappin
 
 def _analysis(cache: StudyCache, name: str, target: str | None) -> Any:
     """The study's ``hpsearch.analysis.StudyAnalysis`` for ``target`` (``METRIC=VALUE``, or
-    ``None`` for the space's or a derived one), computed once per revision from the cached
-    table and the curves it needs.
+    ``None`` for the space's or a derived one), assembled as every caller's is
+    (``hpsearch.analysis.study_analysis``), once per revision, from the cached table and the
+    curves it needs.
 
     Raises:
         AnalysisError: a malformed target, or nothing to analyse yet.
     """
-    # scipy (the fits): loaded with the first analysis, not with the dashboard
-
     parsed = parse_target(target) if target else None
     search = cache.search(name)
 
-    def compute(frame: pd.DataFrame) -> Any:
-        metric, resolved = resolve_target(search, parsed, list(frame.columns))
-        curves = cache.curves(name, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
-        # The space's limits on a rank's memory, as `hpsearch recommend` and the memory figure use.
-        return analyze_trials(name, frame, curves, target=resolved, metric=metric, direction=search.direction(metric),
-                              memory_limits=memory_limits(search))
+    def curves(metric: str) -> dict[int, Any]:
+        return cache.curves(name, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
 
-    return cache.memo(name, ("analysis", parsed), compute)
+    return cache.memo(name, ("analysis", parsed), lambda frame: study_analysis(search.info, frame, curves, parsed))
 
 
 def analysis_json(cache: StudyCache, name: str, query: Mapping[str, str]) -> dict[str, Any]:

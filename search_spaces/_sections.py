@@ -449,8 +449,8 @@ def parse_constraints(doc: Document, root: Mapping[str, Any]) -> Constraints:
 def _sampler(doc: Document, raw: Any, path: KeyPath) -> str:
     """The sampler's short name. Only samplers the search can build from the space alone (the
     space's parameters and a seed) are accepted, by short name or Optuna class name; another
-    Optuna class (``BaseSampler``, ``PartialFixedSampler``) used to pass here and then fail as
-    a ``TypeError`` once ``start`` had started Ray."""
+    Optuna class (``BaseSampler``, ``PartialFixedSampler``) is refused here, not as a
+    ``TypeError`` once ``start`` has started Ray."""
     name = check_string(doc, raw, path, label="sampler")
     by_class = {cls.lower(): short for short, cls in SAMPLER_CLASS_NAMES.items()}
     if name.lower() in SAMPLERS:

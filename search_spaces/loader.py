@@ -141,7 +141,7 @@ def space_from_mapping(
 def space_error(space: SearchSpace, path: tuple[str | int, ...], reason: str) -> SpaceError:
     """A ``SpaceError`` at ``path`` of an already validated space, with the file's line when the
     space was read from a file: for the rules checked outside the parser, such as which options
-    a workload takes (``hpsearch.workloads``).
+    a workload takes (``hpsearch.workload_check``).
 
     Example:
         >>> space = parse_space("parameters: {per_device_batch_size: 8, base_lr: 0.1, hiden: 4}")

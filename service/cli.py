@@ -386,7 +386,7 @@ def validate(space_file: Path, as_json: bool) -> None:
     module imports and takes every option and parameter the space hands it (no data is built)."""
     # The workload checker (its machinery; the workload's own module and torch as it checks):
     # validate's alone, milliseconds every other command and --help would pay.
-    from hpsearch.workloads import check_space_workload
+    from hpsearch.workload_check import check_space_workload
 
     space = load_space(space_file)
     checked = check_space_workload(space)
@@ -586,12 +586,10 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         click.echo(f"best so far: trial #{best_trial['number']}: {values}")
     for reason, n in summary["reasons"].items():
         click.echo(f"{_count(n, 'trial')} {reason}: {describe_reason(reason)}")
-    for r in summary["running"]:
-        click.echo(f"training: trial #{r['number']} {r['lr_rule']} b={r['per_device_batch_size']} "
-                   f"W={r['world_size']} B={r['effective_batch_size']}, epochs done {_fmt(r['epochs_completed'])}")
-    for r in summary["pending"]:
-        click.echo(f"pending (waiting for its devices): trial #{r['number']} {r['lr_rule']} "
-                   f"b={r['per_device_batch_size']} W={r['world_size']} B={r['effective_batch_size']}")
+    for t in summary["running"]:
+        click.echo(f"training: trial #{t['number']} {_shape(t)}, epochs done {_fmt(t[record.EPOCHS_COMPLETED])}")
+    for t in summary["pending"]:
+        click.echo(f"pending (waiting for its devices): trial #{t['number']} {_shape(t)}")
 
 
 def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> None:
@@ -719,6 +717,12 @@ def _cell(column: str, v: Any) -> str:
     if column == PEAK_MEMORY_BYTES:
         return format_bytes(None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v))
     return _fmt(v)
+
+
+def _shape(trial: Mapping[str, Any]) -> str:
+    """``linear b=32 W=2 B=64``: a trial's rule and batch shape, as the status lines show it."""
+    return (f"{trial[record.LR_RULE]} b={trial[record.PER_DEVICE_BATCH_SIZE]} W={trial[record.WORLD_SIZE]} "
+            f"B={trial[record.EFFECTIVE_BATCH_SIZE]}")
 
 
 def _fmt(v: Any) -> str:

@@ -1,9 +1,8 @@
 """The study store: Optuna RDB storage behind one URL-or-object normaliser.
 
 SQLite (the default) is a file next to the user's work and needs no server; it takes one writer,
-so every write of a search goes through the orchestrator process (Optuna's FAQ; measured here: 4
-writers gave "database is locked" and trials stuck RUNNING). PostgreSQL serves clusters and
-concurrent studies. No tables of our own: study and trial attributes hold what hpsearch adds.
+so every write of a search goes through the orchestrator process (docs/design.md, "One writer per
+SQLite study"). PostgreSQL serves clusters and concurrent studies. No tables of our own: study and trial attributes hold what hpsearch adds.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Every name a trial writes into its study (its parameters, what it measured, its bookkeeping, the
 reasons it ended) is declared there once; package code names them through its constants, so a
 renamed or misspelt name is an ``AttributeError`` at import, not a silently empty column. This
-scans the package's source for a string that *is* such a name, outside docstrings and f-strings.
+scans the package's source for a string that *is* such a name, outside docstrings and the text of
+f-strings (a key an f-string subscripts with counts).
 A string that only happens to equal one (a module's or a figure's name) says so on its line with
 the comment ``# not a record name``.
 """
@@ -42,7 +43,9 @@ def raw_names(path: Path, names: set[str]) -> list[str]:
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             skipped.add(id(body[0].value))  # a docstring
         if isinstance(node, ast.JoinedStr):
-            skipped.update(id(part) for part in ast.walk(node))
+            # An f-string's text is prose; a key it subscripts with (``f"{t['lr_rule']}"``) is not.
+            keys = {id(sub.slice) for sub in ast.walk(node) if isinstance(sub, ast.Subscript)}
+            skipped.update(id(part) for part in ast.walk(node) if id(part) not in keys)
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             skipped.update(id(part) for part in ast.walk(node.value))
     lines = source.splitlines()

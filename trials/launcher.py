@@ -77,24 +77,7 @@ def run_trial(
     if ranks is None:
         module = workload_module_name(spec.workload)
         ranks = local_pool([module] if module else [])
-    reports: list[dict[str, Any]] = []
-    phases = {} if phases is None else phases
-
-    def take(status: Status) -> None:
-        if status.handed_at is not None:
-            phases["handed"] = status.handed_at  # the pool's own clock: before any rank began
-        if status.ready_at is not None:
-            phases.setdefault("ready", status.ready_at)
-        for line, at in zip(status.reports, status.report_times or [time.time()] * len(status.reports)):
-            if not reports and isinstance(line.get(record.RUNTIME_S), (int, float)):
-                phases[record.TRAINING_STARTED] = at - float(line[record.RUNTIME_S])
-            reports.append(line)
-            if line.get("final"):
-                phases["training_ended"] = at
-                phases["last_report"] = time.time()
-            if report is not None:
-                report(line)
-
+    followed = _Followed(report, {} if phases is None else phases)
     ticket = ranks.start(spec, os.fspath(run_dir), gpu_ids=gpu_ids, collective_timeout_s=collective_timeout_s,
                          sys_path=sys.path)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -102,11 +85,11 @@ def run_trial(
     try:
         while True:
             status = ranks.wait(ticket, _WAIT_S)
-            take(status)
+            followed.take(status)
             if (codes := status.codes) is not None:
                 break
             if deadline is not None and time.monotonic() > deadline:
-                done = reports[-1]["epoch"] if reports else 0
+                done = followed.reports[-1]["epoch"] if followed.reports else 0
                 raise TrialFailed("timeout", f"the trial ran past its {timeout_s:g} s limit "
                                              f"(search.trial_timeout_s) after {done} of {spec.epochs} epochs")
     finally:
@@ -115,9 +98,40 @@ def run_trial(
             ranks.cancel(ticket)
     if any(codes):
         raise _failure(status.failures, codes)
-    if not reports:
+    if not followed.reports:
         raise TrialFailed(record.REASON_NO_RESULT, "rank 0 finished without reporting any epoch")
-    final = dict(reports[-1])
+    return _final(spec, followed.reports[-1], gpu_ids)
+
+
+class _Followed:
+    """What a trial's process has heard of its ranks: rank 0's reports, passed on to ``report``
+    as they come, and the trial's phases (``run_trial``'s ``phases``)."""
+
+    def __init__(self, report: Report | None, phases: dict[str, float]) -> None:
+        self.report = report
+        self.phases = phases
+        self.reports: list[dict[str, Any]] = []
+
+    def take(self, status: Status) -> None:
+        phases = self.phases
+        if status.handed_at is not None:
+            phases["handed"] = status.handed_at  # the pool's own clock: before any rank began
+        if status.ready_at is not None:
+            phases.setdefault("ready", status.ready_at)
+        for line, at in zip(status.reports, status.report_times or [time.time()] * len(status.reports)):
+            if not self.reports and isinstance(line.get(record.RUNTIME_S), (int, float)):
+                phases[record.TRAINING_STARTED] = at - float(line[record.RUNTIME_S])
+            self.reports.append(line)
+            if line.get("final"):
+                phases["training_ended"] = at
+                phases["last_report"] = time.time()
+            if self.report is not None:
+                self.report(line)
+
+
+def _final(spec: TrialSpec, last: dict[str, Any], gpu_ids: Sequence[str] | None) -> dict[str, Any]:
+    """Rank 0's last report plus the trial's derived measurements."""
+    final = dict(last)
     runtime = float(final[record.RUNTIME_S])
     final.update(
         effective_batch_size=spec.effective_batch_size,

@@ -16,9 +16,11 @@
   device-hours) to the target, with intervals, and what was extrapolated; its per-device batch
   never above what fit in memory.
 
-The analysis takes the study's data: ``analyze_trials(study, frame, curves, ...)`` on the
-trials table and curves, ``analyze_study(storage, info)`` reading them from a store, and
-``analyze(search)`` for a study as ``hpsearch.load`` returns it. ``recommend(analysis,
+The analysis takes the study's data: ``study_analysis(info, frame, curves)`` assembles it, the
+one way every caller gets it (the target, the study's parameters, the space's memory limits),
+and ``analyze_trials`` fits the laws on the trials table and curves; ``analyze_study(storage,
+info)`` reads them from a store for it, and ``analyze(search)`` is that for a study as
+``hpsearch.load`` returns it. ``recommend(analysis,
 devices)`` is what ``hpsearch recommend``, ``Search.recommend`` and the dashboard's analysis
 call; a study that holds no answer raises ``hpsearch.errors.NoAnswerError``, which carries the
 analysis that exists (bad input is an ``AnalysisError``). This package imports numpy and scipy: ``import hpsearch``
@@ -56,6 +58,7 @@ from hpsearch.analysis._study import (
     analyze_trials,
     memory_limits,
     resolve_target,
+    study_analysis,
 )
 from hpsearch.analysis._target import CURVE_FIELDS, Crossing, Target, crossing, default_target, parse_target
 
@@ -97,4 +100,5 @@ __all__ = [
     "ran_shapes",
     "recommend",
     "resolve_target",
+    "study_analysis",
 ]

@@ -589,9 +589,9 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
     if memory is not None:
         lines.append(memory.describe())
     if best["out_of_memory_at"] is not None:
-        lines.append(f"trial #{best['number']} ran as b {best['per_device_batch_size']:g} x A "
-                     f"{best['grad_accum_steps']:g} (the same effective batch): {best['out_of_memory_at']} ran out of "
-                     "memory (search.on_oom: accumulate)")
+        lines.append(f"trial #{best['number']} ran as b {best[record.PER_DEVICE_BATCH_SIZE]:g} x A "
+                     f"{best[record.GRAD_ACCUM_STEPS]:g} (the same effective batch): {best['out_of_memory_at']} ran "
+                     "out of memory (search.on_oom: accumulate)")
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best[record.PER_DEVICE_BATCH_SIZE]),
         world_size=int(best[record.WORLD_SIZE]), grad_accum_steps=int(best[record.GRAD_ACCUM_STEPS]),

@@ -2,18 +2,20 @@
 regret and breaking batch, and the step-time model of each device kind (docs/science.md, "What
 the analysis fits").
 
-The analysis takes the study's data, not the study API: ``analyze_trials`` is the one
-implementation, on the trials table and the curves; ``analyze_study(storage, info)`` reads
-them from a store for it (``info``: the read model's ``StudyInfo``, what the study declares);
-``analyze(search)`` is that for a study as ``hpsearch.load`` returns it; the dashboard calls
-``analyze_trials`` on the table and curves it keeps per revision.
+The analysis takes the study's data, not the study API: ``study_analysis(info, frame, curves)``
+assembles it (the target, the study's parameters, the space's memory limits) and
+``analyze_trials`` fits the laws on the trials table and the curves. ``analyze_study(storage,
+info)`` reads them from a store for it (``info``: the read model's ``StudyInfo``, what the study
+declares); ``analyze(search)`` is that for a study as ``hpsearch.load`` returns it; the dashboard
+calls ``study_analysis`` on the table and curves it keeps per revision.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,7 +53,7 @@ from hpsearch.analysis._target import (
 )
 from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.record import ATTR_SPACE_TEXT, Direction
-from hpsearch.search_spaces import SpaceError, parse_space
+from hpsearch.search_spaces import SearchSpace, SpaceError, parse_space
 from hpsearch.search_spaces.space import CORE_PARAMETERS
 from hpsearch.study import StudyInfo
 
@@ -206,10 +208,45 @@ class StudyAnalysis:
         return data
 
 
+def study_analysis(info: StudyInfo, frame: pd.DataFrame, curves: Callable[[str], Mapping[int, Any]],
+                   target: Target | tuple[str, float] | None = None, *, seed: int = 0) -> StudyAnalysis:
+    """A study's analysis, from its trials table and its curves: the one place it is assembled,
+    whoever asks (``Search.analyze`` and ``hpsearch recommend`` through ``analyze_study``; the
+    dashboard on the table and curves it keeps per revision).
+
+    It resolves the target (``resolve_target``: the one given, the space's, or one derived from
+    the study's first quality objective), reads the curves of its metric (``curves(metric)``:
+    each trial's ``curves`` attr by number), and fits the laws (``analyze_trials``) with the
+    study's own parameters (those of its space) and the space's limits on a rank's memory.
+
+    Args:
+        info: What the study declares (``hpsearch.study.study_info``).
+        frame: The trials table (``hpsearch.study.read_trials``), with at least the params and
+            ``ANALYSIS_ATTRS``.
+        curves: The curves of the trials in ``CURVE_STATES`` with ``CURVE_FIELDS`` and the metric.
+        target: A ``Target``, ``(metric, value)``, or ``None``.
+        seed: Seeds the bootstrap intervals.
+
+    Raises:
+        NoAnswerError: the study has no trial with curves, or no target can be derived.
+        AnalysisError: a malformed target.
+    """
+    metric, resolved = resolve_target(info, target, list(frame.columns))
+    space = _space(info)
+    return analyze_trials(info.name, frame, curves(metric), target=resolved, metric=metric,
+                          direction=read_model.direction(metric, info.objective_directions), seed=seed,
+                          parameters=None if space is None else list(space.parameters),
+                          memory_limits=memory_limits(info))
+
+
 def analyze_study(storage: optuna.storages.BaseStorage, info: StudyInfo,
                   target: Target | tuple[str, float] | None = None, *, seed: int = 0) -> StudyAnalysis:
-    """Analyse a study's data: read its trials, their params and their curves from ``storage``,
-    and fit the laws.
+    """Analyse a study in a store: read its trials and their curves, and assemble its analysis
+    (``study_analysis``).
+
+    The table (only the attrs the analysis reads: the whole table costs twice as much at 10,000
+    trials) and the curves are read at once, each on its own connection, where the metric is
+    known before the table is (the database works on one while Python parses the other).
 
     Args:
         storage: The Optuna storage the study lives in.
@@ -224,8 +261,19 @@ def analyze_study(storage: optuna.storages.BaseStorage, info: StudyInfo,
         NoAnswerError: the study has no trial with curves, or no target can be derived.
         AnalysisError: a malformed target.
     """
-    with _without_cycle_collection():
-        return _analyze(storage, info, target, seed)
+
+    def read_curves(metric: str) -> dict[int, Any]:
+        return read_model.read_attr(storage, info.name, r.CURVES, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
+
+    with _without_cycle_collection(), ThreadPoolExecutor(2, thread_name_prefix="hpsearch-analysis-read") as pool:
+        table = pool.submit(read_model.read_trials, storage, info.name, info.objectives, attrs=ANALYSIS_ATTRS)
+        known = resolve_target(info, target, ())[0] if _metric_known(info, target) else None
+        early = pool.submit(read_curves, known) if known is not None else None
+
+        def curves(metric: str) -> Mapping[int, Any]:
+            return early.result() if early is not None and metric == known else read_curves(metric)
+
+        return study_analysis(info, table.result(), curves, target, seed=seed)
 
 
 def analyze(search: StudyHandle, target: Target | tuple[str, float] | None = None, *, seed: int = 0) -> StudyAnalysis:
@@ -252,30 +300,6 @@ def _without_cycle_collection() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _analyze(storage: optuna.storages.BaseStorage, info: StudyInfo, target: Target | tuple[str, float] | None,
-             seed: int) -> StudyAnalysis:
-    def read_curves(metric: str) -> dict[int, Any]:
-        return read_model.read_attr(storage, info.name, r.CURVES, states=CURVE_STATES, fields=(*CURVE_FIELDS, metric))
-
-    # The table (only the attrs the analysis reads: the whole table costs twice as much at
-    # 10,000 trials) and the curves are read at once, each on its own connection: the database
-    # works on one while Python parses the other.
-    with ThreadPoolExecutor(2, thread_name_prefix="hpsearch-analysis-read") as pool:
-        table = pool.submit(read_model.read_trials, storage, info.name, info.objectives, attrs=ANALYSIS_ATTRS)
-        known = resolve_target(info, target, ()) if _metric_known(info, target) else None
-        curves = pool.submit(read_curves, known[0]) if known is not None else None
-        frame = table.result()
-        metric, resolved = known if known is not None else resolve_target(info, target, list(frame.columns))
-        by_number = curves.result() if curves is not None else read_curves(metric)
-    # The table holds the params and only the attrs asked for: every other column is a param
-    # (one query fewer than asking the store for the study's param names).
-    read = {*_TABLE_COLUMNS, *ANALYSIS_ATTRS, r.TRAINING_STARTED, *info.objectives}
-    return analyze_trials(info.name, frame, by_number, target=resolved, metric=metric,
-                          direction=read_model.direction(metric, info.objective_directions), seed=seed,
-                          parameters=[c for c in frame.columns if c not in read and c not in CORE_PARAMETERS],
-                          memory_limits=memory_limits(info))
 
 
 def _metric_known(info: StudyInfo, target: Target | tuple[str, float] | None) -> bool:
@@ -340,28 +364,35 @@ def memory_limits(study: StudyInfo | StudyHandle | str) -> MemoryLimits:
         study: What the study declares (``StudyInfo``), a study that has it (``Search``), or
             the study's space text itself.
     """
-    space_text = study if isinstance(study, str) else _info(study).user_attrs.get(ATTR_SPACE_TEXT)
-    if not isinstance(space_text, str) or not space_text:
+    space = _parsed_space(study) if isinstance(study, str) else _space(_info(study))
+    if space is None:
         return MemoryLimits()
-
-    try:
-        resources = parse_space(space_text).resources
-    except SpaceError:  # a space that no longer validates: no limit from it
-        return MemoryLimits()
-    cap = resources.memory_per_worker
-    share = float(resources.gpus_per_worker)
+    cap = space.resources.memory_per_worker
+    share = float(space.resources.gpus_per_worker)
     return MemoryLimits(None if cap is None else float(cap), share if 0 < share < 1 else 1.0)
 
 
 def _space_target(info: StudyInfo) -> tuple[str, float] | None:
     """The space's ``analysis.target``, when the study's space text has one."""
-    space_text = info.user_attrs.get(ATTR_SPACE_TEXT)
-    if not isinstance(space_text, str) or not space_text:
-        return None
+    space = _space(info)
+    return None if space is None else space.analysis.target
 
+
+def _space(info: StudyInfo) -> SearchSpace | None:
+    """The study's space, parsed from its space text (``None``: no space text)."""
+    space_text = info.user_attrs.get(ATTR_SPACE_TEXT)
+    return _parsed_space(space_text) if isinstance(space_text, str) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_space(space_text: str) -> SearchSpace | None:
+    """``space_text`` parsed, or ``None`` when empty or when it no longer validates (nothing is
+    taken from it; ``resume`` says why)."""
+    if not space_text:
+        return None
     try:
-        return parse_space(space_text).analysis.target
-    except SpaceError:  # a space that no longer validates: no target from it (resume says why)
+        return parse_space(space_text)
+    except SpaceError:
         return None
 
 

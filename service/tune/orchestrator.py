@@ -52,7 +52,7 @@ from hpsearch.store import (
 )
 from hpsearch.tune.plan import SEARCH_SAMPLERS, SearchPlan, plan_search, runnable_grid_points
 from hpsearch.tune.pools import LocalPool, PoolOptions
-from hpsearch.workloads import check_for_search
+from hpsearch.workload_check import check_for_search
 
 __all__ = ["RANKS_LOG", "resume_search", "run_search"]
 
@@ -208,7 +208,7 @@ def _key(params: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[ModuleType, int]:
-    """Check the space's workload (``hpsearch.workloads.check_for_search``) before Ray starts,
+    """Check the space's workload (``hpsearch.workload_check.check_for_search``) before Ray starts,
     loading the engine meanwhile (``_engine``); return the engine and the training set's size,
     or raise the check's error.
 

@@ -2,7 +2,7 @@
 own process runs.
 
 One ``RankPool`` (``hpsearch.trials.node.pool``) per node owns that node's warm rank processes,
-and a ``PoolServer`` (``hpsearch.trials.node.server``) serves it: every trial reaches its ranks
+and a ``PoolServer`` (``hpsearch.trials.node.pool_server``) serves it: every trial reaches its ranks
 through a ``PoolClient`` on the pool's ``PoolAddress``, which the trial's grant carries
 (``hpsearch.tune.reservations``, the one module that knows where each node's pool is). Two
 hosts, one way in:
@@ -28,7 +28,7 @@ from hpsearch.errors import WorkloadError
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.node.pool import RankPool
-from hpsearch.trials.node.server import PoolAddress, PoolServer
+from hpsearch.trials.node.pool_server import PoolAddress, PoolServer
 from hpsearch.trials.workloads.base import workload_module_name
 
 __all__ = ["LocalPool", "PoolOptions", "cpu_prestart"]
@@ -98,7 +98,7 @@ class LocalPool:
         return self.server.address
 
     def check(self, space: SearchSpace) -> Any:
-        """``hpsearch.workloads.check_for_search`` of ``space``, run in one of the pool's warm
+        """``hpsearch.workload_check.check_for_search`` of ``space``, run in one of the pool's warm
         processes (they import torch and the workload anyway; this process then never does).
 
         Raises:
@@ -106,7 +106,7 @@ class LocalPool:
             SpaceError: as the check does.
         """
         try:
-            return self.pool.call("hpsearch.workloads:check_for_search", space)
+            return self.pool.call("hpsearch.workload_check:check_for_search", space)
         except TrialFailed as exc:  # the process itself went (a crash in the workload's code)
             raise WorkloadError(f"workload {space.workload.name!r} could not be checked: {exc.detail}; "
                                 f"what it printed is in {self.output}") from None

@@ -36,7 +36,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 from hpsearch.errors import ResourceError
 from hpsearch.trials.node.mps import MpsDaemon, MpsError
 from hpsearch.trials.node.pool import RankPool
-from hpsearch.trials.node.server import PoolAddress, PoolClient, PoolServer
+from hpsearch.trials.node.pool_server import PoolAddress, PoolClient, PoolServer
 from hpsearch.tune.plan import trial_bundle
 from hpsearch.tune.pools import LocalPool, PoolOptions, cpu_prestart
 

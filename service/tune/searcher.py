@@ -1,9 +1,8 @@
 """``StudySearcher``: a Ray Tune searcher that asks and tells an Optuna study, with hpsearch's
 own bookkeeping.
 
-Stock ``OptunaSearch`` was measured to corrupt studies (docs/design.md): early-stopped trials written
-as COMPLETE with a partial value, a NaN metric leaving a trial RUNNING forever, no intermediate
-values for multi-objective studies. Here every trial ends in exactly one of:
+Ray's stock ``OptunaSearch`` corrupts studies (docs/design.md, "Our own searcher"). Here every
+trial ends in exactly one of:
 
 - COMPLETE with the objectives' final values and the measured user attrs;
 - FAIL with ``status_reason`` (``diverged``, ``workload_error``, ``rank_exited``, ``error``...).

@@ -105,7 +105,7 @@ def test_start_refuses_a_module_that_logs_no_validation_loss_before_anything_is_
 
 def test_an_objective_the_module_does_not_log_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     from hpsearch.errors import WorkloadError
-    from hpsearch.workloads import build_first
+    from hpsearch.workload_check import build_first
 
     monkeypatch.syspath_prepend(str(MODULES))
     # BlobModel logs its accuracy as val_acc: without workload.lightning.val_accuracy it records none.
@@ -125,7 +125,7 @@ def test_an_objective_the_module_does_not_log_is_refused_at_start(monkeypatch: p
 
 
 def test_the_engines_optimizer_keys_are_refused_for_a_lightning_workload(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hpsearch.workloads import check_space_workload
+    from hpsearch.workload_check import check_space_workload
 
     monkeypatch.syspath_prepend(str(MODULES))
     space = parse_space('workload: {lightning: {module: "lightning_modules:BlobModel", '

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hpsearch.search_spaces import ENGINE_PARAMETERS, SpaceError, parse_space
-from hpsearch.workloads import check_for_search
+from hpsearch.workload_check import check_for_search
 
 
 def test_a_misspelt_engine_parameter_is_refused_listing_every_engine_parameter() -> None:

@@ -16,7 +16,7 @@ from hpsearch.errors import WorkloadError
 from hpsearch.search_spaces import parse_space
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.spec import trial_spec
-from hpsearch.workloads import check_for_search, check_space_workload
+from hpsearch.workload_check import check_for_search, check_space_workload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_workload"
 
@@ -179,7 +179,7 @@ def test_the_check_in_a_warm_rank_process_raises_the_same_workload_error(tmp_pat
     pool = RankPool(["broken"], prestart={None: 1})
     try:
         with pytest.raises(WorkloadError) as there:
-            pool.call("hpsearch.workloads:check_for_search", space)
+            pool.call("hpsearch.workload_check:check_for_search", space)
     finally:
         pool.close()
     assert str(there.value) == str(here.value) == (

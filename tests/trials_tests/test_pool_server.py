@@ -19,7 +19,7 @@ import pytest
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.node.pool import RankPool
-from hpsearch.trials.node.server import PoolClient, PoolServer
+from hpsearch.trials.node.pool_server import PoolClient, PoolServer
 from hpsearch.trials.spec import TrialSpec
 
 OK = dict(per_device_batch_size=32, base_lr=0.05, epochs=1, workload="digits_mlp", hyperparameters={"momentum": 0.9})
@@ -98,7 +98,7 @@ def test_a_pool_served_on_a_host_address_trains_as_through_the_pool_itself(tmp_p
 
 _TRIAL_PROCESS = """
 import pickle, sys, time
-from hpsearch.trials.node.server import PoolClient
+from hpsearch.trials.node.pool_server import PoolClient
 from hpsearch.trials.spec import TrialSpec
 address, fields, run = pickle.loads(bytes.fromhex(sys.argv[1]))
 client = PoolClient(address)

@@ -204,18 +204,18 @@ def test_a_function_called_in_a_warm_process_returns_or_raises_as_it_would_here(
 ) -> None:
     # How the search checks its workload without importing torch itself.
     from hpsearch.search_spaces import SpaceError, parse_space
-    from hpsearch.workloads import check_for_search
+    from hpsearch.workload_check import check_for_search
 
     pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 1})
     pools.append(pool)
     good = parse_space("workload: {name: digits_mlp}\nparameters: {per_device_batch_size: 8, base_lr: 0.1}")
-    assert pool.call("hpsearch.workloads:check_for_search", good) == check_for_search(good)
+    assert pool.call("hpsearch.workload_check:check_for_search", good) == check_for_search(good)
     bad = parse_space("workload: {name: digits_mlp}\nparameters: {per_device_batch_size: 8, base_lr: 0.1, hiden: 4}",
                       source="space.yaml")
     with pytest.raises(SpaceError) as here:
         check_for_search(bad)
     with pytest.raises(SpaceError) as there:
-        pool.call("hpsearch.workloads:check_for_search", bad)
+        pool.call("hpsearch.workload_check:check_for_search", bad)
     assert str(there.value) == str(here.value) and there.value.key_path == "parameters.hiden"
     # A process that dies in the call fails it, and is replaced.
     before = {w["pid"] for w in pool.workers()}

@@ -1,7 +1,7 @@
 """Warm rank processes, reused by the ranks of trials of any shape.
 
 Starting a rank from scratch costs seconds (a Python interpreter importing torch, the training
-loop and the workload's module) and a search of short trials paid it on every trial. A
+loop and the workload's module), which a search of short trials would pay on every trial. A
 ``RankPool`` keeps processes that have paid it once (``hpsearch.trials.rank.process``) and hands them
 to each trial's ranks: a trial of W ranks takes W idle workers, each joins a fresh process group
 for that trial only, trains, tears the group down and goes back to the pool. One pool per node

@@ -5,7 +5,7 @@ A trial hands its W ranks to a ``Ranks`` and follows them through it: ``start`` 
 ticket, ``wait`` returns rank 0's new reports (and, once every rank has ended, their exit codes
 and failure reports), ``cancel`` stops them. Two implementations: the node's
 ``hpsearch.trials.node.pool.RankPool`` itself, in the same process (a script or a test), and a
-``hpsearch.trials.node.server.PoolClient`` of a pool served by another process (every trial of a
+``hpsearch.trials.node.pool_server.PoolClient`` of a pool served by another process (every trial of a
 search, whichever node its ranks run on).
 """
 

@@ -320,7 +320,7 @@ def build_workload(name: str, options: Mapping[str, Any]) -> Workload:
     """Resolve the factory ``name``, call it with ``options`` and check what it returned.
 
     What the factory raises goes through as it is, so that a trial's log shows its traceback
-    (``hpsearch.workloads.build_first``, the check before a search, makes it one line).
+    (``hpsearch.workload_check.build_first``, the check before a search, makes it one line).
 
     Raises:
         WorkloadError: the factory cannot be found or imported, or returned something other
@@ -396,8 +396,7 @@ def import_user_module(module_name: str, what: str = "workload module") -> Modul
     import raises into one ``WorkloadError`` line: the exception, and where in the user's code
     it came from.
 
-    A module that raised at import used to reach the CLI as a 45-line traceback and exit 1,
-    the status of a search that lost its store, rather than exit 2 for input to fix.
+    A module that raises at import is input to fix (exit status 2), not a traceback.
 
     Args:
         module_name: The dotted module name.
