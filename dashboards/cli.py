@@ -19,13 +19,17 @@ starlette, pandas and plotly load only when a command runs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+import hpsearch
 from hpsearch import dashboards
-from hpsearch.search import Search, frontier_axes, frontier_path, load
 from hpsearch.settings import resolve_settings
 from hpsearch.store import missing_store, open_storage, parse_storage_url, redact_url
+
+if TYPE_CHECKING:
+    from hpsearch.search import Search
 
 __all__ = ["dashboard", "frontier", "frontier_report"]
 
@@ -81,9 +85,9 @@ def frontier(study: str, storage: str | None, output: Path | None, x: str | None
     written once and shared by every page), which it refers to by a relative path; --self-contained
     puts it inside the page, for a page sent or kept elsewhere.
     """
-    search = load(study, storage=storage)
-    default_x, default_y = frontier_axes(search.objectives)
-    path = output or frontier_path(search)
+    search = hpsearch.load(study, storage=storage)
+    default_x, default_y = search.frontier_axes
+    path = output or search.frontier_path
     figure = dashboards.plot_frontier(search, x=x or default_x, y=y or default_y)
     dashboards.write_figure_html(figure, path, self_contained=self_contained, bundle_dir=_bundle_dir(search))
     click.echo(f"wrote {path}", err=True)
@@ -93,8 +97,8 @@ def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
     beside the SQLite store (or in the working folder), a few kilobytes that draw with the
     plotly.js copy in the runs folder; returns where it went."""
-    x, y = frontier_axes(search.objectives)
-    path = frontier_path(search)
+    x, y = search.frontier_axes
+    path = search.frontier_path
     dashboards.write_figure_html(dashboards.plot_frontier(search, x=x, y=y), path, bundle_dir=_bundle_dir(search))
     return {"frontier_html": str(path)}
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from hpsearch import record
 from hpsearch.errors import ColumnError
-from hpsearch.search import frontier_axes
+from hpsearch.study import frontier_axes
 
 __all__ = [
     "LOG_AXIS_MIN_RATIO",

@@ -11,13 +11,15 @@ scaling rule in the effective batch size; every trial lands in an Optuna study.
 
 The ``hpsearch`` command calls only these functions and ``Search``'s methods.
 
-``import hpsearch`` stays light: torch, ray and plotly load only when a search or a figure needs
-them.
+``import hpsearch`` stays light: the API (``start``, ``load``...) loads with its first name used,
+and torch, ray and plotly only when a search or a figure needs them.
 """
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import (
     ColumnError,
@@ -34,25 +36,35 @@ from hpsearch.errors import (
     TrialFailed,
     WorkloadError,
 )
-from hpsearch.search import DeletedStudy, Search, delete_study, list_studies, load, resume, start
 from hpsearch.search_spaces import SearchSpace, load_space
+
+if TYPE_CHECKING:
+    from hpsearch.search import DeletedStudy, Search, delete_study, list_studies, load, resume, start
 
 #: The installed version (``__getattr__`` reads it on first use).
 __version__: str
 
+#: The Python API, loaded with its first name asked for (PEP 562): ``hpsearch.search`` brings
+#: the store, the read model and the budget, which ``hpsearch --help`` and a script that only
+#: validates a space do not need (docs/design.md, "Imports").
+_API = frozenset({"DeletedStudy", "Search", "delete_study", "list_studies", "load", "resume", "start"})
 
-def __getattr__(name: str) -> str:
-    """``hpsearch.__version__``, read from the installed package's metadata when first asked:
-    finding it scans the import path, 2 ms that every ``import hpsearch`` and every ``hpsearch``
-    command paid for a string few of them read."""
-    if name != "__version__":
+
+def __getattr__(name: str) -> Any:
+    """The API's names (``_API``), and ``hpsearch.__version__``, read from the installed
+    package's metadata when first asked (finding it scans the import path: 2 ms every command
+    would pay for a string few of them read)."""
+    if name in _API:
+        value = getattr(importlib.import_module("hpsearch.search"), name)
+    elif name == "__version__":
+        try:
+            value = version("hpsearch")
+        except PackageNotFoundError:  # running from a source tree that is not installed
+            value = "0.0.0"
+    else:
         raise AttributeError(f"module 'hpsearch' has no attribute {name!r}")
-    try:
-        found = version("hpsearch")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        found = "0.0.0"
-    globals()["__version__"] = found
-    return found
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -43,11 +43,13 @@ from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompl
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, no_completion_summary
 from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
-from hpsearch.search import Search, frontier_axes
 from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
 from hpsearch.study import PENDING, TrialPhases, format_bytes, format_seconds, param_names, to_csv, to_json
+
+if TYPE_CHECKING:
+    from hpsearch.search import Search
 
 __all__ = ["COMMANDS_GROUP", "REPORTS_GROUP", "cli", "main"]
 
@@ -206,7 +208,7 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
     """The end of start and resume: the trial table, the frontier, the answer for the devices
     the cluster has, and the plugins' reports (the dashboard's writes the frontier as an HTML
     file)."""
-    x, y = frontier_axes(search.objectives)
+    x, y = search.frontier_axes
     outputs: dict[str, str] = {}
     for report in _reports():
         outputs.update(report(search))

@@ -20,7 +20,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from hpsearch import record
 from hpsearch import study as read_model
 from hpsearch.budget import BudgetStatus, budget_status
 from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
     from hpsearch.analysis import Recommendation, StudyAnalysis
     from hpsearch.tune.plan import SearchPlan
 
-__all__ = ["DeletedStudy", "Search", "delete_study", "frontier_axes", "list_studies", "load", "resume", "start"]
+__all__ = ["DeletedStudy", "Search", "delete_study", "list_studies", "load", "resume", "start"]
 
 #: User attrs that are not columns of the trials table (series, long text).
 _NOT_COLUMNS = frozenset({CURVES, STATUS_DETAIL})
@@ -183,7 +182,7 @@ class Search:
             >>> bool(front["val_accuracy"].is_monotonic_increasing)
             True
         """
-        default_x, default_y = frontier_axes(self.objectives)
+        default_x, default_y = self.frontier_axes
         x, y = x or default_x, y or default_y
         df = self.trials_dataframe()
         try:
@@ -337,6 +336,20 @@ class Search:
         return budget_status(self.study)
 
     @property
+    def frontier_axes(self) -> tuple[str, str]:
+        """The study's default frontier axes: runtime against its first quality objective
+        (``hpsearch.study.frontier_axes``)."""
+        return read_model.frontier_axes(self.objectives)
+
+    @property
+    def frontier_path(self) -> Path:
+        """Where ``hpsearch start`` writes the study's frontier page: beside the SQLite file, else
+        the working folder."""
+        db = sqlite_file(self.storage) if isinstance(self.storage, str) else None
+        base = db.parent if db is not None else Path.cwd()
+        return base / f"{self.study_name}-frontier.html"
+
+    @property
     def runs_dir(self) -> Path:
         """The folder the study's searches write into on this machine: Tune's state and each
         trial's run folder (its logs, ``metrics.jsonl``, saved weights). ``hpsearch_runs/STUDY``
@@ -347,7 +360,7 @@ class Search:
     def files(self) -> list[Path]:
         """The files this machine holds for the study besides the store: its runs folder
         (``runs_dir``) and the frontier page ``hpsearch start`` writes, those that exist."""
-        return [p for p in (self.runs_dir, frontier_path(self)) if p.exists()]
+        return [p for p in (self.runs_dir, self.frontier_path) if p.exists()]
 
     def delete(self, *, files: bool = False) -> DeletedStudy:
         """Delete the study and its trials from the store, so that its name can be used again;
@@ -510,19 +523,6 @@ class DeletedStudy:
                 "files": [str(p) for p in self.files], "files_deleted": self.files_deleted}
 
 
-def frontier_axes(objectives: list[str]) -> tuple[str, str]:
-    """The default frontier axes for a study: runtime against its first quality objective
-    (``val_accuracy`` when no objective measures quality).
-
-    Example:
-        >>> frontier_axes(["val_loss"]), frontier_axes(["val_accuracy", "runtime_s"])
-        (('runtime_s', 'val_loss'), ('runtime_s', 'val_accuracy'))
-    """
-    costs = {record.RUNTIME_S, record.DEVICE_SECONDS}
-    quality = [m for m in objectives if m not in costs]
-    return record.RUNTIME_S, quality[0] if quality else record.VAL_ACCURACY
-
-
 def start(
     space: SearchSpace | Mapping[str, Any] | str | os.PathLike[str],
     *,
@@ -671,13 +671,6 @@ def delete_study(study: str, storage: str | optuna.storages.BaseStorage | None =
         (PosixPath('/home/me/work/hpsearch_runs/my-study'),)
     """
     return load(study, storage).delete(files=files)
-
-
-def frontier_path(search: Search) -> Path:
-    """Where ``hpsearch start`` writes the frontier: beside the SQLite file, else the working folder."""
-    db = sqlite_file(search.storage) if isinstance(search.storage, str) else None
-    base = db.parent if db is not None else Path.cwd()
-    return base / f"{search.study_name}-frontier.html"
 
 
 def _orchestrator() -> ModuleType:

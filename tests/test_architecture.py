@@ -143,3 +143,13 @@ def test_the_checks_above_see_a_cycle_and_a_function_local_import(tmp_path: Path
     imports = _imports(modules)
     assert ("hpsearch.b", "hpsearch.a", 2, True) in imports
     assert _cycles({(a, b) for a, b, _, _ in imports}) == [["hpsearch.a", "hpsearch.b"]]
+
+
+def test_the_packages_that_load_names_lazily_are_the_documented_two() -> None:
+    # PEP 562: a module-level __getattr__ loads a module at the first name asked for, as an
+    # import inside a function does (docs/design.md, "Imports": the API, and the dashboard's
+    # figures and web app).
+    lazy = {name for name, path in _package_modules().items()
+            if any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+                   for node in ast.parse(path.read_text()).body)}
+    assert lazy == {"hpsearch", "hpsearch.dashboards"}

@@ -18,7 +18,7 @@ Example:
 """
 
 from hpsearch.study._export import to_csv, to_json
-from hpsearch.study._pareto import check_direction, direction, frontier_numbers, pareto_front
+from hpsearch.study._pareto import check_direction, direction, frontier_axes, frontier_numbers, pareto_front
 from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
 from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql
 from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
@@ -57,6 +57,7 @@ __all__ = [
     "finished_count",
     "format_bytes",
     "format_seconds",
+    "frontier_axes",
     "frontier_numbers",
     "is_finished",
     "list_studies",

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-__all__ = ["check_direction", "direction", "frontier_numbers", "pareto_front"]
+__all__ = ["check_direction", "direction", "frontier_axes", "frontier_numbers", "pareto_front"]
 
 _DIRECTIONS: tuple[str, ...] = ("minimize", "maximize")
 
@@ -54,6 +54,19 @@ def check_direction(name: str, value: str) -> Direction:
     if value not in _DIRECTIONS:
         raise ValueError(f"{name} must be 'minimize' or 'maximize', got {value!r}")
     return cast(Direction, value)
+
+
+def frontier_axes(objectives: Sequence[str]) -> tuple[str, str]:
+    """The default frontier axes for a study: runtime against its first quality objective
+    (``val_accuracy`` when no objective measures quality).
+
+    Example:
+        >>> frontier_axes(["val_loss"]), frontier_axes(["val_accuracy", "runtime_s"])
+        (('runtime_s', 'val_loss'), ('runtime_s', 'val_accuracy'))
+    """
+    costs = {record.RUNTIME_S, record.DEVICE_SECONDS}
+    quality = [m for m in objectives if m not in costs]
+    return record.RUNTIME_S, quality[0] if quality else record.VAL_ACCURACY
 
 
 def pareto_front(
