@@ -362,10 +362,10 @@ def write_trial_record(
     transaction.
 
     A search writes an epoch's curves, progress attrs and intermediate value together (or
-    several epochs' at once, when a trial passes its reports on in batches). As one
-    Optuna call each, every value was its own transaction with its own lookup of the trial: the
-    searcher took 1.79x raw Optuna's time for the same trials (``benchmarks/store_writes.py``),
-    since on SQLite a commit costs about as much as the rows it carries. Here one statement,
+    several epochs' at once, when a trial passes its reports on in batches). As one Optuna
+    call each, every value would be its own transaction with its own lookup of the trial
+    (1.79x raw Optuna's time for the same trials, ``benchmarks/store_writes.py``): on SQLite a
+    commit costs about as much as the rows it carries. Here one statement,
     compiled once, upserts all the attrs into Optuna's own table, in Optuna's own format
     (``json.dumps``), and the search writes faster than raw Optuna's ask/report/tell of the same
     trials. Readers cannot tell the difference (``tests/service_tests/test_store.py`` reads them back
