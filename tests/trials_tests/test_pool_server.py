@@ -73,8 +73,11 @@ def test_closing_the_server_removes_its_socket(tmp_path: Path) -> None:
     server.close()
     pool.close()
     assert not os.path.exists(server.address.address)
-    with pytest.raises(OSError):
-        PoolClient(server.address)
+    # A trial that cannot reach its node's pool fails, saying where it tried, and raises nothing else.
+    with pytest.raises(TrialFailed) as failed:
+        run_trial(TrialSpec(**dict(OK, world_size=1)), tmp_path / "run", ranks=PoolClient(server.address))
+    assert failed.value.reason == "rank_exited"
+    assert f"cannot reach the node's rank pool at {server.address.address}" in failed.value.detail
 
 
 def test_a_pool_served_on_a_host_address_trains_as_through_the_pool_itself(tmp_path: Path) -> None:

@@ -177,10 +177,13 @@ class PoolServer:
 
 
 class PoolClient:
-    """A trial's handle on a node's ``PoolServer`` (a ``hpsearch.trials.node.ranks.Ranks``)."""
+    """A trial's handle on a node's ``PoolServer`` (a ``hpsearch.trials.node.ranks.Ranks``). It
+    connects at its first call, so a pool it cannot reach fails that call, and the trial, as
+    ``rank_exited`` with the address it tried."""
 
     def __init__(self, address: PoolAddress) -> None:
-        self._conn = Client(address.address, authkey=address.authkey)
+        self.address = address
+        self._conn: Connection | None = None
 
     def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
               collective_timeout_s: float = 300.0, sys_path: Sequence[str] | None = None) -> int:
@@ -198,7 +201,8 @@ class PoolClient:
         self._call(_Cancel(ticket))
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
     def __enter__(self) -> PoolClient:
         return self
@@ -207,6 +211,12 @@ class PoolClient:
         self.close()
 
     def _call(self, request: _Start | _Wait | _Cancel) -> int | Status | None:
+        if self._conn is None:
+            try:
+                self._conn = Client(self.address.address, authkey=self.address.authkey)
+            except (EOFError, OSError, AuthenticationError) as exc:
+                raise TrialFailed(record.REASON_RANK_EXITED, f"cannot reach the node's rank pool at "
+                                  f"{_shown(self.address.address)} ({exc or type(exc).__name__})") from None
         try:
             self._conn.send(request)
             answer = self._conn.recv()
@@ -218,3 +228,8 @@ class PoolClient:
             raise RuntimeError(f"the node's rank pool raised {answer.message}")
         assert isinstance(answer, _Answer)
         return answer.value
+
+
+def _shown(address: str | tuple[str, int]) -> str:
+    """A pool's address as a message shows it: ``host:port``, or the socket's path."""
+    return address if isinstance(address, str) else f"{address[0]}:{address[1]}"
