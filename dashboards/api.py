@@ -217,19 +217,22 @@ def list_studies(cache: StudyCache) -> list[dict[str, Any]]:
 
 def _summary(cache: StudyCache, name: str, frame: pd.DataFrame) -> dict[str, Any]:
     """The study's ``hpsearch.study.StudySummary`` (less its target, a study attr read on every
-    call), with the table's columns."""
+    call), with the table's columns and the searched params the trial table shows
+    (``hpsearch.study.searched_params``)."""
     search = cache.search(name)
-    summary = read_model.summarize(name, frame, search.objectives, search.directions,
-                                   params=read_model.param_names(search.backend, name)).to_dict()
+    params = read_model.param_names(search.backend, name)
+    summary = read_model.summarize(name, frame, search.objectives, search.directions, params=params).to_dict()
     return _plain({
         **summary,
+        "searched": read_model.searched_params(frame, params),
         "columns": [c for c in frame.columns if c not in LAZY_ATTRS],
         "numeric_columns": [c for c in frame.columns if _numeric(frame[c])],
     })
 
 
 def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
-    """``GET /api/studies/{name}``: the summary, the space text, versions and the columns.
+    """``GET /api/studies/{name}``: the summary, the space text, versions, the columns and the
+    searched params the trial table shows besides the core ones (``searched``).
 
     What comes from the trials is computed once per revision; the study's own attrs (its
     target, space text, versions) are read on every call, since they change without a trial.
@@ -252,6 +255,9 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
         versions=attrs.get(ATTR_VERSIONS, {}),
         columns=trials["columns"],
         numeric_columns=trials["numeric_columns"],
+        # The params that vary besides the core ones (the optimizer, the workload's own...): the
+        # trial table shows them after the LR, so two rows of one batch and LR read apart.
+        searched=trials["searched"],
         figures=list(FIGURES),
         analysis_figures=list(ANALYSIS_FIGURES),
         # Changes whenever a trial does: a page redraws its figures and table only then.
@@ -341,7 +347,9 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     if not number.isdigit():
         raise BadRequest(f"a trial number is a whole number, got {number!r}")
     t = cache.trial(name, int(number))
-    attrs = dict(t.user_attrs)
+    # Its LR as every other reader shows it (a study of an earlier release recorded the last one).
+    row = read_model.with_scaled_lr({**t.params, **t.user_attrs})
+    attrs = {k: row[k] for k in (*t.user_attrs, record.LAST_LR) if k in row}
     timeline = read_model.phase_timeline(attrs)
     reason = attrs.get(record.STATUS_REASON)
     return _plain({

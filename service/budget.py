@@ -30,6 +30,7 @@ from hpsearch import record
 from hpsearch.record import (
     ATTR_BUDGET,
     ATTR_BUDGET_SPENT,
+    COMPILE_S,
     CURVES,
     DEVICE_SECONDS,
     EMULATED_RANKS,
@@ -53,6 +54,7 @@ __all__ = [
     "budget_status",
     "predict_trial",
     "settle_orphans",
+    "spent_device_seconds",
     "spent_of",
     "trial_devices",
     "write_budget",
@@ -141,11 +143,27 @@ def write_budget(study: optuna.Study, budget: Budget) -> None:
 
 def spent_of(study: optuna.Study) -> BudgetSpent:
     """What the study's searches spent: the wall-clock time its runs wrote, and the sum of its
-    trials' ``device_seconds``."""
+    trials' device-seconds (``spent_device_seconds``)."""
     raw = study.user_attrs.get(ATTR_BUDGET_SPENT)
     wall = _number(raw.get("wall_s")) if isinstance(raw, Mapping) else None
-    device = sum(_number(t.user_attrs.get(DEVICE_SECONDS)) or 0.0 for t in study.get_trials(deepcopy=False))
+    device = sum(spent_device_seconds(t.user_attrs) or 0.0 for t in study.get_trials(deepcopy=False))
     return BudgetSpent(wall_s=wall or 0.0, device_s=device)
+
+
+def spent_device_seconds(attrs: Mapping[str, Any]) -> float | None:
+    """A trial's device-seconds as its budget counts them: its ``device_seconds`` (its runtime
+    on its devices) and the compiling its runtime leaves out (``compile_s``), on the same
+    devices; ``None`` where it recorded none.
+
+    Example:
+        >>> spent_device_seconds({"device_seconds": 4.0, "runtime_s": 2.0, "compile_s": 10.0})
+        24.0
+    """
+    device = _number(attrs.get(DEVICE_SECONDS))
+    runtime, compiling = _number(attrs.get(RUNTIME_S)), _number(attrs.get(COMPILE_S))
+    if device is not None and runtime and compiling:
+        device += device / runtime * compiling
+    return device
 
 
 def budget_status(study: optuna.Study, default: Budget | None = None) -> BudgetStatus:

@@ -43,10 +43,19 @@ from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompl
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, no_completion_summary
 from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
-from hpsearch.search_spaces import CORE_PARAMETERS, ENGINE_PARAMETERS, load_space, parse_budget_text
+from hpsearch.search_spaces import CORE_PARAMETERS, load_space, parse_budget_text
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
-from hpsearch.study import PENDING, TrialPhases, format_bytes, format_seconds, param_names, to_csv, to_json
+from hpsearch.study import (
+    PENDING,
+    TrialPhases,
+    format_bytes,
+    format_seconds,
+    param_names,
+    searched_params,
+    to_csv,
+    to_json,
+)
 
 if TYPE_CHECKING:
     from hpsearch.search import Search
@@ -226,9 +235,12 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
                                "budget": budget.to_dict()}, default=str))
         return
     df = search.trials_dataframe()
-    columns = _table_columns(df, [x, y, *search.objectives], _workload_parameters(search))
+    searched = _searched_params(search, df)
+    columns = _table_columns(df, [x, y, *search.objectives], searched)
     console = _console()
-    shown = _fit_columns(df, columns, console.width, first=["number", "state", y, x, *search.objectives])
+    # The searched params that vary come before the batch columns: an optimizer left out
+    # left two rows of one batch and LR at accuracies 0.11 and 0.93 unexplained.
+    shown = _fit_columns(df, columns, console.width, first=["number", "state", y, x, *search.objectives, *searched])
     _print_table(console, df, shown, title=f"study {search.study_name}: trials")
     front = search.frontier(x=x, y=y)
     if len(front):
@@ -307,8 +319,10 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     rule = (f", {answer.rule} rule from base_lr {answer.base_lr:.4g}" if answer.rule and answer.base_lr is not None
             else "")
     click.echo(f"  run   b {answer.per_device_batch_size} x W {answer.world_size} x A {answer.grad_accum_steps} "
-               f"= B {answer.effective_batch_size}, lr {answer.lr:.4g}{_interval(answer.lr_interval)}{rule}, "
-               f"warmup {answer.warmup_epochs:g} epochs")
+               f"= B {answer.effective_batch_size}, lr {answer.lr:.4g}{_interval(answer.lr_interval)}{rule}")
+    # The LR above is the rule's, the schedule's peak: say what the trials did with it, so that
+    # a cosine study's answer is set as a scheduler's initial LR, not as its last.
+    click.echo(f"  sched {answer.schedule_text()}")
     # The study's other parameters (the workload's own, such as hidden; momentum...), so that
     # what is printed can be run as it stands.
     others = {k: v for k, v in answer.params().items() if k not in CORE_PARAMETERS}
@@ -321,6 +335,9 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
                f"{most}{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
                f"{most}{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
                f"({answer.basis}){_draws(answer)}")
+    if answer.compile_s:
+        click.echo(f"  plus  compiling the model once: up to {_duration(answer.compile_s)} measured (torch.compile with a "
+                   "cold cache; not in the cost above)")
     if answer.peak_memory_bytes is not None or answer.per_device_batch_cap is not None:
         peak = (f"{format_bytes(answer.peak_memory_bytes)} per rank "
                 f"{'measured' if answer.step_time_s is None else 'predicted'}"
@@ -648,23 +665,25 @@ _TABLE_COLUMNS = ("number", "state", record.LR_RULE, record.PER_DEVICE_BATCH_SIZ
                   PEAK_MEMORY_BYTES, record.STATUS_REASON)
 _HEADERS = {record.PER_DEVICE_BATCH_SIZE: "b", record.WORLD_SIZE: "W", record.GRAD_ACCUM_STEPS: "A",
             record.EFFECTIVE_BATCH_SIZE: "B", "number": "#", PEAK_MEMORY_BYTES: "peak memory"}
-#: The columns a narrow terminal keeps first, after the trial's number, state and objectives:
-#: what a trial ran (the batch, the rule, the LR), then how it ended.
+#: The columns a narrow terminal keeps first, after the trial's number, state, objectives and
+#: searched params (``_report``'s ``first``): what a trial ran (the batch, the rule, the LR),
+#: then how it ended.
 _FIRST_COLUMNS = (record.EFFECTIVE_BATCH_SIZE, record.LR_RULE, "lr", record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.STATUS_REASON)
 
 
-def _workload_parameters(search: Search) -> list[str]:
-    """The study's parameters that are the workload's own (``hidden``...), in first-seen order."""
-    return [p for p in param_names(search.backend, search.study_name) if p not in ENGINE_PARAMETERS]
+def _searched_params(search: Search, df: Any) -> list[str]:
+    """The study's params that vary besides the core ones (``optimizer``, ``hidden``...), in
+    first-seen order: ``hpsearch.study.searched_params``, as the dashboard's table shows them."""
+    return searched_params(df, param_names(search.backend, search.study_name))
 
 
-def _table_columns(df: Any, metrics: list[str], workload_parameters: list[str] | None = None) -> list[str]:
-    """The trial-table columns: configuration (the workload's own searched parameters after the
-    engine's) and measurements, the study's metrics, minus the columns that hold one value for
-    every trial (a fixed parameter says nothing here)."""
+def _table_columns(df: Any, metrics: list[str], searched: list[str] | None = None) -> list[str]:
+    """The trial-table columns: configuration (the batch, the rule and the LR, then the study's
+    other searched params, ``_searched_params``) and measurements, the study's metrics, minus
+    the columns that hold one value for every trial (a fixed parameter says nothing here)."""
     wanted = list(_TABLE_COLUMNS)
-    at = wanted.index(record.BASE_LR) + 1
-    wanted[at:at] = [p for p in workload_parameters or [] if p not in wanted]
+    at = wanted.index(record.LR) + 1
+    wanted[at:at] = [p for p in searched or [] if p not in wanted]
     metrics = list(dict.fromkeys(metrics))
     wanted[-1:-1] = [m for m in metrics if m not in wanted]
     always = {"number", "state", *metrics}
@@ -673,7 +692,8 @@ def _table_columns(df: Any, metrics: list[str], workload_parameters: list[str] |
 
 def _fit_columns(df: Any, columns: list[str], width: int, *, first: Sequence[str]) -> list[str]:
     """The columns of ``columns`` that fit side by side in ``width`` characters, uncut: those
-    of ``first`` and ``_FIRST_COLUMNS`` before the others, in the table's own order.
+    of ``first`` (``_report``: the number, state, objectives and searched params) and
+    ``_FIRST_COLUMNS`` before the others, in the table's own order.
 
     Rich squeezes a table wider than the terminal by cutting every column short ("0.0…"), which
     left an 80-column terminal's end-of-search table unreadable; a column left out is better

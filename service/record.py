@@ -50,14 +50,21 @@ BASE_LR = "base_lr"
 # ---- derived when a trial is proposed ----
 EFFECTIVE_BATCH_SIZE = "effective_batch_size"
 BASE_BATCH_SIZE = "base_batch_size"
+#: The LR the trial's rule scaled to, ``base_lr x rule(B / B0)``: the peak that warmup rises to
+#: and a schedule starts from, "the trial's LR" for every reader (docs/science.md).
 LR = "lr"
 WARMUP_EPOCHS = "warmup_epochs"
+#: What runs after warmup (``scaling.schedule``): ``none``, ``cosine`` or ``step``.
+LR_SCHEDULE = "lr_schedule"
 
 # ---- measured by the trial (rank 0's reports) ----
 VAL_ACCURACY = "val_accuracy"
 VAL_LOSS = "val_loss"
 TRAIN_LOSS = "train_loss"
 EPOCHS_COMPLETED = "epochs_completed"
+#: The LR the warmup and the schedule gave the last optimizer step before an evaluation; at the
+#: trial's end its final LR (near 0 after a cosine schedule). Never the trial's LR: that is ``lr``.
+LAST_LR = "last_lr"
 SAMPLES_SEEN = "samples_seen"
 STEPS = "steps"
 RUNTIME_S = "runtime_s"
@@ -89,7 +96,8 @@ SETUP_S = "setup_s"
 #: The arithmetic the trial trained and evaluated in (``workload.precision``).
 PRECISION = "precision"
 #: With ``workload.compile``: seconds of the steps and evaluations that compiled the model,
-#: left out of ``train_s``.
+#: left out of ``runtime_s`` and ``train_s`` (what it costs depends on the compile caches, not on
+#: the configuration); a budget counts it.
 COMPILE_S = "compile_s"
 #: The most memory one of the trial's ranks held at once, in bytes: on CUDA the allocator's peak
 #: (``torch.cuda.max_memory_allocated``), on the CPU the rank process's peak resident memory
@@ -217,16 +225,20 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(BASE_LR, "base learning rate", "param", doc="the LR meant for the base batch B0"),
     Field(EFFECTIVE_BATCH_SIZE, "effective batch size", "derived", doc="B = b x W x A"),
     Field(BASE_BATCH_SIZE, "base batch size", "derived", doc="B0, the batch base_lr is meant for"),
-    Field(LR, "learning rate", "derived", curve=True, doc="the applied peak LR, rule(base_lr, B / B0)"),
+    Field(LR, "learning rate", "derived",
+          doc="the LR the rule scaled to, base_lr x rule(B / B0): the peak warmup rises to and a schedule starts from"),
     Field(WARMUP_EPOCHS, "warmup epochs", "derived", doc="linear warmup from base_lr to lr"),
+    Field(LR_SCHEDULE, "LR schedule", "derived", doc="after warmup: none (lr held), cosine (to 0) or step (x0.1 at 50%, 75%)"),
     Field(VAL_ACCURACY, "validation accuracy", "measured", _MAX, objective=True, curve=True),
     Field(VAL_LOSS, "validation loss", "measured", _MIN, objective=True, curve=True),
     Field(TRAIN_LOSS, "training loss", "measured", _MIN, objective=True, curve=True),
     Field(EPOCHS_COMPLETED, "epochs completed", "measured"),
+    Field(LAST_LR, "LR of the last step", "measured", curve=True,
+          doc="what warmup and the schedule made of lr at the last step before each evaluation; at the end, the final LR"),
     Field(SAMPLES_SEEN, "samples seen", "measured", curve=True, doc="training samples over all ranks"),
     Field(STEPS, "optimizer steps", "measured", curve=True),
     Field(RUNTIME_S, "runtime (s)", "measured", _MIN, objective=True, curve=True,
-          doc="wall time of the training job, evaluations included"),
+          doc="wall time of the training job, evaluations included, compiling left out (compile_s)"),
     Field(TRAIN_S, "training time (s)", "measured", _MIN, curve=True,
           doc="wall time of the optimizer steps alone, evaluations left out"),
     Field(DEVICE_SECONDS, "device-seconds", "measured", _MIN, objective=True, doc="runtime x devices"),
@@ -255,7 +267,7 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(SETUP_S, "setup time (s)", "measured", _MIN, doc="rank 0's time from its start to its first step"),
     Field(PRECISION, "precision", "derived", doc="fp32, tf32 or bf16 (autocast): workload.precision or a parameter"),
     Field(COMPILE_S, "compile time (s)", "measured", _MIN,
-          doc="torch.compile's share of the wall time (the steps that compiled), left out of train_s"),
+          doc="torch.compile's share of the wall time (the steps that compiled), left out of runtime_s and train_s"),
     Field(STATUS_REASON, "status reason", "bookkeeping"),
     Field(STATUS_DETAIL, "status detail", "bookkeeping"),
     Field(CURVES, "curves", "bookkeeping"),
@@ -267,13 +279,13 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
 #: Metrics a space's objectives may name.
 METRICS: tuple[str, ...] = tuple(f.name for f in FIELDS.values() if f.objective)
 #: Series kept per evaluation in the ``curves`` attr (``samples_seen`` is their x axis).
-CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, LR, RUNTIME_S, TRAIN_S,
+CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, LAST_LR, RUNTIME_S, TRAIN_S,
                                   COMM_FRACTION, NOISE_SCALE)
 #: Result keys the searcher copies to a trial's user attrs when it ends.
 RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
-    NODE_ID, GPU_IDS, LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
+    NODE_ID, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
     MEMORY_LIMIT_BYTES, MPS,
 )
 

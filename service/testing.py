@@ -400,7 +400,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     nodes = _nodes(truth)
     node = str(rng.choice(nodes if len(truth.devices) == 1 else nodes[2 * kind:2 * kind + 2]))
     attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
-                             r.WARMUP_EPOCHS: 0.0}
+                             r.WARMUP_EPOCHS: 0.0, r.LR_SCHEDULE: "none"}
 
     # Memory, as the searcher and the trial's process handle it (hpsearch.tune.ceilings): a
     # proposal at or above a batch that ran out is not started, or runs halved; a trial that
@@ -464,7 +464,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
         curves[r.VAL_ACCURACY].append(accuracy)
         curves[r.VAL_LOSS].append(val_loss)
         curves[r.TRAIN_LOSS].append(val_loss * 0.85)
-        curves[r.LR].append(lr)
+        curves[r.LAST_LR].append(lr)
         curves[r.TRAIN_S].append(train_s)
         curves[r.RUNTIME_S].append(train_s + k * _EVAL_S)
         curves[r.COMM_FRACTION].append(min(1.0, comm_s / step_s * rng.lognormal(0, 0.05)))
@@ -506,7 +506,7 @@ def _prune_the_worst(outcomes: list[_Outcome], truth: SyntheticTruth) -> None:
         stop = stop_epoch * truth.evals_per_epoch
         curves = {k: v[:stop] for k, v in o.user_attrs[r.CURVES].items()}
         attrs = {k: o.user_attrs[k] for k in (r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS,
-                                               r.TRAINING_STARTED, r.NODE, r.NODE_ID, r.RAN_AS)
+                                               r.LR_SCHEDULE, r.TRAINING_STARTED, r.NODE, r.NODE_ID, r.RAN_AS)
                  if k in o.user_attrs}
         attrs.update({
             r.CURVES: curves, r.EPOCHS_COMPLETED: stop_epoch, r.SAMPLES_SEEN: curves[r.SAMPLES_SEEN][-1],

@@ -50,8 +50,8 @@ RUN_FILES = ("metrics.json", "metrics.jsonl", "model.pt")
 _CLASS_OPTIONS = ("module", "datamodule")
 
 #: What the trial recorded, copied into the configuration to compare a run against.
-_RECORDED = (record.VAL_ACCURACY, record.VAL_LOSS, record.TRAIN_LOSS, "lr", record.SAMPLES_SEEN, "steps", record.EPOCHS_COMPLETED,
-             record.RUNTIME_S, "device", record.MODEL_PATH)
+_RECORDED = (record.VAL_ACCURACY, record.VAL_LOSS, record.TRAIN_LOSS, record.LR, record.LAST_LR, record.SAMPLES_SEEN,
+             record.STEPS, record.EPOCHS_COMPLETED, record.RUNTIME_S, record.COMPILE_S, record.DEVICE, record.MODEL_PATH)
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,8 @@ class _Followed:
             phases.setdefault("ready", status.ready_at)
         for line, at in zip(status.reports, status.report_times or [time.time()] * len(status.reports)):
             if not self.reports and isinstance(line.get(record.RUNTIME_S), (int, float)):
-                phases[record.TRAINING_STARTED] = at - float(line[record.RUNTIME_S])
+                # The runtime leaves compiling out: the wall time since training began holds it.
+                phases[record.TRAINING_STARTED] = at - float(line[record.RUNTIME_S]) - float(line.get(record.COMPILE_S) or 0.0)
             self.reports.append(line)
             if line.get("final"):
                 phases["training_ended"] = at

@@ -131,7 +131,7 @@ def run(config: str | os.PathLike[str], out: str | os.PathLike[str] | None = Non
         return None
     runtime = float(final[record.RUNTIME_S])
     final = {**final, record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size, record.WORLD_SIZE: spec.world_size,
-             "processes": ctx.world_size, record.EMULATED_RANKS: spec.emulated_ranks, "peak_lr": spec.lr,
+             "processes": ctx.world_size, record.EMULATED_RANKS: spec.emulated_ranks, record.LR: spec.lr,
              record.DEVICE_SECONDS: runtime * ctx.world_size,
              record.SAMPLES_PER_S: final[record.SAMPLES_SEEN] / runtime if runtime > 0 else None}
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in final.items()}
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         rank = os.environ.get("RANK", "0")
         _leave(f"error: rank {rank}: {exc}", exc.exit_code)
     if final is not None:
-        print(f"final: {json.dumps({k: final.get(k) for k in ('val_accuracy', 'val_loss', 'train_loss', 'lr')})}; "
+        print(f"final: {json.dumps({k: final.get(k) for k in ('val_accuracy', 'val_loss', 'train_loss', 'lr', 'last_lr')})}; "
               f"wrote {METRICS_FILE}, {REPORTS_FILE} and model.pt to {Path(args.out or Path(args.config).parent)}")
     # Done, its files closed: leave without the interpreter's teardown, where a rank of a CPU job
     # was seen to abort ("terminate called without an active exception", a thread of torch's

@@ -39,7 +39,7 @@ from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.search_spaces.space import LR_RULES
 from hpsearch.study import format_bytes
-from hpsearch.trials.scaling import scale_factor
+from hpsearch.trials.scaling import STEP_GAMMA, STEP_MILESTONES, scale_factor
 
 __all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
 
@@ -87,9 +87,14 @@ class Recommendation:
         effective_batch_size: B = b x W x A.
         rule: The LR rule to state the LR with (``None`` where the study's base batch is unknown).
         base_lr: The base LR that ``rule`` turns into ``lr`` at B (with the study's base batch).
-        lr: The LR to train with at B.
+        lr: The LR to train with at B: the LR the rule scales to, which warmup rises to and the
+            schedule starts from (the one to set as a scheduler's initial or peak LR).
         lr_interval: Its interval from the LR law, when there is one.
         warmup_epochs: The study's warmup.
+        lr_schedule: The schedule after warmup the answer assumes: the one its trials ran.
+        epochs: The epochs its trials' schedule ran over, where the study's space says.
+        compile_s: The longest compilation its device kind's trials recorded (torch.compile with
+            a cold cache), paid once by a run and not in ``time_s``; ``None`` where none compiled.
         time_s: Predicted training time to the target (evaluations left out): the start-up
             plus steps x step time.
         time_interval: Its interval.
@@ -162,6 +167,13 @@ class Recommendation:
     memory: MemoryModel | None = None
     per_device_batch_cap: int | None = None
     peak_memory_bytes: float | None = None
+    lr_schedule: str = "none"
+    epochs: int | None = None
+    compile_s: float | None = None
+
+    def schedule_text(self) -> str:
+        """How the LR runs in the answer, as its trials ran it (``describe_schedule``)."""
+        return describe_schedule(self.lr, self.base_lr, self.warmup_epochs, self.lr_schedule, self.epochs)
 
     def params(self) -> dict[str, Any]:
         """The recommendation as the study's parameters (a space's ``search.enqueue`` entry):
@@ -185,7 +197,8 @@ class Recommendation:
             record.PER_DEVICE_BATCH_SIZE: self.per_device_batch_size, record.WORLD_SIZE: self.world_size,
             record.GRAD_ACCUM_STEPS: self.grad_accum_steps, record.EFFECTIVE_BATCH_SIZE: self.effective_batch_size,
             "rule": self.rule, record.BASE_LR: self.base_lr, "lr": self.lr, "lr_interval": iv(self.lr_interval),
-            record.WARMUP_EPOCHS: self.warmup_epochs,
+            record.WARMUP_EPOCHS: self.warmup_epochs, record.LR_SCHEDULE: self.lr_schedule, "epochs": self.epochs,
+            "schedule": self.schedule_text(), record.COMPILE_S: self.compile_s,
             "time_s": self.time_s, "time_interval": iv(self.time_interval),
             "device_hours": self.device_hours, "device_hours_interval": iv(self.device_hours_interval),
             "samples": self.samples, "samples_interval": iv(self.samples_interval), "steps": self.steps,
@@ -200,6 +213,34 @@ class Recommendation:
             record.PEAK_MEMORY_BYTES: self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
             "memory": None if self.memory is None else self.memory.to_dict(),
         }
+
+
+def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, schedule: str,
+                      epochs: int | None) -> str:
+    """How a run's LR goes: warmup from ``base_lr`` to ``lr``, then the ``schedule`` over the
+    epochs up to ``epochs`` (``hpsearch.scaling.lr_at``), as a phrase.
+
+    Example:
+        >>> describe_schedule(0.02, 0.01, 1.0, "cosine", 3)
+        'warm up from base_lr 0.01 to lr 0.02 over 1 epoch, then cosine decay to 0 by epoch 3 (as the trials ran)'
+        >>> describe_schedule(0.02, 0.01, 0.0, "none", 10)
+        'lr 0.02 from the first step, then held (as the trials ran)'
+    """
+    start = f"base_lr {base_lr:.4g}" if base_lr is not None else "the base LR"
+    if warmup_epochs > 0:
+        text = (f"warm up from {start} to lr {lr:.4g} over {warmup_epochs:g} epoch{'' if warmup_epochs == 1 else 's'}, "
+                "then ")
+    else:
+        text = f"lr {lr:.4g} from the first step, then "
+    end = f"epoch {epochs}" if epochs is not None else "the last epoch"
+    if schedule == "cosine":
+        text += f"cosine decay to 0 by {end}"
+    elif schedule == "step":
+        text += (f"x{STEP_GAMMA:g} at {' and '.join(f'{m:.0%}' for m in STEP_MILESTONES)} of the epochs after warmup"
+                 + (f", up to {end}" if epochs is not None else ""))
+    else:
+        text += "held"
+    return text + " (as the trials ran)"
 
 
 def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "time",
@@ -347,7 +388,8 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=bb, world_size=ww,
         grad_accum_steps=aa, effective_batch_size=int(big_b), rule=rule, base_lr=base_lr, lr=lr,
-        lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs,
+        lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs, lr_schedule=analysis.lr_schedule,
+        epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind) if kind is not None else None,
         time_s=time, time_interval=time_iv, device_hours=float(hours[best]),
         device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
         samples=samples, samples_interval=samples_iv, steps=float(cb.steps(big_b)), basis=FITTED,
@@ -596,7 +638,9 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best[record.PER_DEVICE_BATCH_SIZE]),
         world_size=int(best[record.WORLD_SIZE]), grad_accum_steps=int(best[record.GRAD_ACCUM_STEPS]),
         effective_batch_size=int(best[record.EFFECTIVE_BATCH_SIZE]), rule=rule, base_lr=base_lr, lr=float(best["lr"]),
-        lr_interval=None, warmup_epochs=analysis.warmup_epochs, time_s=float(seconds), time_interval=None,
+        lr_interval=None, warmup_epochs=analysis.warmup_epochs, lr_schedule=analysis.lr_schedule,
+        epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind or best["device"] or ""),
+        time_s=float(seconds), time_interval=None,
         device_hours=float(seconds) * best["devices"] / 3600, device_hours_interval=None,
         samples=float(best["samples_to_target"]), samples_interval=None, steps=float(best["steps_to_target"] or 0),
         basis=MEASURED_UPPER_BOUND if upper else MEASURED, extrapolated=(), explanation=tuple(lines),

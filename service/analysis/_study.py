@@ -107,6 +107,13 @@ class StudyAnalysis:
             its steps): a run pays it once, whatever its length.
         base_batch_size: B0 of the study's LR rules.
         warmup_epochs: The study's warmup.
+        lr_schedule: What the trials ran after warmup (``none``, ``cosine``, ``step``): every
+            LR of the analysis is the LR the rule scaled to, the schedule's peak
+            (docs/science.md, "The trial's LR").
+        epochs: The epochs each trial was to run (the schedule's length), where the study's
+            space says.
+        compile_s: Per device kind, the longest compilation a trial recorded (``compile_s``:
+            torch.compile with a cold cache); absent where no trial compiled.
         parameters: The study's parameters besides the batch, world size, accumulation, LR
             rule and base LR (the workload's own, such as ``hidden``, and optimizer settings):
             each is a key of every ``trials`` entry, and part of what makes a configuration.
@@ -135,6 +142,9 @@ class StudyAnalysis:
     startup_s: Mapping[str, Mapping[int, float]]
     base_batch_size: float | None
     warmup_epochs: float
+    lr_schedule: str = "none"
+    epochs: int | None = None
+    compile_s: Mapping[str, float] = field(default_factory=dict)
     parameters: tuple[str, ...] = ()
     diverging: tuple[int, ...] = ()
     memory: tuple[MemoryModel, ...] = ()
@@ -201,6 +211,9 @@ class StudyAnalysis:
             "startup_s": {kind: {str(w): s for w, s in by_w.items()} for kind, by_w in self.startup_s.items()},
             r.BASE_BATCH_SIZE: self.base_batch_size,
             r.WARMUP_EPOCHS: self.warmup_epochs,
+            r.LR_SCHEDULE: self.lr_schedule,
+            "epochs": self.epochs,
+            r.COMPILE_S: dict(self.compile_s),
             "parameters": list(self.parameters),
             "diverging": list(self.diverging),
             "memory": [m.to_dict() for m in self.memory],
@@ -236,7 +249,9 @@ def study_analysis(info: StudyInfo, frame: pd.DataFrame, curves: Callable[[str],
     return analyze_trials(info.name, frame, curves(metric), target=resolved, metric=metric,
                           direction=read_model.direction(metric, info.objective_directions), seed=seed,
                           parameters=None if space is None else list(space.parameters),
-                          memory_limits=memory_limits(info))
+                          memory_limits=memory_limits(info),
+                          lr_schedule=None if space is None else space.scaling.schedule,
+                          epochs=None if space is None else space.workload.epochs)
 
 
 def analyze_study(storage: optuna.storages.BaseStorage, info: StudyInfo,
@@ -318,9 +333,9 @@ CURVE_STATES: tuple[str, ...] = COUNTED
 
 #: The user attrs the analysis reads from the trials table (besides the params).
 ANALYSIS_ATTRS: tuple[str, ...] = (
-    r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
-    r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES, r.RAN_AS,
-    r.NODE_ID,
+    r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
+    r.COMPILE_S, r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES,
+    r.RAN_AS, r.NODE_ID,
 )
 
 
@@ -399,7 +414,8 @@ def _parsed_space(space_text: str) -> SearchSpace | None:
 def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *, target: Target | None,
                    metric: str, direction: str, seed: int = 0,
                    parameters: Sequence[str] | None = None,
-                   memory_limits: MemoryLimits | None = None) -> StudyAnalysis:
+                   memory_limits: MemoryLimits | None = None,
+                   lr_schedule: str | None = None, epochs: int | None = None) -> StudyAnalysis:
     """``analyze`` on data already read: the trials table and each trial's curves by number.
 
     Args:
@@ -416,6 +432,9 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
             are neither the trial record's names nor the table's own.
         memory_limits: What the study's space says of a rank's memory (``memory_limits(study)``),
             where its trials did not record it.
+        lr_schedule: The space's ``scaling.schedule``, for trials that did not record theirs
+            (``lr_schedule``: studies written by earlier releases).
+        epochs: The space's ``workload.epochs``.
 
     Raises:
         NoAnswerError: no trial has curves, or no target can be derived.
@@ -451,6 +470,7 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     throughput, refusals, startup = _throughput(frame, step_s, startup_s, seed, shapes)
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
     warmup = _first(frame, r.WARMUP_EPOCHS)
+    recorded = [v for v in frame[r.LR_SCHEDULE].tolist() if isinstance(v, str)] if r.LR_SCHEDULE in frame.columns else []
     return StudyAnalysis(
         study=study, target=target, n_trials=sum(t[r.STATUS_REASON] not in r.NOT_RUN_REASONS for t in trials),
         n_reached=len(reached), trials=tuple(trials),
@@ -458,8 +478,21 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         noise_scale=_noise_scale(frame), lr_points=lr_points, lr_law=fitted_law, lr_law_refusal=lr_refusal,
         rules=rule_reports(trained, target), throughput=throughput, throughput_refusals=refusals, startup_s=startup,
         base_batch_size=base_batch, warmup_epochs=warmup or 0.0, parameters=others,
+        lr_schedule=recorded[0] if recorded else lr_schedule or "none", epochs=epochs, compile_s=_compile_seconds(frame),
         diverging=tuple(int(n) for n, d in zip(frame["number"].tolist(), diverging) if d),
         memory=memory_models(frame, others, memory_limits))
+
+
+def _compile_seconds(frame: pd.DataFrame) -> dict[str, float]:
+    """Per device kind, the longest ``compile_s`` of a trial that ran: what compiling costs with
+    a cold cache (a trial that found the compiled graphs cached records a fraction of it)."""
+    if r.COMPILE_S not in frame.columns or r.DEVICE not in frame.columns:
+        return {}
+    out: dict[str, float] = {}
+    for device, seconds in zip(frame[r.DEVICE].tolist(), _column(frame, r.COMPILE_S)):
+        if isinstance(device, str) and seconds is not None:
+            out[device] = max(out.get(device, 0.0), seconds)
+    return out
 
 
 #: Reasons of trials that never trained: not started, or out of memory.

@@ -3,8 +3,9 @@
 The CLI, the study API (``hpsearch.Search``), the dashboard and the analysis all read a study
 through this package: the trial record's names and directions, the trials table (one bulk read
 of Optuna's tables, behind a schema-version guard, or Optuna's public API), the summary, the
-best trial, finished counts, the study listing, a cheap revision for pollers, Pareto fronts,
-exports and where a trial's time went (its phases). Nothing here writes to a store.
+best trial, finished counts, the searched params a trial table shows, the study listing, a cheap
+revision for pollers, Pareto fronts, exports and where a trial's time went (its phases). Nothing
+here writes to a store.
 
 Example:
     >>> import pandas as pd
@@ -31,11 +32,12 @@ from hpsearch.study._summary import (
     finished_count,
     is_finished,
     reason_counts,
+    searched_params,
     state_counts,
     study_listing,
     summarize,
 )
-from hpsearch.study._table import PENDING, display_state, read_attr, read_trials, revision
+from hpsearch.study._table import PENDING, display_state, read_attr, read_trials, revision, with_scaled_lr
 from hpsearch.study._units import format_bytes
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "read_trials",
     "reason_counts",
     "revision",
+    "searched_params",
     "state_counts",
     "study_info",
     "study_infos",
@@ -76,4 +79,5 @@ __all__ = [
     "to_csv",
     "to_json",
     "trial_phases",
+    "with_scaled_lr",
 ]

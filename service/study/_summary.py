@@ -1,6 +1,7 @@
-"""What a study says at a glance: counts by state, finished trials, the best trial, the listing
-line of ``hpsearch ls``. Each is computed here once, from the trials table
-(``hpsearch.study.read_trials``), for the CLI, the study API and the dashboard alike.
+"""What a study says at a glance: counts by state, finished trials, the best trial, the
+searched params its trial table shows, the listing line of ``hpsearch ls``. Each is computed
+here once, from the trials table (``hpsearch.study.read_trials``), for the CLI, the study API
+and the dashboard alike.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
+from hpsearch.search_spaces import CORE_PARAMETERS
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "cut_short_counts", "finished_count",
-           "is_finished", "reason_counts", "state_counts", "study_listing", "summarize"]
+           "is_finished", "reason_counts", "searched_params", "state_counts", "study_listing", "summarize"]
 
 
 def is_finished(state: str, reason: object) -> bool:
@@ -88,6 +90,35 @@ def cut_short_counts(frame: pd.DataFrame) -> dict[str, int]:
         if state == "FAIL" and reason in record.RERUN_REASONS and int(number) not in rerun:
             counts[str(reason)] += 1
     return dict(sorted(counts.items()))
+
+
+def searched_params(frame: pd.DataFrame, params: Sequence[str]) -> list[str]:
+    """The params a trial table shows besides the core ones (per-device batch, world size,
+    accumulation, LR rule and base LR, which have columns of their own): every other param of
+    the study that takes more than one value among its trials (a trial without it counts as one
+    more value), in the order of ``params``. The CLI's end-of-search table and the dashboard's
+    trial table both show these.
+
+    Two trials of the same batch and LR at accuracies 0.11 and 0.93 said nothing of why while
+    the optimizer they searched was not a column; a param the space fixes (``momentum: 0.9``)
+    says nothing about a row, and is left out.
+
+    Args:
+        frame: The trials table.
+        params: The study's param names, in the order it first saw them
+            (``hpsearch.study.param_names``).
+
+    Example:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"number": [0, 1], "per_device_batch_size": [16, 64],
+        ...                       "optimizer": ["sgd", "adamw"], "momentum": [0.9, 0.9], "hidden": [32, 64]})
+        >>> searched_params(frame, ["per_device_batch_size", "optimizer", "momentum", "hidden"])
+        ['optimizer', 'hidden']
+    """
+    if not len(frame):
+        return []
+    return [p for p in dict.fromkeys(params)
+            if p not in CORE_PARAMETERS and p in frame.columns and frame[p].nunique(dropna=False) > 1]
 
 
 def best_trial_number(frame: pd.DataFrame, objectives: Sequence[str], directions: Sequence[str]) -> int | None:

@@ -22,6 +22,7 @@ import orjson
 from hpsearch import record
 from hpsearch.saved_models import removed_models
 from hpsearch.study._schema import direct_sql
+from hpsearch.trials.scaling import LR_RULES, scaled_lr
 
 # pandas, optuna and sqlalchemy (half a second together) are imported inside the functions
 # that read a store, so that ``import hpsearch`` stays light; so are hashlib (OpenSSL, 2 ms) for
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
-__all__ = ["display_state", "read_attr", "read_trials", "revision", "trial_attr", "trial_rows"]
+__all__ = ["display_state", "read_attr", "read_trials", "revision", "trial_attr", "trial_rows", "with_scaled_lr"]
 
 #: Trial states that can still change. Optuna refuses to write to a finished trial (its state,
 #: params, values, attrs and intermediate values are final), so only these need watching.
@@ -61,24 +62,59 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
     ``attrs`` when given: a reader that needs a few columns of a large study reads only those)
     as a column, the objective values under ``objectives``' names, ``datetime_start``,
     ``datetime_complete`` and ``duration_s``. A ``model_path`` whose file the search deleted
-    (``workload.save_model: best``, ``hpsearch.saved_models``) is left out.
+    (``workload.save_model: best``, ``hpsearch.saved_models``) is left out. ``lr`` is the LR the
+    trial's rule scaled to, also for a study written before trials kept it apart from the
+    schedule's last LR (``with_scaled_lr``).
 
     Raises:
         KeyError: no study of that name.
     """
     import pandas as pd
 
-    if attrs is not None:  # the state needs this one (PENDING until it is set)
-        attrs = [*attrs, record.TRAINING_STARTED]
+    if attrs is not None:  # the state needs this one (PENDING until it is set), and the LR the batches
+        attrs = [*attrs, record.TRAINING_STARTED, *((record.EFFECTIVE_BATCH_SIZE, record.BASE_BATCH_SIZE)
+                                                    if record.LR in attrs else ())]
     if direct_sql(storage):
         rows = trial_rows(storage, study_name, objectives, hidden=hidden, attrs=attrs)  # type: ignore[arg-type]
     else:
         rows = _api_rows(storage, study_name, objectives, hidden, attrs)
     for row in rows:
         row["state"] = display_state(row["state"], row)
+        with_scaled_lr(row)
     if any(record.MODEL_PATH in row for row in rows):
         _clear_removed_models(storage, study_name, rows)
     return pd.DataFrame(rows)
+
+
+def with_scaled_lr(row: dict[str, Any]) -> dict[str, Any]:
+    """Set a trial's ``lr`` (``row``: its params and user attrs) to the LR its rule scaled to,
+    from its ``base_lr``, ``lr_rule``, effective batch and base batch, where it has them all;
+    returns ``row``.
+
+    Releases before ``last_lr`` existed overwrote ``lr`` with the LR of the trial's last step:
+    under a cosine schedule that is about 0, and the LR law fitted it (a search of base LRs
+    0.02 and 0.05 was answered with 0.000147). Their params still say what the rule gave; the
+    value they recorded is what ``last_lr`` means now, and is kept as that.
+
+    Example:
+        >>> row = with_scaled_lr({"base_lr": 0.05, "lr_rule": "sqrt", "effective_batch_size": 64,
+        ...                       "base_batch_size": 16, "lr": 4.7e-05, "samples_seen": 4314})
+        >>> row["lr"], row["last_lr"]
+        (0.1, 4.7e-05)
+    """
+    base, rule = row.get(record.BASE_LR), row.get(record.LR_RULE)
+    batch, base_batch = row.get(record.EFFECTIVE_BATCH_SIZE), row.get(record.BASE_BATCH_SIZE)
+    if rule not in LR_RULES or not all(_positive(v) for v in (base, batch, base_batch)):
+        return row
+    stored = row.get(record.LR)
+    if record.LAST_LR not in row and record.SAMPLES_SEEN in row and isinstance(stored, (int, float)):
+        row[record.LAST_LR] = stored
+    row[record.LR] = scaled_lr(rule, float(base), int(batch), int(base_batch))  # type: ignore[arg-type]
+    return row
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _clear_removed_models(storage: optuna.storages.BaseStorage, study_name: str, rows: list[dict[str, Any]]) -> None:

@@ -26,7 +26,7 @@ from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
 from hpsearch import record
-from hpsearch.budget import BudgetLedger, predict_trial, trial_devices
+from hpsearch.budget import BudgetLedger, predict_trial, spent_device_seconds, trial_devices
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
 from hpsearch.progress import SearchEvent
@@ -211,8 +211,9 @@ class StudySearcher(Searcher):
             spec = trial_spec(self.space, {**params, **ran_shape(ran_as)}, device=self.device,
                               max_processes=self.max_processes)
             derived: dict[str, Any] = {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size,
-                                       record.BASE_BATCH_SIZE: spec.base_batch_size, "lr": spec.lr,
-                                       record.WARMUP_EPOCHS: spec.warmup_epochs, EMULATED_RANKS: spec.emulated_ranks}
+                                       record.BASE_BATCH_SIZE: spec.base_batch_size, record.LR: spec.lr,
+                                       record.WARMUP_EPOCHS: spec.warmup_epochs, record.LR_SCHEDULE: spec.schedule,
+                                       EMULATED_RANKS: spec.emulated_ranks}
             if ran_as is not None:
                 derived[RAN_AS] = ran_as
             skip = self._skip(spec, params, memory)
@@ -482,9 +483,8 @@ class StudySearcher(Searcher):
             runtime, at = last
             devices = trial_devices(trial.params, self.space, self.max_processes)
             attrs[DEVICE_SECONDS] = (runtime + max(0.0, time.monotonic() - at)) * devices
-        if self.ledger is not None:
-            seconds = attrs.get(DEVICE_SECONDS)
-            self.ledger.trial_ended(trial_id, float(seconds) if _is_finite(seconds) else None)  # type: ignore[arg-type]
+        if self.ledger is not None:  # compiling counts in what the budget spent (runtime_s leaves it out)
+            self.ledger.trial_ended(trial_id, spent_device_seconds(attrs))
 
     def _fail(self, trial: optuna.Trial, reason: str, detail: str) -> None:
         _write(trial, {record.STATUS_REASON: reason, **({record.STATUS_DETAIL: detail[:2000]} if detail else {})})

@@ -34,6 +34,8 @@ def test_the_analysis_section_answers_for_the_devices_picked_and_draws_the_laws(
     # By default, for the largest world size the study ran (8), with its cost and interval.
     assert re.search(r"b \d+ x W [1-8] x A \d+ = B \d+, lr ", answer), answer
     assert "device-hours" in answer and "fitted laws" in answer
+    # How the trials ran the LR (this study: no warmup, no schedule), as the CLI says it.
+    assert re.search(r"schedule lr [\d.e-]+ from the first step, then held \(as the trials ran\)", answer), answer
     assert browser.find_element(By.ID, "devices").get_attribute("value") == "8"
     for figure in ("tradeoff", "lr_law"):
         _wait(browser, lambda d, f=figure: d.find_elements(By.CSS_SELECTOR, f"#figure-{f} .main-svg .point"),

@@ -1,6 +1,7 @@
 """What a newcomer's first studies show in a real headless Chromium: a study of ``val_loss`` (a
 regression workload) drawn on its own objective, a refused LR-law fit whose reason stays inside
-its figure, and the frontier page ``hpsearch start`` writes, opened offline from disk."""
+its figure, a trial table with the optimizer each trial searched, and the frontier page
+``hpsearch start`` writes, opened offline from disk."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from conftest import loss_study
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from test_dashboard_browser import Dashboard, _check_page, _wait, serve_dashboard
+from test_app_api import add_searched_study
+from test_dashboard_browser import Dashboard, _check_page, _table, _wait, serve_dashboard
 
 from hpsearch import load
 from hpsearch.dashboards import plot_frontier, write_figure_html
@@ -39,6 +41,7 @@ def store(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> str:
     # Two batch sizes: too few for an LR law, whose refusal is a long sentence.
     two = SyntheticTruth(per_device_batches=(32, 64), world_sizes=(1,), accum_steps=(1,))
     synthetic_study(url, "two-batches", n_trials=60, seed=3, truth=two)
+    add_searched_study(url, "searched")  # the optimizer and the workload's width searched
     return url
 
 
@@ -83,6 +86,27 @@ def test_a_refused_lr_law_says_why_inside_its_figure(browser: WebDriver, dashboa
     for note in browser.execute_script(NOTES_JS, "figure-tradeoff"):
         assert note["inside"], note
     _check_page(browser, dashboard, tmp_path / "refused.png")
+
+
+def test_the_trial_table_shows_the_optimizer_each_trial_searched(browser: WebDriver, dashboard: Dashboard,
+                                                                store: str, tmp_path: Path) -> None:
+    trials = {t.number: t.params for t in load("searched", storage=store).study.get_trials()}
+    browser.get(f"{dashboard.url}studies/searched?refresh=0")
+    table = _wait(browser, lambda d: (t := _table(d, "#trials table")) and len(t["rows"]) == len(trials) and t,
+                  "a row per trial")
+
+    columns = table["columns"]
+    # After the LR, the params searched besides the core ones; the fixed momentum folds away.
+    assert columns.index("lr") + 1 == columns.index("optimizer") < columns.index("hidden")
+    assert "momentum" not in columns
+    header = browser.find_element(By.CSS_SELECTOR, '#trials th[data-column="optimizer"]')
+    assert header.text == "optimizer"
+    for row in table["rows"]:
+        params = trials[int(row[0])]
+        assert row[columns.index("optimizer")] == params["optimizer"]
+        assert row[columns.index("hidden")] == str(params["hidden"])
+    assert {row[columns.index("optimizer")] for row in table["rows"]} == {"sgd", "adamw"}
+    _check_page(browser, dashboard, tmp_path / "searched.png")
 
 
 def _draws_then_mailed_alone(browser: WebDriver, page: Path, mailed: Path) -> str:

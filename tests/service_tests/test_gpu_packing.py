@@ -85,7 +85,7 @@ def test_four_quarter_gpu_trials_train_at_once_on_one_gpu_and_measure_what_whole
     # The same grid with a whole GPU per trial, on four GPUs: the same numbers.
     _search(tmp_path / "whole", PACKED_SPACE.format(share=1), cpus=4, gpus=4)
     whole = _trials(tmp_path / "whole", "packed")
-    measured = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "lr")
+    measured = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "last_lr")
     assert {t.params["base_lr"]: [t.user_attrs[k] for k in measured] for t in packed} == \
         {t.params["base_lr"]: [t.user_attrs[k] for k in measured] for t in whole}
     assert len({tuple(t.user_attrs["gpu_ids"]) for t in whole}) > 1

@@ -91,7 +91,7 @@ search: {{sampler: grid, n_trials: 8, max_concurrent: 1, seed: 0}}
 resources: {{device: cpu, reuse_workers: {reuse}}}
 """
 
-COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "lr", "noise_scale", "status_reason")
+COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "last_lr", "noise_scale", "status_reason")
 
 
 def _search(tmp_path: Path, reuse: bool) -> dict[Any, Any]:

@@ -18,7 +18,7 @@ from hpsearch.trials.spec import TrialSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "lr", "noise_scale")
+COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "last_lr", "noise_scale")
 TEACHER: dict[str, Any] = dict(per_device_batch_size=256, grad_accum_steps=2, base_lr=0.05, epochs=2,
                                workload="teacher_mlp", workload_options={"samples": 20000, "width": 256},
                                hyperparameters={"momentum": 0.9}, device="cuda", seed=1)

@@ -50,7 +50,7 @@ def plain(options):
     return make.__wrapped__(options, load(options))
 '''
 
-COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "lr", "noise_scale")
+COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "last_lr", "noise_scale")
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_two_gloo_ranks_train_and_rank0_reports_every_epoch(
     assert [r["samples_seen"] for r in seen] == [TRAIN_SIZE * e for e in (1, 2, 3)]
     assert [r["steps"] for r in seen] == [-(-TRAIN_SIZE // 32) * e for e in (1, 2, 3)]
     assert final["effective_batch_size"] == 32
-    assert seen[-1]["lr"] == pytest.approx(0.0125 * 32 / 8)
+    assert seen[-1]["last_lr"] == pytest.approx(0.0125 * 32 / 8)
     assert final["device_seconds"] == pytest.approx(2 * final["runtime_s"])
     assert final["val_accuracy"] > 0.8  # ten classes: chance is 0.1
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 3

@@ -77,7 +77,7 @@ def test_a_lightning_module_trains_with_the_engines_record(tmp_path: Path) -> No
     assert final is not None
     assert final["epochs_completed"] == 2 and final["steps"] == 2 * math.ceil(1437 / 32)
     assert final["samples_seen"] == 2 * 1437
-    assert final["lr"] == pytest.approx(0.05)
+    assert final["last_lr"] == pytest.approx(0.05)
     assert math.isfinite(final["val_loss"]) and math.isfinite(final["train_loss"])
     # W x A = 2: the noise scale is measured per micro-batch.
     assert final["noise_scale"] is not None and final["noise_scale"] > 0
@@ -99,7 +99,7 @@ def test_the_trials_lr_is_set_on_the_optimizer_of_configure_optimizers(tmp_path:
     # with a warmup from base_lr over the first epoch.
     ctx = RankContext(run_dir=tmp_path)
     final = train(_spec(per_device_batch_size=128, base_lr=0.05, warmup_epochs=1.0), ctx)
-    assert final is not None and final["lr"] == pytest.approx(0.2)
+    assert final is not None and final["last_lr"] == pytest.approx(0.2)
     steps = math.ceil(1437 / 128)
     assert ctx.lr_trace[0] == pytest.approx(0.05) and ctx.lr_trace[steps:] == pytest.approx([0.2] * steps)
     assert 0.05 < ctx.lr_trace[steps // 2] < 0.2

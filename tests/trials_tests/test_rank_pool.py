@@ -83,7 +83,7 @@ SEQUENCE: list[tuple[str, dict[str, Any]]] = [
 ]
 
 # What must be bit-identical: everything rank 0 measured but the clock.
-COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "lr", "noise_scale",
+COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "last_lr", "noise_scale",
             "effective_batch_size", "epochs_completed")
 
 

@@ -20,7 +20,7 @@ from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import build_workload
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
-COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "lr")
+COMPARED = ("val_loss", "val_accuracy", "train_loss", "samples_seen", "steps", "last_lr")
 
 
 def test_the_rank_context_comes_from_torchruns_environment() -> None:
