@@ -34,6 +34,7 @@ The LR rules and the study's attrs are the product's own (``hpsearch.trials.scal
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import math
 import warnings
@@ -55,7 +56,8 @@ from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
 from hpsearch.tune.ceilings import MemoryCeilings, halved
 
-__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SyntheticDevice", "SyntheticTruth", "synthetic_study"]
+__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SEARCHED_SPACE", "SyntheticDevice", "SyntheticTruth", "searched_study",
+           "synthetic_study"]
 
 # The space the synthetic trials are drawn from. It validates (hpsearch.search_spaces) and
 # names only what the model uses. A real search of it would need CIFAR-10 at the path and 8
@@ -606,3 +608,60 @@ def _insert_trials(storage: optuna.storages.RDBStorage, study_id: int, trials: l
                             (models.TrialUserAttributeModel, attrs), (models.TrialIntermediateValueModel, steps)):
             if rows:
                 connection.execute(insert(model.__table__), rows)
+
+
+#: The space of ``searched_study``: the optimizer and the workload's own width searched beside
+#: the per-device batch, at one LR rule, base LR and momentum (fixed: a param of every trial).
+SEARCHED_SPACE = """\
+study: {study}
+workload: {{name: digits_mlp, epochs: 2}}
+scaling: {{base_batch_size: 16}}
+parameters:
+  per_device_batch_size: {{choices: [16, 64]}}
+  world_size: 1
+  grad_accum_steps: 1
+  lr_rule: linear
+  base_lr: 0.01
+  optimizer: {{choices: [sgd, adamw]}}
+  momentum: 0.9
+  hidden: {{choices: [32, 64]}}
+objectives:
+  - {{metric: val_accuracy, direction: maximize}}
+  - {{metric: runtime_s, direction: minimize}}
+search: {{sampler: grid, n_trials: 8, seed: 0}}
+resources: {{device: cpu}}
+"""
+
+
+def searched_study(storage: str | optuna.storages.BaseStorage, study_name: str = "searched") -> Search:
+    """Write the 8 trials ``hpsearch start`` would leave for ``SEARCHED_SPACE`` (every param
+    recorded, the fixed ones with their one value), with made-up measurements in which the
+    optimizer decides: the trials of one batch and LR reach 0.93 with sgd and 0.11 with adamw.
+    For what a reader must show of a study's searched settings (its trial tables).
+
+    Example:
+        >>> import optuna
+        >>> search = searched_study(optuna.storages.InMemoryStorage())
+        >>> sorted(search.trials_dataframe().groupby("optimizer")["val_accuracy"].max().round(2).items())
+        [('adamw', 0.12), ('sgd', 0.94)]
+    """
+    backend = open_storage(storage) if isinstance(storage, str) else storage
+    study = optuna.create_study(study_name=study_name, storage=backend, directions=["maximize", "minimize"])
+    study.set_metric_names(_OBJECTIVES)
+    for key, value in study_attrs(SEARCHED_SPACE.format(study=study_name), _OBJECTIVES, 8).items():
+        study.set_user_attr(key, value)
+    choices: dict[str, list[Any]] = {r.PER_DEVICE_BATCH_SIZE: [16, 64], r.WORLD_SIZE: [1], r.GRAD_ACCUM_STEPS: [1], r.LR_RULE: ["linear"],
+               r.BASE_LR: [0.01], "optimizer": ["sgd", "adamw"], "momentum": [0.9], "hidden": [32, 64]}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {
+        name: CategoricalDistribution(values) for name, values in choices.items()}
+    for b, optimizer, hidden in itertools.product([16, 64], ["sgd", "adamw"], [32, 64]):
+        params = {name: values[0] for name, values in choices.items()}
+        params.update({r.PER_DEVICE_BATCH_SIZE: b, "optimizer": optimizer, "hidden": hidden})
+        accuracy = (0.93 if optimizer == "sgd" else 0.114) + hidden / 10_000
+        runtime = 100.0 / b + hidden / 100
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=distributions, values=[accuracy, runtime], user_attrs={
+                r.EFFECTIVE_BATCH_SIZE: b, r.BASE_BATCH_SIZE: 16, r.LR: 0.01 * b / 16, r.VAL_ACCURACY: accuracy,
+                r.RUNTIME_S: runtime, r.DEVICE_SECONDS: runtime, r.PEAK_MEMORY_BYTES: MIB * b, r.EPOCHS_COMPLETED: 2,
+                r.CURVES: {r.SAMPLES_SEEN: [100, 200], r.VAL_ACCURACY: [accuracy / 2, accuracy]}}))
+    return Search(study_name, backend)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +17,8 @@ from starlette.testclient import TestClient
 
 from hpsearch.dashboards.app import create_app
 from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, PHASE_NAMES
-from hpsearch.store import open_storage, study_attrs
+from hpsearch.store import open_storage
+from hpsearch.testing import searched_study
 
 SPACE_TEXT = "parameters:\n  per_device_batch_size: {choices: [8, 64]}\n  base_lr: 0.01\n"
 
@@ -110,59 +110,10 @@ def test_the_trial_table_sorts_filters_and_pages(app: TestClient) -> None:
     assert _json(app, "/api/studies/demo/trials?state=FAIL")["rows"][0]["val_accuracy"] is None
 
 
-#: A space that searches the optimizer and the workload's own width beside the per-device batch,
-#: its momentum fixed (a param of every trial, always 0.9).
-SEARCHED_SPACE = """\
-study: searched
-workload: {name: digits_mlp, epochs: 2}
-scaling: {base_batch_size: 16}
-parameters:
-  per_device_batch_size: {choices: [16, 64]}
-  world_size: 1
-  grad_accum_steps: 1
-  lr_rule: linear
-  base_lr: 0.01
-  optimizer: {choices: [sgd, adamw]}
-  momentum: 0.9
-  hidden: {choices: [32, 64]}
-objectives:
-  - {metric: val_accuracy, direction: maximize}
-  - {metric: runtime_s, direction: minimize}
-search: {sampler: grid, n_trials: 8, seed: 0}
-resources: {device: cpu}
-"""
-SEARCHED_CHOICES = {"per_device_batch_size": [16, 64], "world_size": [1], "grad_accum_steps": [1],
-                    "lr_rule": ["linear"], "base_lr": [0.01], "optimizer": ["sgd", "adamw"], "momentum": [0.9],
-                    "hidden": [32, 64]}
-
-
-def add_searched_study(url: str, name: str = "searched") -> list[optuna.trial.FrozenTrial]:
-    """The study ``hpsearch start`` would leave for ``SEARCHED_SPACE`` (every param recorded, the
-    fixed ones with their one choice), with made-up measurements: the trials of one batch and LR
-    score 0.93 with sgd and 0.11 with adamw. Returns its trials."""
-    study = optuna.create_study(study_name=name, storage=open_storage(url), directions=["maximize", "minimize"])
-    study.set_metric_names(["val_accuracy", "runtime_s"])
-    for key, value in study_attrs(SEARCHED_SPACE.replace("study: searched", f"study: {name}"),
-                                  ["val_accuracy", "runtime_s"], 8).items():
-        study.set_user_attr(key, value)
-    dists = {param: CategoricalDistribution(choices) for param, choices in SEARCHED_CHOICES.items()}
-    for b, optimizer, hidden in itertools.product([16, 64], ["sgd", "adamw"], [32, 64]):
-        params = {param: choices[0] for param, choices in SEARCHED_CHOICES.items()}
-        params.update(per_device_batch_size=b, optimizer=optimizer, hidden=hidden)
-        accuracy = (0.93 if optimizer == "sgd" else 0.114) + hidden / 10_000
-        runtime = 100.0 / b + hidden / 100
-        study.add_trial(create_trial(
-            params=params, distributions=dists, state=TrialState.COMPLETE, values=[accuracy, runtime],
-            user_attrs={"effective_batch_size": b, "lr": 0.01 * b / 16, "val_accuracy": accuracy,
-                        "runtime_s": runtime, "device_seconds": runtime, "epochs_completed": 2,
-                        "curves": {"samples_seen": [100, 200], "val_accuracy": [accuracy / 2, accuracy]}}))
-    return study.get_trials()
-
-
 def test_the_summary_lists_the_searched_params_and_the_trial_table_returns_them(app: TestClient,
                                                                                 tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'searched.db'}"
-    trials = {t.number: t.params for t in add_searched_study(url)}
+    trials = {t.number: t.params for t in searched_study(url).study.get_trials()}
     searched = TestClient(create_app(url))
 
     # The params searched besides the core ones, in the order the study first saw them; the

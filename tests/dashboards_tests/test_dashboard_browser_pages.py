@@ -14,12 +14,11 @@ import pytest
 from conftest import loss_study
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from test_app_api import add_searched_study
 from test_dashboard_browser import Dashboard, _check_page, _table, _wait, serve_dashboard
 
 from hpsearch import load
 from hpsearch.dashboards import plot_frontier, write_figure_html
-from hpsearch.testing import SyntheticTruth, synthetic_study
+from hpsearch.testing import SyntheticTruth, searched_study, synthetic_study
 
 pytestmark = pytest.mark.usefixtures("chromium")
 
@@ -41,7 +40,7 @@ def store(chromium: None, tmp_path_factory: pytest.TempPathFactory) -> str:
     # Two batch sizes: too few for an LR law, whose refusal is a long sentence.
     two = SyntheticTruth(per_device_batches=(32, 64), world_sizes=(1,), accum_steps=(1,))
     synthetic_study(url, "two-batches", n_trials=60, seed=3, truth=two)
-    add_searched_study(url, "searched")  # the optimizer and the workload's width searched
+    searched_study(url, "searched")  # the optimizer and the workload's width searched
     return url
 
 

@@ -5,73 +5,24 @@ terminal keeps the searched params before the batch columns."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import optuna
 import pytest
 from click.testing import CliRunner
-from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState, create_trial
 
 import hpsearch
 from hpsearch.cli import cli
-from hpsearch.store import open_storage, study_attrs
+from hpsearch.testing import searched_study
 
-#: A grid over the optimizer, the workload's own width and the per-device batch, at one LR rule,
-#: base LR and momentum.
-SPACE_TEXT = """\
-study: sgd-vs-adamw
-workload: {name: digits_mlp, epochs: 2}
-scaling: {base_batch_size: 16}
-parameters:
-  per_device_batch_size: {choices: [16, 64]}
-  world_size: 1
-  grad_accum_steps: 1
-  lr_rule: linear
-  base_lr: 0.01
-  optimizer: {choices: [sgd, adamw]}
-  momentum: 0.9
-  hidden: {choices: [32, 64]}
-objectives:
-  - {metric: val_accuracy, direction: maximize}
-  - {metric: runtime_s, direction: minimize}
-search: {sampler: grid, n_trials: 8, seed: 0}
-resources: {device: cpu}
-"""
-CHOICES = {"per_device_batch_size": [16, 64], "world_size": [1], "grad_accum_steps": [1], "lr_rule": ["linear"],
-           "base_lr": [0.01], "optimizer": ["sgd", "adamw"], "momentum": [0.9], "hidden": [32, 64]}
 #: Characters rich draws tables with.
 _BOX = set("┏┃┡│└━┳╇┴┓┩┫┛┗┣╋─┼")
-
-
-def write_study(url: str) -> list[optuna.trial.FrozenTrial]:
-    """The study ``hpsearch start`` would leave for ``SPACE_TEXT`` (every param recorded, the
-    fixed ones with their one choice), with made-up measurements: no trial is run. Returns its
-    trials."""
-    study = optuna.create_study(study_name="sgd-vs-adamw", storage=open_storage(url),
-                                directions=["maximize", "minimize"])
-    study.set_metric_names(["val_accuracy", "runtime_s"])
-    for key, value in study_attrs(SPACE_TEXT, ["val_accuracy", "runtime_s"], 8).items():
-        study.set_user_attr(key, value)
-    dists = {name: CategoricalDistribution(choices) for name, choices in CHOICES.items()}
-    for b, optimizer, hidden in itertools.product([16, 64], ["sgd", "adamw"], [32, 64]):
-        params = {name: choices[0] for name, choices in CHOICES.items()}
-        params.update(per_device_batch_size=b, optimizer=optimizer, hidden=hidden)
-        accuracy = (0.93 if optimizer == "sgd" else 0.114) + hidden / 10_000
-        runtime = 100.0 / b + hidden / 100
-        study.add_trial(create_trial(
-            params=params, distributions=dists, state=TrialState.COMPLETE, values=[accuracy, runtime],
-            user_attrs={"effective_batch_size": b, "lr": 0.01 * b / 16, "val_accuracy": accuracy,
-                        "runtime_s": runtime, "device_seconds": runtime, "peak_memory_bytes": 2**20 * b,
-                        "epochs_completed": 2}))
-    return study.get_trials()
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    write_study(url)
+    searched_study(url, "sgd-vs-adamw")
     return url
 
 
