@@ -47,9 +47,11 @@ from hpsearch.dashboards.style import (
     EMPTY_MESSAGE,
     MARKER_SIZE_PX,
     axis_label,
+    batch_axis,
     hover,
     new_figure,
     rule_color,
+    with_batch_axis,
     with_log_axes,
     with_note,
 )
@@ -116,7 +118,8 @@ class AccuracyVsBatchInfo:
             dashboard; ``val_accuracy`` by default here).
         direction: Which values of ``metric`` are better; "best" follows it.
         lines: One line per LR rule, by rule name.
-        log_x: Whether the effective batch axis is logarithmic (see :func:`log_axis`).
+        log_x: Whether the effective batch axis is logarithmic (see
+            :func:`hpsearch.dashboards.style.batch_axis`).
         log_y: Whether the metric axis is logarithmic.
         n_trials: Rows in the DataFrame, whatever their state.
         n_complete: Completed trials with a finite batch and metric (the ones aggregated).
@@ -197,7 +200,7 @@ def accuracy_vs_batch_info(
         metric=metric,
         direction=direction,
         lines=lines,
-        log_x=log_axis(batches[keep]),
+        log_x=batch_axis(batches[keep]).log,
         log_y=log_axis(p.value for line in lines for p in line.points),
         n_trials=len(df),
         n_complete=int(keep.sum()),
@@ -289,7 +292,8 @@ def accuracy_vs_batch_figure(
                 hovertemplate="%{hovertext}<extra></extra>",
             )
         )
-    return with_log_axes(fig, info.log_x, info.log_y)
+    with_batch_axis(fig, [p.effective_batch_size for line in info.lines for p in line.points])
+    return with_log_axes(fig, False, info.log_y)
 
 
 # ---- a study, and the dashboard ------------------------------------------------------------------

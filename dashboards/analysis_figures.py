@@ -189,8 +189,10 @@ def lr_law_info(analysis: StudyAnalysis) -> LRLawInfo:
                          "no effective batch was tried at two LRs or more")
     sizes = [p[0] for p in points]
     grid = np.geomspace(min(sizes) / 1.5, max(sizes) * 1.5, _GRID)
-    draws = np.asarray(law.lr_draws(grid), dtype=float)
-    low, high = np.percentile(draws, [5, 95], axis=0)
+    # Percentiles of the log LR (quantiles commute with exp): with few batches some draws of the
+    # LR lie beyond any float, and percentiles of infinities are undefined.
+    logs = np.percentile(np.asarray(law.log_lr_draws(grid), dtype=float), [5, 95], axis=0)
+    low, high = np.exp(np.minimum(logs, np.log(np.finfo(float).max)))
     curve = tuple((float(b), float(law.lr(float(b))), float(lo), float(hi)) for b, lo, hi in zip(grid, low, high))
     base = analysis.base_batch_size or min(sizes)
     start = float(law.lr(base))

@@ -60,7 +60,7 @@ from hpsearch.dashboards.style import (
     with_note,
 )
 from hpsearch.record import Direction
-from hpsearch.study import check_direction, pareto_front
+from hpsearch.study import check_direction, frontier_candidates, pareto_front
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -249,7 +249,10 @@ def frontier_info(
     xs, ys = floats(completed, x), floats(completed, y)
     sizes = floats(completed, size_column) if size_column is not None else np.full(len(completed), np.nan)
     names = group_names(completed, color_column)
-    front = pareto_front(xs, ys, x_direction=x_direction, y_direction=y_direction)
+    # A diverged trial is drawn but stands on no front (hpsearch.study.frontier_candidates).
+    eligible = np.flatnonzero(frontier_candidates(completed).to_numpy(dtype=bool))
+    front = [int(eligible[i]) for i in pareto_front(xs[eligible], ys[eligible], x_direction=x_direction,
+                                                     y_direction=y_direction)]
     shown = _shown_positions(xs, ys, sizes, names, front, max_points)
     hover_columns = config_columns([str(c) for c in completed.columns], x, y)
     points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], hover_columns)
@@ -324,7 +327,8 @@ def _points(
     """The rows of ``shown`` as points, with their ``xs``, ``ys`` and ``sizes`` (one each, in
     the same order) and their configuration for hover."""
     points: list[FrontierPoint] = []
-    for i, row in enumerate(shown.to_dict("records")):
+    # Only the columns the hover shows: the rest of a 2,000-row slice cost as much to convert.
+    for i, row in enumerate(shown[["number", *[c for c in hover_columns if c != "number"]]].to_dict("records")):
         config = {
             column: value
             for column in hover_columns
@@ -372,7 +376,8 @@ def frontier_figure(
     :func:`hpsearch.dashboards.style.rule_color`); marker size grows with log2 of ``size`` (the
     effective batch by default); hovering a point shows its trial number, x, y and configuration.
     The front is an extra trace named ``"Pareto front"``, drawn as a staircase that bounds the
-    region the front dominates. An axis is logarithmic when its values span two decades (see
+    region the front dominates (a front of one trial: a ring around it, named so; a diverged
+    trial is never on it: :func:`hpsearch.study.frontier_candidates`). An axis is logarithmic when its values span two decades (see
     :func:`hpsearch.dashboards.points.log_axis`). A study without completed trials gives an
     empty figure that says so, not an error. ``x="device_seconds"`` draws the
     device-seconds-vs-accuracy frontier: what the trials cost in devices times time.
@@ -406,7 +411,7 @@ def frontier_figure(
         ... })
         >>> fig = frontier_figure(df, x="device_seconds")
         >>> [trace.name for trace in fig.data], fig.layout.xaxis.title.text
-        (['linear', 'sqrt', 'Pareto front'], 'device-seconds')
+        (['linear', 'sqrt', 'Pareto front: trial 1 alone'], 'device-seconds')
     """
     info = frontier_info(df, x=x, y=y, x_direction=x_direction, y_direction=y_direction, color=color, size=size,
                          max_points=max_points)
@@ -424,7 +429,8 @@ def frontier_figure(
                 [hover(f"trial {p.number}", {info.x: p.x, info.y: p.y}, p.config) for p in group.points],
             )
         )
-    fig.add_trace(_front_line(info))
+    if (front := _front_line(info)) is not None:
+        fig.add_trace(front)
     drawn = [p for g in info.groups for p in g.points]
     return with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
 
@@ -440,10 +446,21 @@ def _title(info: FrontierInfo) -> str:
     return title
 
 
-def _front_line(info: FrontierInfo) -> go.Scatter:
-    """The Pareto front as a dotted staircase through its trials."""
+def _front_line(info: FrontierInfo) -> go.Scatter | None:
+    """The Pareto front as a dotted staircase through its trials; a front of one trial (one
+    trial beats every other on both axes) as a ring around it, named for what it is; ``None``
+    without a front. A one-point "Pareto front" line drew nothing, yet stood in the legend."""
     import plotly.graph_objects as go  # heavy: only where a figure is drawn
 
+    if not info.front_points:
+        return None
+    if len(info.front_points) == 1:
+        [best] = info.front_points
+        return go.Scatter(
+            x=[best.x], y=[best.y], mode="markers", name=f"Pareto front: trial {best.number} alone",
+            marker={"symbol": "circle-open", "size": 3 * MARKER_SIZE_PX, "color": FRONT_COLOR, "line": {"width": 2}},
+            customdata=[best.number], hoverinfo="skip",
+        )
     return go.Scatter(
         x=[p.x for p in info.front_points],
         y=[p.y for p in info.front_points],

@@ -42,11 +42,13 @@ from hpsearch.dashboards.style import (
     EMPTY_MESSAGE,
     FRONT_COLOR,
     MARKER_SIZE_PX,
+    batch_axis,
     hover,
     new_figure,
     subtitle,
     thinned_note,
     trial_markers,
+    with_batch_axis,
     with_log_axes,
     with_note,
 )
@@ -143,7 +145,7 @@ def noise_scale_info(df: pd.DataFrame, *, max_points: int | None = None) -> Nois
     if note is not None:
         return NoiseScaleInfo((), False, False, len(df), len(done), note)
     done, batches, noise = done[keep], batches[keep], noise[keep]
-    log_x, log_y = log_axis(batches), log_axis(noise)
+    log_x, log_y = batch_axis(batches).log, log_axis(noise)
     shown = np.arange(len(done))
     if max_points is not None and len(done) > max_points:
         shown = thin_points(batches, noise, max_points=max_points, groups=rule_names(done), log_x=log_x, log_y=log_y)
@@ -216,15 +218,18 @@ def noise_scale_figure(df: pd.DataFrame, *, max_points: int | None = None) -> go
     if low < high:
         fig.add_trace(
             go.Scatter(
-                x=[low, high],
-                y=[low, high],
+                # Points along it, not its ends only: on a log batch axis beside a linear noise
+                # axis a straight segment between the ends would not be the diagonal.
+                x=(diagonal := (np.geomspace if low > 0 else np.linspace)(low, high, 17).tolist()),
+                y=diagonal,
                 mode="lines",
                 name="batch = noise scale",
                 line={"color": FRONT_COLOR, "width": 1, "dash": "dot"},
                 hoverinfo="skip",
             )
         )
-    return with_log_axes(fig, info.log_x, info.log_y)
+    with_batch_axis(fig, [p.x for p in points])
+    return with_log_axes(fig, False, info.log_y)
 
 
 # ---- a study, and the dashboard ------------------------------------------------------------------

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,9 +33,17 @@ import pandas as pd
 
 from hpsearch import record
 from hpsearch.analysis import memory_limits, memory_models, ran_shapes
-from hpsearch.dashboards.points import config_columns, log_axis, plain_value
+from hpsearch.dashboards.points import config_columns, plain_value
 from hpsearch.dashboards.queries import FigureQuery
-from hpsearch.dashboards.style import MARKER_SIZE_PX, axis_label, subtitle, with_log_axes, with_note
+from hpsearch.dashboards.style import (
+    MARKER_SIZE_PX,
+    axis_label,
+    batch_axis,
+    subtitle,
+    white_template,
+    with_batch_axis,
+    with_note,
+)
 from hpsearch.study import format_bytes
 
 if TYPE_CHECKING:
@@ -43,12 +52,15 @@ if TYPE_CHECKING:
     from hpsearch.analysis import MemoryLimits
     from hpsearch.search import Search
 
-__all__ = ["BatchPeak", "MemoryInfo", "MemorySeries", "memory_figure", "memory_from_query", "memory_info",
-           "memory_parameters", "plot_memory"]
+__all__ = ["BatchPeak", "MemoryInfo", "MemorySeries", "device_kind", "memory_figure", "memory_from_query",
+           "memory_info", "memory_parameters", "memory_unit", "plot_memory"]
 
 _TITLE = "Peak memory per rank vs per-device batch"
 _NO_PEAKS = "no trial recorded its peak memory yet"
+_MIB = 2**20
 _GIB = 2**30
+#: A rank's device index in a ``device`` attr: ``cuda:0 (NVIDIA H100)`` is the kind ``cuda (NVIDIA H100)``.
+_DEVICE_INDEX = re.compile(r"^(\w+):\d+\b")
 #: One color per series, in order (Okabe-Ito, as the rules' colors: distinguishable for
 #: color-blind readers, and none too pale on white).
 _COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
@@ -94,6 +106,10 @@ class MemorySeries:
         out_of_memory_trials: The trials that ran out (or ran halved because their batch had).
         limit_bytes: What a rank may hold, where known.
         summary: The analysis's line about it (``MemoryModel.describe``).
+        contradicted: Per-device batches where a trial ran out of memory although a trial of
+            that batch or a larger one on the same device kind ran to the end: ``(b, trials)``.
+            They set no ceiling (a cap of another run, a transient allocation or a neighbour on a
+            shared GPU), and are drawn apart.
     """
 
     name: str
@@ -107,6 +123,7 @@ class MemorySeries:
     out_of_memory_trials: tuple[int, ...]
     limit_bytes: float | None
     summary: str
+    contradicted: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,9 +147,38 @@ class MemoryInfo:
     note: str | None = None
 
     @property
+    def unit(self) -> tuple[str, float]:
+        """The one unit of the figure's memory axis and its labels: :func:`memory_unit`."""
+        return memory_unit([p.high for s in self.series for p in s.peaks]
+                           + [s.out_of_memory_at[1] for s in self.series if s.out_of_memory_at is not None]
+                           + [s.limit_bytes for s in self.series if s.limit_bytes is not None])
+
+    @property
     def is_empty(self) -> bool:
         """True when there is nothing to draw."""
         return not self.series
+
+
+def device_kind(device: object) -> object:
+    """A ``device`` attr without the rank's device index: trials of one kind on ``cuda:0`` and
+    ``cuda:1`` (or recorded as ``cuda``) are one series of one device kind.
+
+    Example:
+        >>> device_kind("cuda:0 (NVIDIA H100 80GB HBM3)"), device_kind("cuda:1"), device_kind("cpu")
+        ('cuda (NVIDIA H100 80GB HBM3)', 'cuda', 'cpu')
+    """
+    return _DEVICE_INDEX.sub(r"\1", device) if isinstance(device, str) else device
+
+
+def memory_unit(values: Sequence[float]) -> tuple[str, float]:
+    """The binary unit for a memory axis that reaches ``values`` (bytes): ``("GiB", 2**30)`` from
+    1 GiB up, else ``("MiB", 2**20)``, so a 300 MiB peak is not drawn as 0.29.
+
+    Example:
+        >>> memory_unit([3.0e8]), memory_unit([3.0e8, 2.5e9])
+        (('MiB', 1048576), ('GiB', 1073741824))
+    """
+    return ("GiB", _GIB) if max(values, default=_GIB) >= _GIB else ("MiB", _MIB)
 
 
 def memory_parameters(df: pd.DataFrame, objectives: Sequence[str] = ()) -> list[str]:
@@ -178,9 +224,13 @@ def memory_info(df: pd.DataFrame, limits: MemoryLimits | None = None,
     n_skipped = sum(r == record.REASON_EXCEEDS_MEMORY for r in reasons)
     if not len(df) or "number" not in df.columns:
         return MemoryInfo((), False, len(df), 0, 0, "no trials yet")
+    if record.DEVICE in df.columns:
+        # One series per device kind: the raw attr split cuda:0 from cuda, and a ceiling found on
+        # one was drawn against the peaks of the other.
+        df = df.assign(**{record.DEVICE: [device_kind(d) for d in df[record.DEVICE].tolist()]})
     parameters = memory_parameters(df, objectives)
     models = memory_models(df, parameters, limits)
-    b_ran, _, _ = ran_shapes(df)
+    b_ran, _, halved_from = ran_shapes(df)
     peaks = (pd.to_numeric(df[record.PEAK_MEMORY_BYTES], errors="coerce").to_numpy(dtype=float)
              if record.PEAK_MEMORY_BYTES in df.columns else np.full(len(df), np.nan))
     devices = df[record.DEVICE].tolist() if record.DEVICE in df.columns else [None] * len(df)
@@ -199,36 +249,59 @@ def memory_info(df: pd.DataFrame, limits: MemoryLimits | None = None,
             BatchPeak(b, len(at), float(np.median(peaks[at])), float(peaks[at].min()), float(peaks[at].max()),
                       tuple(numbers[i] for i in at[:8]))
             for b, at in sorted(by_batch.items()))
-        xs = sorted({p.per_device_batch for p in measured} | (
-            {float(model.smallest_out_of_memory)} if model.smallest_out_of_memory is not None else set()))
+        xs = sorted({p.per_device_batch for p in measured})
+        mine = [i for i in range(len(df)) if devices[i] == model.device
+                and all(values[k][i] == v for k, v in model.configuration.items())]
+        out_rows = [i for i in mine if reasons[i] == record.REASON_OUT_OF_MEMORY or halved_from[i] is not None]
+        smallest, contradicted = _ceiling(out_rows, model.largest_fit, numbers, b_ran, halved_from)
+        if smallest is not None and smallest not in xs:
+            xs = sorted({*xs, float(smallest)})
         line = tuple((x, float(model.peak(x))) for x in xs) if model.has_line and len(xs) >= 2 else ()  # type: ignore[arg-type]
         ceiling = None
-        if model.smallest_out_of_memory is not None:
-            at = model.peak(model.smallest_out_of_memory)
+        if smallest is not None:
+            at = model.peak(smallest)
             top = at if at is not None else max((p.high for p in measured), default=model.limit_bytes or 0.0)
-            ceiling = (float(model.smallest_out_of_memory), float(top))
+            ceiling = (float(smallest), float(top))
         name = model.device + "".join(f", {k} {v}" for k, v in model.configuration.items())
+        out_trials = tuple(n for n in model.out_of_memory_trials if n not in {m for _, ns in contradicted for m in ns})
         series.append(MemorySeries(name, model.device, dict(model.configuration), measured, line, model.largest_fit,
-                                   model.smallest_out_of_memory, ceiling, model.out_of_memory_trials,
-                                   model.limit_bytes, model.describe()))
+                                   smallest, ceiling, out_trials, model.limit_bytes, model.describe(), contradicted))
     series = [s for s in series if s.peaks or s.out_of_memory_at is not None]
     note = None if series else _NO_PEAKS
     xs = [p.per_device_batch for s in series for p in s.peaks] + [
         s.out_of_memory_at[0] for s in series if s.out_of_memory_at is not None]
-    return MemoryInfo(tuple(series), log_axis(xs), len(df), n_out, n_skipped, note)
+    return MemoryInfo(tuple(series), batch_axis(xs).log, len(df), n_out, n_skipped, note)
+
+
+def _ceiling(out_rows: Sequence[int], largest_fit: int | None, numbers: list[int], b_ran: list[float | None],
+             halved_from: list[int | None]) -> tuple[int | None, tuple[tuple[int, tuple[int, ...]], ...]]:
+    """Of the rows that ran out of memory (or ran halved because their batch had), the smallest
+    per-device batch above every batch that fit (the ceiling), and the batches that ran out at
+    or below one that fit (contradicted), with their trials. A cross on a batch that completed
+    told the reader it does not fit."""
+    out: dict[int, list[int]] = {}
+    for i in out_rows:
+        b = halved_from[i] if halved_from[i] is not None else b_ran[i]
+        if b is not None:
+            out.setdefault(int(b), []).append(numbers[i])
+    above = [b for b in out if largest_fit is None or b > largest_fit]
+    contradicted = tuple((b, tuple(sorted(ns))) for b, ns in sorted(out.items()) if b not in above)
+    return (min(above) if above else None), contradicted
 
 
 # ---- render -------------------------------------------------------------------------------------
 
 def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
                   objectives: Sequence[str] = ()) -> go.Figure:
-    """Peak memory per rank (GiB) against the per-device batch, one line per device kind.
+    """Peak memory per rank (GiB, or MiB below 1 GiB) against the per-device batch, one line
+    per device kind.
 
     Per series: the median peak measured at each per-device batch, with the range over its
     trials as error bars; the fitted line fixed + per_sample x b, dashed, continued to the
     ceiling; the ceiling itself, the smallest per-device batch that ran out of memory, as a
     cross and a dotted vertical line; and, where known (recorded by the trials, or the space's
-    ``resources.memory_per_worker``), what a rank may hold as a horizontal line.
+    ``resources.memory_per_worker``), what a rank may hold as a horizontal line named in
+    the legend. The batch axis is :func:`hpsearch.dashboards.style.batch_axis`.
 
     Args:
         df: The trials DataFrame.
@@ -246,40 +319,45 @@ def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
     import plotly.graph_objects as go  # heavy: only where a figure is drawn
 
     info = memory_info(df, limits, objectives)
-    fig = go.Figure()
+    fig = go.Figure(layout={"template": white_template()}, _validate=False)  # style.new_figure says why
     title = _TITLE
     if info.n_out_of_memory or info.n_not_started:
         trials = f"{info.n_out_of_memory} trial{'' if info.n_out_of_memory == 1 else 's'}"
         title += subtitle(f"{trials} ran out of memory; {info.n_not_started} not started at or above a per-device "
                           "batch that had")
+    unit, scale = info.unit
     fig.update_layout(title={"text": title}, xaxis={"title": {"text": axis_label(record.PER_DEVICE_BATCH_SIZE)}},
-                      yaxis={"title": {"text": "peak memory per rank (GiB)"}, "rangemode": "tozero"},
-                      legend={"title": {"text": "device"}}, hovermode="closest", template="plotly_white")
+                      yaxis={"title": {"text": f"peak memory per rank ({unit})"}, "rangemode": "tozero"},
+                      legend={"title": {"text": "device"}}, hovermode="closest")
     if info.is_empty:
         return with_note(fig, info.note or _NO_PEAKS)
+    batches = [p.per_device_batch for s in info.series for p in s.peaks] + [
+        s.out_of_memory_at[0] for s in info.series if s.out_of_memory_at is not None] + [
+        b for s in info.series for b, _ in s.contradicted]
+    low, high = min(batches), max(batches)
     for k, s in enumerate(info.series):
         color = _COLORS[k % len(_COLORS)]
         if s.peaks:
             fig.add_trace(go.Scatter(
-                x=[p.per_device_batch for p in s.peaks], y=[p.median / _GIB for p in s.peaks],
+                x=[p.per_device_batch for p in s.peaks], y=[p.median / scale for p in s.peaks],
                 mode="markers+lines" if not s.line else "markers", name=s.name, legendgroup=s.name,
                 marker={"color": color, "size": MARKER_SIZE_PX},
                 error_y={"type": "data", "symmetric": False, "color": color,
-                         "array": [(p.high - p.median) / _GIB for p in s.peaks],
-                         "arrayminus": [(p.median - p.low) / _GIB for p in s.peaks]},
+                         "array": [(p.high - p.median) / scale for p in s.peaks],
+                         "arrayminus": [(p.median - p.low) / scale for p in s.peaks]},
                 hovertext=[f"<b>{s.name}</b>: b {p.per_device_batch:g}, {p.n_trials} trials<br>"
                            f"median {format_bytes(p.median)}, {format_bytes(p.low)} to {format_bytes(p.high)}"
                            for p in s.peaks],
                 hovertemplate="%{hovertext}<extra></extra>"))
         if s.line:
             fig.add_trace(go.Scatter(
-                x=[x for x, _ in s.line], y=[y / _GIB for _, y in s.line], mode="lines", name=f"{s.name}: fitted line",
+                x=[x for x, _ in s.line], y=[y / scale for _, y in s.line], mode="lines", name=f"{s.name}: fitted line",
                 legendgroup=s.name, line={"color": color, "dash": "dash", "width": 1.5},
                 hovertext=[s.summary] * len(s.line), hovertemplate="%{hovertext}<extra></extra>"))
         if s.out_of_memory_at is not None:
             b, top = s.out_of_memory_at
             fig.add_trace(go.Scatter(
-                x=[b], y=[top / _GIB], mode="markers", name=f"{s.name}: ran out of memory", legendgroup=s.name,
+                x=[b], y=[top / scale], mode="markers", name=f"{s.name}: ran out of memory", legendgroup=s.name,
                 marker={"color": color, "symbol": "x", "size": 2 * MARKER_SIZE_PX, "line": {"width": 2}},
                 customdata=[s.out_of_memory_trials[0]] if s.out_of_memory_trials else None,
                 hovertext=[f"<b>{s.name}</b>: b {b:g} ran out of memory (trials "
@@ -288,11 +366,27 @@ def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
                            + (f"<br>largest that fit: {s.largest_fit}" if s.largest_fit is not None else "")],
                 hovertemplate="%{hovertext}<extra></extra>"))
             fig.add_vline(x=b, line={"color": color, "dash": "dot", "width": 1})
+        if s.contradicted:
+            # Not a ceiling: a trial of this batch (or a larger one) on this device kind ran to the
+            # end. Drawn hollow and grey, on the axis, so it reads apart from the ceiling's cross.
+            fig.add_trace(go.Scatter(
+                x=[b for b, _ in s.contradicted], y=[0.0] * len(s.contradicted), mode="markers",
+                name=f"{s.name}: ran out where others fit (contradicted)", legendgroup=s.name,
+                marker={"color": "#999999", "symbol": "x-open", "size": 1.5 * MARKER_SIZE_PX},
+                customdata=[ns[0] for _, ns in s.contradicted],
+                hovertext=[f"<b>{s.name}</b>: b {b} ran out of memory in trial"
+                           f"{'s' if len(ns) > 1 else ''} {', '.join(f'#{n}' for n in ns[:5])}, yet b "
+                           f"{s.largest_fit} ran to the end on this device kind: not a ceiling"
+                           for b, ns in s.contradicted],
+                hovertemplate="%{hovertext}<extra></extra>"))
         if s.limit_bytes is not None:
-            fig.add_hline(y=s.limit_bytes / _GIB, line={"color": color, "dash": "dashdot", "width": 1},
-                          annotation_text=f"{s.device} may hold {format_bytes(s.limit_bytes)}",
-                          annotation_position="top left")
-    return with_log_axes(fig, info.log_x, False)
+            # In the legend, not written over the plot: an annotation on the line sat on the
+            # points of the small batches.
+            fig.add_trace(go.Scatter(
+                x=[low, high], y=[s.limit_bytes / scale] * 2, mode="lines", legendgroup=s.name,
+                name=f"{s.device} may hold {s.limit_bytes / scale:.3g} {unit}",
+                line={"color": color, "dash": "dashdot", "width": 1}, hoverinfo="skip"))
+    return with_batch_axis(fig, batches)
 
 
 # ---- a study, and the dashboard ------------------------------------------------------------------

@@ -33,7 +33,9 @@ from hpsearch.dashboards.style import (
     FRONT_COLOR,
     MARKER_SIZE_PX,
     axis_label,
+    count_ticks,
     format_value,
+    white_template,
     with_log_axes,
     with_note,
 )
@@ -235,14 +237,16 @@ def throughput_figure(df: pd.DataFrame) -> go.Figure:
         >>> fig.layout.yaxis.title.text, fig.layout.yaxis2.title.text
         ('throughput per device (samples/s)', 'communication share of step time')
     """
-    from plotly.subplots import make_subplots  # heavy: only where a figure is drawn
+    import plotly.graph_objects as go  # heavy: only where a figure is drawn
+    from plotly.subplots import make_subplots
 
     info = throughput_info(df)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+    # The house template as data, unvalidated (style.new_figure says why).
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        figure=go.Figure(layout={"template": white_template()}, _validate=False))
     fig.update_layout(
         title={"text": "Throughput per device and communication share vs world size"},
         hovermode="closest",
-        template="plotly_white",
     )
     _add_world_size_panel(fig, info.throughput, 1, info.log_x)
     _add_world_size_panel(fig, info.comm, 2, info.log_x)
@@ -263,6 +267,12 @@ def _add_world_size_panel(fig: go.Figure, series: WorldSizeSeries, col: int, log
     fig.add_trace(_range_band(series, showlegend=col == 1), row=1, col=col)
     fig.add_trace(_median_line(series, showlegend=col == 1), row=1, col=col)
     with_log_axes(fig, log_x, series.log_y, row=1, col=col)
+    # A world size is a whole count: ticks at the ones the trials ran (plotly's own put ticks
+    # at W 1.5 between 1 and 2).
+    fig.update_xaxes(**count_ticks([s.world_size for s in series.stats], log=log_x).layout(), row=1, col=col)
+    if series.metric == record.COMM_FRACTION:
+        # A share of step time: 0 to 100%. plotly drew -1 to 1 when every trial's share was 0.
+        fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=col)
 
 
 def _range_band(series: WorldSizeSeries, *, showlegend: bool) -> go.Scatter:

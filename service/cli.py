@@ -42,16 +42,18 @@ from hpsearch import record
 from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, no_completion_summary
-from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET
+from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET, RERUN_REASONS
 from hpsearch.search_spaces import CORE_PARAMETERS, load_space, parse_budget_text
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
 from hpsearch.study import (
     PENDING,
     TrialPhases,
+    display_value,
     format_bytes,
     format_seconds,
     param_names,
+    ran_as_text,
     searched_params,
     to_csv,
     to_json,
@@ -335,6 +337,8 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
                f"{most}{answer.device_hours:.3g}{_interval(answer.device_hours_interval)} device-hours, "
                f"{most}{answer.samples:,.0f}{_interval(answer.samples_interval, lambda v: f'{v:,.0f}')} samples "
                f"({answer.basis}){_draws(answer)}")
+    if answer.emulation_note():  # the math of W, not its time: said where the time is
+        click.echo(f"  note  {answer.emulation_note()}")
     if answer.compile_s:
         click.echo(f"  plus  compiling the model once: up to {_duration(answer.compile_s)} measured (torch.compile with a "
                    "cold cache; not in the cost above)")
@@ -342,9 +346,7 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
         peak = (f"{format_bytes(answer.peak_memory_bytes)} per rank "
                 f"{'measured' if answer.step_time_s is None else 'predicted'}"
                 if answer.peak_memory_bytes is not None else "peak not measured")
-        on = f" on {answer.device_kind}" if answer.device_kind else ""
-        cap = (f", per-device batch at most {answer.per_device_batch_cap}{on}"
-               if answer.per_device_batch_cap is not None else "")
+        cap = f", {answer.batch_cap_text()}" if answer.batch_cap_text() else ""
         click.echo(f"  mem   {peak}{cap}")
     for line in answer.extrapolated:
         click.echo(f"  extrapolated: {line}")
@@ -377,12 +379,20 @@ def _draws(answer: Any) -> str:
         return ""
     interval = answer.time_interval or answer.samples_interval
     level = f"{interval.level:.0%}, " if interval is not None else ""
+    if answer.interval_draws < answer.interval_draws_total and answer.interval_coverage is not None:
+        # The dropped draws may lie beyond either end: the label says the coverage it is sure of.
+        return (f" ({level}{answer.interval_draws} of {answer.interval_draws_total} draws fitted: at least "
+                f"{answer.interval_coverage:.0%} of all)")
     return f" ({level}{answer.interval_draws} of {answer.interval_draws_total} draws)"
 
 
 def _interval(interval: Any, fmt: Any = None) -> str:
     if interval is None:
         return ""
+    # A collapsed interval ("lr 0.16 [0.16, 0.16]") is no bound: its fit went exactly through
+    # its points (one configuration per batch, no spread), so nothing measured the scatter.
+    if interval.high - interval.low <= 1e-9 * max(abs(interval.high), abs(interval.low)):
+        return " (no interval: the fit has no spread to bound it with)"
     fmt = fmt or (lambda v: f"{v:.3g}")
     return f" [{fmt(interval.low)}, {fmt(interval.high)}]"
 
@@ -463,12 +473,15 @@ def delete(study: str, storage: str | None, files: bool, yes: bool) -> None:
     """Delete STUDY and its trials from the store, so that its name can be used again.
 
     Asks first (--yes does not). Refused, with status 3, while a search writes the study (for
-    SQLite, the file). Its runs folder and frontier page are kept, and named, unless --files.
+    SQLite, the file). Its runs folder and frontier page are kept, and named, unless --files;
+    with --files, they are deleted only when their owner marker says they are this study's in
+    this store alone (a copy of the store finds the same files), and otherwise kept with the
+    reason.
     """
     search = hpsearch.load(study, storage=storage)
     if not yes:
         n_trials = search.summary()["n_trials"]
-        also = "".join(f" and {path}" for path in search.files()) if files else ""
+        also = "".join(f" and {path}" for path in search.file_verdict().delete) if files else ""
         try:
             confirmed = click.confirm(f"delete study {study!r} ({_count(n_trials, 'trial')}) from "
                                       f"{store_name(search.storage)}{also}?", default=False, err=True)
@@ -480,8 +493,12 @@ def delete(study: str, storage: str | None, files: bool, yes: bool) -> None:
             sys.exit(1)
     deleted = search.delete(files=files)
     click.echo(f"deleted study {study!r} ({_count(deleted.n_trials, 'trial')}) from {deleted.storage}")
+    kept = dict(deleted.kept)
     for path in deleted.files:
-        click.echo(f"  deleted {path}" if deleted.files_deleted else f"  kept {path} (--files deletes it)")
+        if path not in kept:
+            click.echo(f"  deleted {path}")
+        else:
+            click.echo(f"  kept {path}: {kept[path]}" if kept[path] else f"  kept {path} (--files deletes it)")
 
 
 @cli.command(name="export-trial")
@@ -557,8 +574,15 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
                                "user_attrs": user_attrs}, default=str))
         return
     click.echo(f"best trial #{trial.number} of {study!r}: " + ", ".join(f"{m} {_fmt(v)}" for m, v in values.items()))
+    ran_as = ran_as_text(user_attrs)
     for key, value in {**trial.params, **user_attrs}.items():
-        click.echo(f"  {key}: {_fmt(value)}")
+        # Dates, byte counts and thousands as people read them; the phases have their own view.
+        text = display_value(key, value)
+        if text is not None:
+            mark = f" ({ran_as})" if ran_as and key == record.PER_DEVICE_BATCH_SIZE else ""
+            click.echo(f"  {key}: {text}{mark}")
+    if record.PHASES in user_attrs:
+        click.echo(f"  phases: hpsearch status {study} --trial {trial.number}")
 
 
 @cli.command()
@@ -589,6 +613,8 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         summary[key] = [{k: _plain(row.get(k)) for k in keys} for _, row in rows.iterrows()]
     budget = search.budget_status()
     summary["budget"] = budget.to_dict()
+    process = search.search_process()
+    summary["search"] = process.to_dict()
     if as_json:
         click.echo(json.dumps(summary, default=str))
         return
@@ -604,7 +630,25 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         values = ", ".join(f"{m} {_fmt(v)}" for m, v in best_trial["values"].items())
         click.echo(f"best so far: trial #{best_trial['number']}: {values}")
     for reason, n in summary["reasons"].items():
-        click.echo(f"{_count(n, 'trial')} {reason}: {describe_reason(reason)}")
+        # A trial the search cut short whose configuration has run again since is not waiting
+        # for resume: "2 trials interrupted ... resume runs it again" was printed after the
+        # resume that had completed both.
+        waiting = summary["cut_short"].get(reason, 0) if reason in RERUN_REASONS else n
+        if waiting:
+            click.echo(f"{_count(waiting, 'trial')} {reason}: {describe_reason(reason)}")
+        if n - waiting:
+            click.echo(f"{_count(n - waiting, 'trial')} {reason}, run again since: a later trial ran "
+                       f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")
+    left = summary["running"] + summary["pending"]
+    if left and process.running is False:
+        # Trials stay RUNNING in the store when their search dies (kill -9): not training.
+        resume = f"hpsearch resume {study}" + (f" --storage {store_name(storage)}" if storage else "")
+        numbers = ", ".join(f"#{t['number']}" for t in left)
+        click.echo(f"the search is not running ({process.describe()}): {_count(len(left), 'trial')} it left "
+                   f"unfinished ({numbers}) {'was' if len(left) == 1 else 'were'} cut short; '{resume}' marks "
+                   f"{'it' if len(left) == 1 else 'them'} interrupted and runs {'it' if len(left) == 1 else 'them'} "
+                   "again, and finishes the study")
+        return
     for t in summary["running"]:
         click.echo(f"training: trial #{t['number']} {_shape(t)}, epochs done {_fmt(t[record.EPOCHS_COMPLETED])}")
     for t in summary["pending"]:

@@ -17,13 +17,61 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from hpsearch.errors import StudyBusyError
 from hpsearch.store import open_storage, parse_storage_url, redact_url, sqlite_file
 
-__all__ = ["study_lock"]
+__all__ = ["SearchProcess", "search_process", "study_lock"]
+
+
+@dataclass(frozen=True)
+class SearchProcess:
+    """Whether a search writes a study now, as the study's lock says (``search_process``).
+
+    Attributes:
+        running: ``True`` while a live process holds the study's lock; ``False`` when none
+            does (the search ended, or died: ``kill -9``, a crash, a lost machine); ``None``
+            for a store with no lock (in-memory, MySQL...), where it cannot be told.
+        pid, host, since: The process that holds the lock, or last held it (``kill -9``
+            leaves its lock file behind), when the lock file says so (SQLite stores).
+    """
+
+    running: bool | None
+    pid: int | None = None
+    host: str | None = None
+    since: str | None = None
+
+    def describe(self) -> str:
+        """Why the search is not running, for ``hpsearch status``: ``the process 1234 on box is
+        gone``, or ``no search holds the study's lock``."""
+        if self.pid is None:
+            return "no search holds the study's lock"
+        where = f" on {self.host}" if self.host and self.host != socket.gethostname() else ""
+        return f"the process {self.pid}{where} that ran it is gone"
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready data (``hpsearch status --json``)."""
+        return {"running": self.running, "pid": self.pid, "host": self.host, "since": self.since}
+
+
+def search_process(storage: str, study: str) -> SearchProcess:
+    """Whether a search holds ``study``'s write lock now (``study_lock``), without taking it
+    where that can be avoided. A study whose trials are RUNNING while no process holds its lock
+    was left so by a search that died: ``hpsearch resume`` finishes it.
+
+    Raises:
+        StoreError: ``storage`` is not a store URL.
+    """
+    storage = parse_storage_url(storage)
+    db = sqlite_file(storage)
+    if db is not None:
+        return _file_lock_holder(db.with_name(db.name + ".lock"), study)
+    if storage.startswith("postgresql"):
+        return _advisory_lock_holder(storage, study)
+    return SearchProcess(running=None)
 
 
 @contextmanager
@@ -92,14 +140,71 @@ def _locked(path: Path, storage: str) -> int:
         os.close(fd)  # the last holder removed this file after it was opened: lock the one there now
 
 
+def _file_lock_holder(path: Path, study: str) -> SearchProcess:
+    """Who holds the ``flock`` of ``path`` for ``study``. A finished search removed the file; a
+    dead one left it, naming its process. A process of this host that is gone held nothing;
+    otherwise the lock is tested with a shared ``flock``, which the search's exclusive one
+    refuses (an SQLite file has one lock for all its studies: another study's search holding
+    it does not run this one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return SearchProcess(running=False)
+    try:
+        info = _holder(fd)
+        pid, host = info.get("pid"), info.get("host")
+        pid = pid if isinstance(pid, int) else None
+        host = host if isinstance(host, str) else None
+        if info.get("study") not in (None, study):  # another study's search: it says nothing of this one
+            pid = host = None
+        last = SearchProcess(running=False, pid=pid, host=host, since=str(info.get("since") or "") or None)
+        if pid is not None and host == socket.gethostname() and not _alive(pid):
+            return last
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held; a file that names no study yet: a search starting
+            return replace(last, running=True) if info.get("study") in (None, study) else last
+        return last  # free: closing the descriptor drops the shared lock at once
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _advisory_lock_holder(storage: str, study: str) -> SearchProcess:
+    """Whether a session holds ``study``'s advisory lock, read from ``pg_locks`` (the lock is not
+    taken: a search starting at that moment would be refused)."""
+    from sqlalchemy import text
+
+    key = _advisory_key(study) & 0xFFFFFFFFFFFFFFFF
+    engine = open_storage(storage).engine  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        held = conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                 "AND classid = :hi AND objid = :lo AND objsubid = 1"),
+                            {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).scalar()
+    return SearchProcess(running=bool(held))
+
+
+def _advisory_key(study: str) -> int:
+    """A signed 64-bit key from the study's name: one lock per study, shared by every client."""
+    return int.from_bytes(hashlib.blake2b(f"hpsearch:{study}".encode(), digest_size=8).digest(), "big", signed=True)
+
+
 @contextmanager
 def _advisory_lock(storage: str, study: str) -> Iterator[None]:
     from sqlalchemy import text  # heavy (a tenth of a second): only PostgreSQL stores need it
     from sqlalchemy.exc import SQLAlchemyError
 
     engine = open_storage(storage).engine  # type: ignore[attr-defined]
-    # A signed 64-bit key from the study's name: one lock per study, shared by every client.
-    key = int.from_bytes(hashlib.blake2b(f"hpsearch:{study}".encode(), digest_size=8).digest(), "big", signed=True)
+    key = _advisory_key(study)
     with engine.connect() as conn:
         if not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
             raise StudyBusyError(
@@ -122,9 +227,18 @@ def _holder_info(study: str) -> dict[str, object]:
             "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-def _read_holder(fd: int) -> str:
+def _holder(fd: int) -> dict[str, object]:
+    """What the lock file says of its holder (``_holder_info``); empty when it says nothing."""
     try:
         info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (ValueError, OSError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _read_holder(fd: int) -> str:
+    info = _holder(fd)
+    try:
         return f"study {info['study']!r}, pid {info['pid']} on {info['host']}, since {info['since']}"
-    except (ValueError, KeyError, OSError):
+    except KeyError:
         return "holder unknown"

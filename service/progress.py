@@ -75,21 +75,35 @@ class ProgressDisplay:
             refresh_per_second=2,
         )
         self._task = self._progress.add_task("search", total=n_trials, info="")
+        self._shown = False  # drawn from the plan or the first event on (__enter__)
 
     def __enter__(self) -> ProgressDisplay:
-        self._progress.start()
+        # Drawn once the search is planned (set_total) or a trial event comes, not before: the
+        # checks before the plan (the workload built once...) may refuse the space, and a
+        # "trials 0/2 0:00:05" line then stood above the error as if trials had begun.
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if not self._shown:
+            return
+        if kind is not None:
+            self._progress.live.transient = True  # an error message follows: no stale bar above it
         self._progress.stop()
+
+    def _show(self) -> None:
+        if not self._shown:
+            self._shown = True
+            self._progress.start()
 
     def set_total(self, n_trials: int) -> None:
         """Change the number of trials the search will run (known once it is planned)."""
         self.n_trials = n_trials
         self._progress.update(self._task, total=n_trials)
+        self._show()
 
     def on_event(self, event: SearchEvent) -> None:
         """Update the display from one search event."""
+        self._show()
         if event.kind == "started":
             self.pending.add(event.number)
         elif event.kind == "training":
@@ -97,7 +111,7 @@ class ProgressDisplay:
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
-        elif event.kind in ("store", "exhausted", "budget_stop"):
+        elif event.kind in ("store", "exhausted", "budget_stop", "memory"):
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind == "budget":
             self.budget = event.data.get("status")

@@ -7,7 +7,8 @@ here once, as data, with what it means, its axis label and which way is better, 
 never guess.
 
 The module sits in the lowest layer (as the error root does) so that every layer can name the
-record without importing upward; it is pure data and imports nothing of hpsearch.
+record without importing upward; it is pure data (and the one byte formatter every layer shows
+figures with, ``format_bytes``) and imports nothing of hpsearch.
 
 Example:
     >>> FIELDS[RUNTIME_S].label, FIELDS[RUNTIME_S].direction
@@ -18,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -35,7 +37,10 @@ __all__ = [
     "Direction",
     "Field",
     "direction_of",
+    "format_bytes",
     "label",
+    "param_value_key",
+    "params_key",
 ]
 
 Direction = Literal["minimize", "maximize"]
@@ -107,6 +112,10 @@ PEAK_MEMORY_BYTES = "peak_memory_bytes"
 #: the CPU, the GPU's total memory on CUDA (shared where trials share the GPU); absent on a CPU
 #: without a cap.
 MEMORY_LIMIT_BYTES = "memory_limit_bytes"
+#: Where a trial that ran out of memory was when it did: ``training`` (a step at its per-device
+#: batch), ``evaluation`` (a validation batch, at most the per-device batch) or ``setup`` (the
+#: model and data built and placed). Only ``training`` says its per-device batch is too large.
+OUT_OF_MEMORY_PHASE = "out_of_memory_phase"
 #: CUDA MPS on the trial's node: ``on``, or ``off: <why>`` (``resources.mps``).
 MPS = "mps"
 #: The per-device batch and accumulation the trial ran at, when ``search.on_oom: accumulate``
@@ -135,6 +144,12 @@ PHASES = "phases"
 #: rank 0's final report) and told (the searcher wrote its end to the study).
 PHASE_NAMES: tuple[str, ...] = ("asked", "reserved", "handed", "ready", "training_started", "training_ended",
                                 "last_report", "told")
+#: Beside the phases, a trial whose ranks ran more than once on the devices it held (search.on_oom:
+#: accumulate retried it halved) records how many attempts failed before the last and their
+#: seconds, from the first attempt's ``handed`` to the last one's start; its phases are the last
+#: attempt's.
+FAILED_ATTEMPTS = "failed_attempts"
+FAILED_ATTEMPTS_S = "failed_attempts_s"
 
 # ---- the study's own user attrs (hpsearch writes them once per study) ----
 #: The space file's text the search was started with.
@@ -152,6 +167,10 @@ ATTR_BUDGET = "hpsearch.budget"
 ATTR_BUDGET_SPENT = "hpsearch.budget_spent"
 #: The trials whose saved weights a better trial made the search delete (``save_model: best``).
 ATTR_REMOVED_MODELS = "hpsearch.removed_models"
+#: A random id the study gets when it is created: a copy of the store holds the same study
+#: (same name, same Optuna ``study_id``), so files on disk name the store and this id
+#: (``hpsearch.ownership``).
+ATTR_STUDY_UID = "hpsearch.study_uid"
 
 # ---- status reasons ----
 REASON_EARLY_STOPPED = "early_stopped"
@@ -257,6 +276,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
           doc="the most memory one rank held at once: CUDA's allocator peak, or the CPU rank's peak resident memory"),
     Field(MEMORY_LIMIT_BYTES, "memory limit per rank (bytes)", "measured",
           doc="resources.memory_per_worker on the CPU, the GPU's total memory on CUDA"),
+    Field(OUT_OF_MEMORY_PHASE, "ran out of memory in", "measured",
+          doc="training, evaluation or setup: where an out_of_memory trial was when it ran out"),
     Field(MPS, "CUDA MPS", "bookkeeping"),
     Field(RAN_AS, "ran as (b, A)", "bookkeeping"),
     Field(MODEL_PATH, "saved model", "measured",
@@ -286,7 +307,7 @@ RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
     NODE_ID, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
-    MEMORY_LIMIT_BYTES, MPS,
+    MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS,
 )
 
 
@@ -313,3 +334,62 @@ def direction_of(name: str) -> Direction | None:
     """
     field = FIELDS.get(name)
     return field.direction if field is not None else None
+
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_bytes(count: float | None) -> str:
+    """A byte count as every reader writes it (the trial's failure details, its data path's
+    reason, the CLI, the analysis and the dashboard): the largest binary unit it reaches, three
+    significant digits; ``-`` for none. One function, so a figure reads the same wherever it
+    shows (three once rounded it three ways: ``600.0 MiB``, ``600 MiB``, ``1.50 GiB``).
+
+    Example:
+        >>> format_bytes(1288490188.8), format_bytes(512 * 2**20), format_bytes(900), format_bytes(None)
+        ('1.2 GiB', '512 MiB', '900 B', '-')
+        >>> format_bytes(107216896), format_bytes(1023 * 2**20)
+        ('102 MiB', '1023 MiB')
+    """
+    if count is None or not math.isfinite(count):
+        return "-"
+    value = float(count)
+    unit = 0
+    while abs(value) >= 1024 and unit < len(_BYTE_UNITS) - 1:
+        value /= 1024
+        unit += 1
+    text = f"{value:.3g}" if unit else f"{value:.0f}"
+    if "e" in text:  # 1000-1023 of a unit: four digits read better than 1.02e+03
+        text = f"{value:.0f}"
+    return f"{text} {_BYTE_UNITS[unit]}"
+
+
+def param_value_key(value: object) -> object:
+    """One parameter value as it compares in a key: every number as a float (a grid's ``1`` and
+    Optuna's stored ``1.0`` are one value), booleans and strings as they are, anything else by
+    its ``repr`` (hashable, and equal only where it prints alike).
+
+    Example:
+        >>> param_value_key(1) == param_value_key(1.0), param_value_key(True), param_value_key("sqrt")
+        (True, True, 'sqrt')
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    return repr(value)
+
+
+def params_key(params: Mapping[str, object], *, leave_out: frozenset[str] | set[str] = frozenset()) -> tuple[tuple[str, object], ...]:
+    """A configuration's parameters as one hashable key, ``leave_out`` left out: the one rule by
+    which the search, the sampler, the memory ceilings and the analysis tell configurations
+    apart. (Three helpers once disagreed: one compared ``repr`` and saw ``1`` and ``1.0`` as
+    two configurations, one compared floats and saw them as one.)
+
+    Example:
+        >>> params_key({"base_lr": 1, "lr_rule": "sqrt"}) == params_key({"lr_rule": "sqrt", "base_lr": 1.0})
+        True
+        >>> params_key({"per_device_batch_size": 8, "hidden": 64}, leave_out={"per_device_batch_size"})
+        (('hidden', 64.0),)
+    """
+    return tuple(sorted((k, param_value_key(v)) for k, v in params.items() if k not in leave_out))

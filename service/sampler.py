@@ -71,8 +71,7 @@ def _configuration(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
 
 
 def _point_key(point: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(sorted((k, float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
-                        for k, v in point.items()))
+    return record.params_key(point)
 
 
 def _grid_sampler_class() -> type:

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from hpsearch import study as read_model
 from hpsearch.budget import BudgetStatus, budget_status
 from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
-from hpsearch.locks import study_lock
+from hpsearch.locks import SearchProcess, search_process, study_lock
+from hpsearch.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity
 from hpsearch.progress import SearchEvent
-from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, CURVES, MODEL_PATH, STATUS_DETAIL, Direction
+from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_STUDY_UID, CURVES, MODEL_PATH, STATUS_DETAIL, Direction
 from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
@@ -141,7 +142,7 @@ class Search:
         """The space file text the search was started with."""
         return str(self.study.user_attrs.get(ATTR_SPACE_TEXT, ""))
 
-    def trials_dataframe(self, *, all_attrs: bool = False) -> pd.DataFrame:
+    def trials_dataframe(self, *, all_attrs: bool = False, curves: bool = False) -> pd.DataFrame:
         """One row per trial: ``number``, ``state``, every param and user attr as a column (its
         ``peak_memory_bytes`` in bytes, its ``ran_as`` where the search halved its batch), the
         objective values under their metric names, and timing columns.
@@ -150,6 +151,10 @@ class Search:
         resources (Optuna holds it as RUNNING). The per-evaluation ``curves`` and the long
         ``status_detail`` are left out unless ``all_attrs`` is true (``hpsearch export`` sets it).
 
+        With ``curves=True`` a ``curves`` column holds each trial's evaluations in order, one
+        dict per evaluation (``samples_seen``, ``val_accuracy``, ``val_loss``...; ``[]`` for a
+        trial that reported none), read for this call only: they are most of a study's bytes.
+
         Example:
             >>> import optuna
             >>> from hpsearch.testing import synthetic_study
@@ -157,9 +162,16 @@ class Search:
             >>> df = search.trials_dataframe()
             >>> sorted(df.state.unique())
             ['COMPLETE', 'FAIL', 'PRUNED']
+            >>> first = search.trials_dataframe(curves=True)["curves"][0][0]
+            >>> "samples_seen" in first and "val_accuracy" in first
+            True
         """
         hidden = frozenset() if all_attrs else _NOT_COLUMNS
-        return read_model.read_trials(self.backend, self.study_name, self.objectives, hidden=hidden)
+        df = read_model.read_trials(self.backend, self.study_name, self.objectives, hidden=hidden)
+        if curves and len(df):
+            stored = read_model.read_attr(self.backend, self.study_name, CURVES)
+            df[CURVES] = [read_model.evaluations(stored.get(int(n))) for n in df["number"]]
+        return df
 
     def frontier(self, x: str | None = None, y: str | None = None) -> pd.DataFrame:
         """The non-dominated COMPLETE trials on two columns, ordered by ``x``, in the layout of
@@ -321,6 +333,21 @@ class Search:
             target=None if target is None else int(target))
         return summary.to_dict()
 
+    def search_process(self) -> SearchProcess:
+        """Whether a search writes the study now (``hpsearch.locks.search_process``): trials
+        left RUNNING while none does were cut short by a search that died (``kill -9``, a
+        crash), and ``resume`` runs them again.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=4).search_process().running is None
+            True
+        """
+        if not isinstance(self.storage, str):
+            return SearchProcess(running=None)
+        return search_process(self.storage, self.study_name)
+
     def budget_status(self) -> BudgetStatus:
         """The study's budget (``search.budget``, or the one last given to ``start`` or
         ``resume``), what its searches spent over every run, and what is left
@@ -362,10 +389,30 @@ class Search:
         (``runs_dir``) and the frontier page ``hpsearch start`` writes, those that exist."""
         return [p for p in (self.runs_dir, self.frontier_path) if p.exists()]
 
+    def file_verdict(self) -> FileVerdict:
+        """Which of ``files()`` ``delete(files=True)`` would delete, and which it would keep and
+        why: only a runs folder whose owner marker names this study in this store, and no
+        other, is deleted, with the frontier page (``hpsearch.ownership``). A copy of the store
+        finds the same paths; a folder an older release wrote has no marker, and is kept."""
+        owner = self._owner()
+        if owner is None:
+            why = f"{store_name(self.storage)} is no store URL, so which study wrote it cannot be told"
+            return FileVerdict((), tuple((p, why) for p in self.files()))
+        return judge_files(self.runs_dir, self.frontier_path, owner)
+
+    def _owner(self) -> Owner | None:
+        """This study as a runs folder's owner marker names it (``None``: a storage object)."""
+        if not isinstance(self.storage, str):
+            return None
+        uid = self.study.user_attrs.get(ATTR_STUDY_UID)
+        return Owner(store_identity(self.storage, self.runs_dir), self.study_name, uid if isinstance(uid, str) else "")
+
     def delete(self, *, files: bool = False) -> DeletedStudy:
         """Delete the study and its trials from the store, so that its name can be used again;
         with ``files``, also its runs folder and frontier page (``files()``), which are kept
-        otherwise. Not while a search writes the study: the search's lock is taken first.
+        otherwise, and kept too where they are not this study's alone (``file_verdict``: a copy
+        of the store finds the same paths). Not while a search writes the study: the search's
+        lock is taken first.
 
         Raises:
             StudyNotFoundError: the store has no study of that name.
@@ -387,13 +434,21 @@ class Search:
         with lock:
             study = self.study  # StudyNotFoundError before anything is deleted
             n_trials = len(study.get_trials(deepcopy=False))
-            kept = self.files()
+            found = tuple(self.files())
+            verdict = self.file_verdict()
+            owner = self._owner()
             optuna.delete_study(study_name=self.study_name, storage=self.backend)
             self.__dict__.pop("study", None)
+            deleted: tuple[Path, ...] = ()
             if files:
-                for path in kept:
+                deleted = verdict.delete
+                for path in deleted:
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
-        return DeletedStudy(self.study_name, store_name(self.storage), n_trials, tuple(kept), files)
+            if owner is not None:  # a folder that stays is no longer this (deleted) study's
+                release_runs_dir(self.runs_dir, owner)
+        kept = tuple((p, why) for p, why in verdict.kept) if files else tuple((p, "") for p in found)
+        return DeletedStudy(self.study_name, store_name(self.storage), n_trials, found,
+                            files_deleted=bool(found) and len(deleted) == len(found), kept=kept)
 
     def _settings(self) -> Settings:
         return resolve_settings(storage=self.storage if isinstance(self.storage, str) else None)
@@ -508,7 +563,10 @@ class DeletedStudy:
         storage: The store it was deleted from (its password masked).
         n_trials: The trials it had.
         files: Its files on this machine (``Search.files``: runs folder, frontier page).
-        files_deleted: Whether ``files`` were deleted too, or kept.
+        files_deleted: Whether every one of ``files`` was deleted too.
+        kept: ``(path, why)`` for each of ``files`` that was kept: ``why`` is empty when files
+            were not asked to be deleted, else it says whose the file is and how to remove it
+            (``Search.file_verdict``).
     """
 
     study: str
@@ -516,11 +574,13 @@ class DeletedStudy:
     n_trials: int
     files: tuple[Path, ...]
     files_deleted: bool
+    kept: tuple[tuple[Path, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch delete --json``)."""
         return {"study": self.study, "storage": self.storage, "n_trials": self.n_trials,
-                "files": [str(p) for p in self.files], "files_deleted": self.files_deleted}
+                "files": [str(p) for p in self.files], "files_deleted": self.files_deleted,
+                "kept": [{"path": str(p), "why": why} for p, why in self.kept]}
 
 
 def start(
@@ -597,9 +657,9 @@ def resume(
         >>> hpsearch.resume("digits-quickstart").summary()["states"]  # doctest: +SKIP
     """
     settings = _settings(storage=storage, ray_address=address)
-    load(study, settings.storage)  # no such study (or store): said now, with nothing created
+    loaded = load(study, settings.storage)  # no such study (or store): said now, with nothing created
     _orchestrator().resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan,
-                                  budget=_budget(budget))
+                                  budget=_budget(budget), study=loaded.study)
     return Search(study, settings.storage)
 
 
@@ -660,7 +720,8 @@ def list_studies(storage: str | optuna.storages.BaseStorage | None = None) -> li
 def delete_study(study: str, storage: str | optuna.storages.BaseStorage | None = None, *,
                  files: bool = False) -> DeletedStudy:
     """Delete a study from its store (``Search.delete``): its name can then be used again.
-    Its runs folder and frontier page are kept unless ``files`` is true.
+    Its runs folder and frontier page are kept unless ``files`` is true, and kept then too unless
+    their owner marker says they are this study's alone (``Search.file_verdict``).
 
     Raises:
         StudyNotFoundError: no such study (or no store).

@@ -14,6 +14,7 @@ import json
 import re
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
 from pathlib import Path
@@ -24,6 +25,7 @@ from hpsearch.record import (  # the study's attr keys, declared with the trial 
     ATTR_N_TRIALS,
     ATTR_OBJECTIVES,
     ATTR_SPACE_TEXT,
+    ATTR_STUDY_UID,
     ATTR_VERSIONS,
 )
 from hpsearch.search_spaces import SearchSpace, parse_space
@@ -512,6 +514,9 @@ def space_of_study(study: optuna.Study) -> SearchSpace:
 
 def study_attrs(space_text: str, objectives: list[str], n_trials: int) -> dict[str, Any]:
     """The study user attrs hpsearch writes when a search creates a study: its space text, its
-    objectives, the target number of finished trials and the versions that ran it."""
+    objectives, the target number of finished trials, the versions that ran it and a random id
+    (``hpsearch.study_uid``: the study in a copy of the store has the same name and Optuna id,
+    and its files are told apart by this id and the store, ``hpsearch.ownership``)."""
     return {ATTR_SPACE_TEXT: space_text, ATTR_OBJECTIVES: list(objectives), ATTR_N_TRIALS: int(n_trials),
-            ATTR_VERSIONS: {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")}}
+            ATTR_VERSIONS: {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")},
+            ATTR_STUDY_UID: uuid.uuid4().hex}

@@ -8,7 +8,8 @@ validate``, ``start`` and ``resume`` alike:
   engine does not own) is one the workload takes, when its factory says which it takes
   (``@takes_options``; the built-ins do); otherwise each such name is a warning, since nothing
   can check it;
-- the factory returns a ``Workload`` (checked when ``start`` builds it once).
+- the factory returns a ``Workload`` (checked when ``start`` builds it once), and one that records
+  no accuracy (``num_classes=None``: regression) is not asked for a ``val_accuracy`` objective.
 
 A ``lightning`` workload builds its optimizer in ``configure_optimizers``, so the engine's
 optimizer keys are refused for it, and each objective on a validation metric must be one its
@@ -162,7 +163,9 @@ def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) ->
 
     Raises:
         WorkloadError: the factory cannot be found, raised, or returned something other than a
-            ``Workload`` (the message names the expected type and what came back).
+            ``Workload`` (the message names the expected type and what came back); or an
+            objective is a validation metric the workload does not record (``val_accuracy`` of a
+            workload without ``num_classes``).
     """
     name = space.workload.name
     factory = resolve_workload(name)
@@ -184,6 +187,17 @@ def build_first(space: SearchSpace, options: Mapping[str, Any] | None = None) ->
                     f"validation logs no {objective.metric} (it records {', '.join(workload.hooks.metrics)}); log "
                     f"it in validation_step (self.log({objective.metric!r}, ...)), name what the module logs with "
                     f"workload.lightning.{objective.metric}, or choose another objective")
+    elif workload.num_classes is None:
+        # num_classes=None is a regression workload: the loop records val_loss only. A classifier
+        # that left it out passed validate, then every trial failed missing_metric and start
+        # exited 4 after the whole search.
+        for i, objective in enumerate(space.objectives):
+            if objective.metric == record.VAL_ACCURACY:
+                raise WorkloadError(
+                    f"objective {objective.metric} (objectives[{i}]): workload {name!r} does not record it: its "
+                    "Workload has num_classes=None, which means regression (val_loss only, no accuracy); for a "
+                    "classifier pass num_classes=<the number of classes> to Workload(...), or choose the "
+                    f"objective {record.VAL_LOSS} (direction: minimize)")
     return workload
 
 

@@ -64,7 +64,10 @@ def run_trial(
         phases: Filled in as the trial goes, also when it fails: the wall-clock times its ranks
             were ``handed`` to workers, every rank was ``ready``, rank 0's loop started and
             ended training (``training_started``, ``training_ended``), and the trial's process
-            had the ``last_report`` (``hpsearch.record.PHASE_NAMES``).
+            had the ``last_report`` (``hpsearch.record.PHASE_NAMES``). A trial whose ranks fail
+            after training began ends training when they stop. Called again with the same
+            ``phases`` (a retry on the same devices), they become this attempt's, and the one
+            before counts as a failed attempt (``record.FAILED_ATTEMPTS``, ``FAILED_ATTEMPTS_S``).
 
     Returns:
         The last epoch's metrics plus the trial's derived measurements (``device_seconds``,
@@ -77,7 +80,7 @@ def run_trial(
     if ranks is None:
         module = workload_module_name(spec.workload)
         ranks = local_pool([module] if module else [])
-    followed = _Followed(report, {} if phases is None else phases)
+    followed = _Followed(report, _new_attempt({} if phases is None else phases))
     ticket = ranks.start(spec, os.fspath(run_dir), gpu_ids=gpu_ids, collective_timeout_s=collective_timeout_s,
                          sys_path=sys.path)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -97,10 +100,41 @@ def run_trial(
         if codes is None:
             ranks.cancel(ticket)
     if any(codes):
+        _failed_training(followed.phases, status.failures)
         raise _failure(status.failures, codes)
     if not followed.reports:
         raise TrialFailed(record.REASON_NO_RESULT, "rank 0 finished without reporting any epoch")
     return _final(spec, followed.reports[-1], gpu_ids)
+
+
+#: The phases each attempt of a trial records anew.
+_ATTEMPT_PHASES = ("handed", "ready", record.TRAINING_STARTED, "training_ended", "last_report")
+
+
+def _new_attempt(phases: dict[str, float]) -> dict[str, float]:
+    """``phases`` made ready for an attempt: one that already holds an attempt's phases is a
+    retry, and the attempt before it counts as failed. Mixing two attempts' times made a halved
+    trial's timeline run backwards (``handed`` 0.813 s from the retry, then ``ready`` 0.095 s kept
+    from the attempt that ran out of memory)."""
+    if "handed" in phases:
+        phases[record.FAILED_ATTEMPTS] = phases.get(record.FAILED_ATTEMPTS, 0) + 1
+        phases[record.FAILED_ATTEMPTS_S] = phases.get(record.FAILED_ATTEMPTS_S, 0.0) + time.time() - phases["handed"]
+    for name in _ATTEMPT_PHASES:
+        phases.pop(name, None)
+    return phases
+
+
+def _failed_training(phases: dict[str, float], failures: list[dict[str, Any]]) -> None:
+    """The training phases of an attempt whose ranks failed: rank 0 says in its failure report
+    when training began (``hpsearch.trials.rank.process``), also when it failed before its first
+    report (out of memory in the first step); training ended when the ranks stopped. Without
+    them a trial that ran out of memory after 3 s of training showed ``training_started`` as not
+    reached and all 3 s as the orchestrator's."""
+    started = next((f.get(record.TRAINING_STARTED) for f in failures if f.get("rank") == 0), None)
+    if record.TRAINING_STARTED not in phases and isinstance(started, (int, float)):
+        phases[record.TRAINING_STARTED] = float(started)
+    if record.TRAINING_STARTED in phases:
+        phases.setdefault("training_ended", time.time())
 
 
 class _Followed:

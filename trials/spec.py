@@ -69,6 +69,9 @@ class TrialSpec:
         memory_limit_bytes: The memory one rank may hold on the CPU (``resources.memory_per_worker``);
             past it the trial fails as ``out_of_memory``. ``None``: no cap (always on CUDA, where
             the GPU's own memory is the limit).
+        gpu_share: The share of a GPU one rank has on CUDA (``resources.gpus_per_worker``, at
+            most 1): the data it keeps on the device take at most ``DEVICE_MEMORY_SHARE`` of
+            that share's memory (``hpsearch.trials.rank.data``). 1 on the CPU.
     """
 
     per_device_batch_size: int
@@ -95,6 +98,7 @@ class TrialSpec:
     compile: bool = False
     keep_data: bool = True
     memory_limit_bytes: int | None = None
+    gpu_share: float = 1.0
 
     @property
     def effective_batch_size(self) -> int:
@@ -226,6 +230,7 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
         device=device,
         cpus_per_worker=space.resources.cpus_per_worker,
         memory_limit_bytes=space.resources.memory_per_worker if device == "cpu" else None,
+        gpu_share=min(1.0, float(space.resources.gpus_per_worker)) if device == "cuda" else 1.0,
         seed=space.search.seed,
         emulated_ranks=world_size // processes_for(world_size, space.resources.emulate_ranks, max_processes),
     )

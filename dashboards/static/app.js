@@ -6,10 +6,17 @@ const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh") ??
 const TABLE_COLUMNS = ["number", "state", "lr_rule", "per_device_batch_size", "world_size", "grad_accum_steps",
   "effective_batch_size", "base_lr", "lr", "val_accuracy", "val_loss", "runtime_s", "device_seconds",
   "samples_per_s", "comm_fraction", "peak_memory_bytes", "noise_scale", "epochs_completed", "status_reason"];
+// Short headers (the full name is each header's title): with the study's own columns the table
+// ran past the right edge of a 1400 px window.
 const HEADERS = { per_device_batch_size: "b", world_size: "W", grad_accum_steps: "A", effective_batch_size: "B",
-  number: "#", peak_memory_bytes: "peak memory" };
+  number: "#", peak_memory_bytes: "peak memory", samples_per_s: "samples/s", device_seconds: "device-s",
+  comm_fraction: "comm", epochs_completed: "epochs", status_reason: "reason", noise_scale: "noise scale",
+  val_accuracy: "val acc" };
 // Columns written in a unit of their own (the API and the CSV hold the raw value).
-const FORMATS = { peak_memory_bytes: bytes };
+const FORMATS = { peak_memory_bytes: bytes, memory_limit_bytes: bytes, comm_fraction: percent,
+  training_started: date };
+// Attrs a listing leaves out: the trial page draws the phases as their own timeline.
+const NOT_LISTED = ["phases", "curves"];
 const PLOT_CONFIG = { responsive: true, displaylogo: false };
 
 function el(tag, attrs = {}, ...children) {
@@ -32,11 +39,17 @@ async function api(path) {
   return body;
 }
 
+// A number for people: three significant digits, thousands separated (2,050 samples/s, not
+// 2.05e+3), an exponent only for the very small (an LR of 1e-5) and the very large.
+const THOUSANDS = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 3 });
 function fmt(value) {
   if (value === null || value === undefined || value === "") return "-";
   if (typeof value === "number") {
-    if (Number.isInteger(value)) return String(value);
-    return Math.abs(value) >= 1e4 || Math.abs(value) < 1e-3 ? value.toExponential(2) : value.toPrecision(3);
+    const size = Math.abs(value);
+    if (Number.isInteger(value) && size < 1e6) return value.toLocaleString("en-US");
+    if (size >= 1e12 || (size < 1e-3 && value !== 0)) return value.toExponential(2);
+    if (size >= 1000) return THOUSANDS.format(value);
+    return value.toPrecision(3);
   }
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
@@ -53,7 +66,27 @@ function bytes(value) {
   return `${text} ${units[unit]}`;
 }
 
+function percent(value) {
+  return typeof value === "number" && Number.isFinite(value) ? `${Number((value * 100).toPrecision(3))}%` : fmt(value);
+}
+
+// Seconds since the epoch as a local date and time.
+function date(value) {
+  if (typeof value !== "number" || value < 1e8) return fmt(value);
+  return new Date(value * 1000).toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "medium" });
+}
+
 function cell(column, value) { return (FORMATS[column] || fmt)(value); }
+
+// How a trial the search halved ran (its ran_as attr): b and A as asked, then as run.
+function ranAs(row) {
+  const ran = row && row.ran_as;
+  return ran && typeof ran === "object" ? ran : null;
+}
+function ranAsText(ran) {
+  return `ran as b ${ran.per_device_batch_size} x A ${ran.grad_accum_steps}` +
+    (ran.out_of_memory_at !== undefined && ran.out_of_memory_at !== null ? ` (b ${ran.out_of_memory_at} ran out of memory)` : "");
+}
 
 function showError(main, error) {
   main.replaceChildren(el("p", { class: "error" }, String(error.message || error)));
@@ -135,13 +168,15 @@ async function studyPage(main, { name }) {
   let summary;
   async function drawTable() {
     const wanted = tableColumns(summary);
+    if (summary.columns.includes("ran_as")) wanted.push("ran_as");
     const query = new URLSearchParams({ offset: table.offset, limit: table.limit, sort: table.sort,
       columns: wanted.join(",") });
     if (table.q) query.set("q", table.q);
     if (table.state) query.set("state", table.state);
     const page = await api(`${base}/trials?${query}`);
     table.total = page.total;
-    const header = el("tr", {}, page.columns.map((c) => {
+    const shownColumns = page.columns.filter((c) => c !== "ran_as");
+    const header = el("tr", {}, shownColumns.map((c) => {
       const sorted = table.sort.replace("-", "") === c;
       const th = el("th", { class: `${numeric(c) ? "" : "text"} ${sorted ? (table.sort.startsWith("-") ? "sorted-desc" : "sorted-asc") : ""}`,
         title: c, "data-column": c }, HEADERS[c] || c);
@@ -159,12 +194,19 @@ async function studyPage(main, { name }) {
       const reason = reasons[r.status_reason];
       const notRun = reason && reason.not_run ? " not-run" : "";
       return el("tr", { onclick: () => { location.href = `${studyUrl(name)}/trials/${r.number}`; } },
-        page.columns.map((c) => {
+        shownColumns.map((c) => {
           const classes = [numeric(c) ? "" : "text"];
           if (c === "state") classes.push(`state-${r[c]}${notRun}`);
           if (c === "status_reason" && r[c]) classes.push(`reason-${r[c]}`);
           const attrs = { class: classes.join(" ") };
           if (c === "status_reason" && reason) attrs.title = reason.meaning;
+          const ran = ranAs(r);
+          if (ran && (c === "per_device_batch_size" || c === "grad_accum_steps")) {
+            // Halved after running out of memory: what it was asked, then what it ran.
+            attrs.class += " halved";
+            attrs.title = ranAsText(ran);
+            return el("td", attrs, `${cell(c, r[c])} \u2192 ${cell(c, ran[c])}`);
+          }
           return el("td", attrs, cell(c, r[c]));
         }));
     });
@@ -217,13 +259,16 @@ async function studyPage(main, { name }) {
 // The trial table's columns, those of TABLE_COLUMNS the study has with, right after the LR, the
 // params it searched besides the core ones (summary.searched: hpsearch.study.searched_params; an
 // optimizer left out left two rows of one batch and LR at accuracies 0.11 and 0.93 unexplained),
-// then its objectives that are not columns already.
+// then its objectives, then the measurements.
 function tableColumns(summary) {
   const has = (c) => summary.columns.includes(c);
   const at = TABLE_COLUMNS.indexOf("lr") + 1;
   const searched = (summary.searched || []).filter((c) => has(c) && !TABLE_COLUMNS.includes(c));
-  const columns = [...TABLE_COLUMNS.slice(0, at).filter(has), ...searched, ...TABLE_COLUMNS.slice(at).filter(has)];
-  return columns.concat(summary.objectives.filter((m) => !columns.includes(m) && has(m)));
+  // The objectives right after the configuration, in the study's order: a regression study's
+  // val_loss came last, behind every measurement.
+  const objectives = summary.objectives.filter(has);
+  const rest = TABLE_COLUMNS.slice(at).filter((c) => has(c) && !objectives.includes(c));
+  return [...TABLE_COLUMNS.slice(0, at).filter(has), ...searched, ...objectives, ...rest];
 }
 
 // The trial table's legend: the states as they are colored, and each status reason of the study
@@ -365,7 +410,7 @@ async function trialPage(main, { name, number }) {
       ...(t.model_path ? [el("h2", {}, "Saved model"),
         el("p", { class: "text", id: "model-path" }, t.model_path,
           el("span", { class: "note" }, " (final weights, a torch state dict for the workload's model)"))] : []),
-      el("h2", {}, "Parameters"), kv(t.params),
+      el("h2", {}, "Parameters"), kv(t.params, {}, ranAs(t.user_attrs)),
       el("h2", {}, "Values"), kv(t.values || {}),
       el("h2", {}, "Measurements and attributes"), kv(t.user_attrs, FORMATS),
       el("h2", {}, "Times"), kv({ started: t.datetime_start, completed: t.datetime_complete }));
@@ -439,9 +484,16 @@ function phasesPanel(p, state) {
   ];
 }
 
-function kv(object, formats = {}) {
-  const shown = (k, v) => (formats[k] && v !== null && v !== undefined ? `${formats[k](v)} (${fmt(v)})` : fmt(v));
-  const rows = Object.entries(object).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "text" }, shown(k, v))));
+// A table of names and values: in their unit where FORMATS has one (times as dates, bytes in
+// MiB/GiB), the phases and curves left out (drawn above), a halved trial's b and A with what it ran.
+function kv(object, formats = {}, ran = null) {
+  const shown = (k, v) => {
+    if (ran && (k === "per_device_batch_size" || k === "grad_accum_steps")) return `${fmt(v)} (${ranAsText(ran)})`;
+    if (k === "ran_as" && v && typeof v === "object") return ranAsText(v);
+    return formats[k] && v !== null && v !== undefined ? formats[k](v) : fmt(v);
+  };
+  const rows = Object.entries(object).filter(([k]) => !NOT_LISTED.includes(k))
+    .map(([k, v]) => el("tr", { id: `kv-${k}` }, el("td", {}, k), el("td", { class: "text" }, shown(k, v))));
   return el("table", { class: "kv" }, el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "-"))));
 }
 

@@ -101,7 +101,7 @@ _WINDOW = 3.0
 def config_key(trial: Mapping[str, Any], parameters: Sequence[str]) -> tuple[Any, ...]:
     """What, besides the batch and the LR, makes a trial's configuration: its values of the
     study's other parameters (the workload's own, such as ``hidden``, and optimizer settings)."""
-    return tuple(trial.get(name) for name in parameters)
+    return tuple(record.param_value_key(trial.get(name)) for name in parameters)
 
 
 def _optimum(batch: float, reached: Sequence[Mapping[str, Any]], parameters: Sequence[str] = ()) -> _Optimum:

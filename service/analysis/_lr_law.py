@@ -50,6 +50,8 @@ _AICC_MARGIN = 2.0
 _GRID_REACH = 1e3
 _GRID_STEPS_PER_DECADE = 25
 _GOLDEN_STEPS = 30
+#: The largest natural log whose exp is a finite float64.
+_LOG_MAX = math.log(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
@@ -152,15 +154,41 @@ class LRLawFit:
             >>> fit.lr_draws(np.array([64.0, 1024.0])).shape
             (200, 2)
         """
+        logs = self.log_lr_draws(batch_size)
+        # A log LR past the largest float's is an LR of inf: said so, not overflowed into.
+        out = np.full(logs.shape, np.inf)
+        np.exp(logs, out=out, where=logs < _LOG_MAX)
+        return out
+
+    def log_lr_draws(self, batch_size: float | FloatArray) -> FloatArray:
+        """Draws of the natural log of the predicted best LR at ``batch_size``: where the
+        intervals are computed (quantiles commute with ``exp``). With 3 batch sizes the draws of
+        alpha have one degree of freedom, whose t tails reach thousands: the LR itself, ``B^alpha``,
+        then lies beyond any float, its log does not.
+
+        Args:
+            batch_size: an effective batch size or an array of them (positive).
+
+        Returns:
+            Array of shape ``(n_boot,) + shape(batch_size)``.
+
+        Raises:
+            AnalysisError: a batch size is not positive and finite.
+
+        Example:
+            >>> fit = fit_lr_law([8, 32, 128, 512], [0.01, 0.041, 0.158, 0.65], n_boot=200)
+            >>> bool(np.allclose(np.exp(fit.log_lr_draws(64.0)), fit.lr_draws(64.0)))
+            True
+        """
         b = prediction_batches(batch_size)
         lb = np.log(b)
         if self.preferred == "bend":
             assert self.bend_draws is not None
             ln_eps, ln_bn = self.bend_draws[:, 0], self.bend_draws[:, 1]
-            out = np.exp(ln_eps.reshape((-1,) + (1,) * b.ndim) - np.log1p(np.exp(np.subtract.outer(ln_bn, lb))))
+            out = ln_eps.reshape((-1,) + (1,) * b.ndim) - _softplus(np.subtract.outer(ln_bn, lb))
         else:
             ln_c, alpha = self.power_draws[:, 0], self.power_draws[:, 1]
-            out = np.exp(ln_c.reshape((-1,) + (1,) * b.ndim) + np.multiply.outer(alpha, lb))
+            out = ln_c.reshape((-1,) + (1,) * b.ndim) + np.multiply.outer(alpha, lb)
         return np.asarray(out, dtype=np.float64)
 
 
@@ -325,7 +353,13 @@ def _grid(b: FloatArray) -> FloatArray:
 
 def _shape(ln_bn: FloatArray, b: FloatArray) -> FloatArray:
     """``u = ln(1 + B_noise / B)`` for each ``ln B_noise`` (any shape) and batch size (last axis)."""
-    out: FloatArray = np.log1p(np.exp(ln_bn[..., None] - np.log(b)))
+    return _softplus(ln_bn[..., None] - np.log(b))
+
+
+def _softplus(x: FloatArray) -> FloatArray:
+    """``ln(1 + e^x)`` without overflow: ``log1p(exp(x))`` overflows past x = 709 (a bootstrap
+    draw of B_noise far beyond the batches), where the answer is x itself."""
+    out: FloatArray = np.logaddexp(0.0, x)
     return out
 
 

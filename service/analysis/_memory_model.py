@@ -16,6 +16,12 @@ squares on relative error. Where a rank's memory is known (``memory_limit_bytes`
 record: ``resources.memory_per_worker`` on the CPU, the GPU's total memory on CUDA, a share of
 it where trials share the GPU), the line predicts the largest batch that fits it, with a
 margin. The recommendation stays below all of these (``MemoryModel.cap``).
+
+Evidence that contradicts itself is flagged, not believed: a trial that ran out of memory at a
+per-device batch at or below one that fit on the same kind and configuration (a warm process
+once charged a trial for memory an earlier trial left: 256 fit, 64 "ran out", and the answer
+said "at most 63") is not the smallest that ran out, and the model's note names it; nor is one
+that ran out in evaluation or setup (``out_of_memory_phase``), which says nothing of its batch.
 """
 
 from __future__ import annotations
@@ -86,6 +92,8 @@ class MemoryModel:
             ``MEMORY_MARGIN`` (or twice the line's scatter) of ``limit_bytes`` free; ``None``
             without a line, a limit or a slope.
         note: What a reader should know, or ``None``.
+        ignored: Evidence left out, one sentence each: trials that ran out of memory at a batch
+            no larger than one that fit (the batch was not the cause), or outside training.
     """
 
     device: str
@@ -103,6 +111,7 @@ class MemoryModel:
     limit_source: str | None = None
     predicted_largest: int | None = None
     note: str | None = None
+    ignored: tuple[str, ...] = ()
 
     @property
     def has_line(self) -> bool:
@@ -185,6 +194,7 @@ class MemoryModel:
         if self.predicted_largest is not None and self.limit_bytes is not None:
             facts.append(f"predicted to fit in the {format_bytes(self.limit_bytes)} a rank may hold "
                          f"({self.limit_source}): up to {self.predicted_largest}")
+        facts.extend(self.ignored)
         return f"{head}: " + "; ".join(facts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,7 +207,7 @@ class MemoryModel:
             "per_sample_bytes": self.per_sample_bytes, "relative_rmse": self.relative_rmse,
             "limit_bytes": self.limit_bytes, "limit_source": self.limit_source,
             "predicted_largest": self.predicted_largest, "cap": self.cap(), "cap_allowing_larger": self.cap(True),
-            "note": self.note, "summary": self.describe(),
+            "note": self.note, "ignored": list(self.ignored), "summary": self.describe(),
         }
 
     def _usable(self) -> float:
@@ -268,6 +278,7 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
     peaks = _numbers(frame, r.PEAK_MEMORY_BYTES)
     recorded = _numbers(frame, r.MEMORY_LIMIT_BYTES)
     b_asked = _numbers(frame, r.PER_DEVICE_BATCH_SIZE)
+    phases = _texts(frame, r.OUT_OF_MEMORY_PHASE)
     # A configuration is the values of the parameters that vary: one held fixed (momentum 0.9
     # throughout) names no configuration of its own.
     columns = {p: _param_values(frame[p]) for p in parameters if p in frame.columns}
@@ -283,7 +294,9 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
         if recorded[i] is not None and recorded[i] > 0:  # type: ignore[operator]
             facts.limits.append(float(recorded[i]))  # type: ignore[arg-type]
         out = states[i] == "FAIL" and reasons[i] == r.REASON_OUT_OF_MEMORY
-        if out:
+        if out and phases[i] not in (None, "training"):
+            facts.elsewhere.append((numbers[i], str(phases[i])))
+        elif out:
             facts.out_of_memory.append((int(b), numbers[i]))
         if halved_from[i] is not None:
             facts.out_of_memory.append((int(halved_from[i]), numbers[i]))  # type: ignore[arg-type]
@@ -310,6 +323,7 @@ class _Facts:
     out_of_memory: list[tuple[int, int]] = field(default_factory=list)  # (per-device batch, trial)
     peaks: list[tuple[float, float]] = field(default_factory=list)  # (per-device batch, bytes)
     limits: list[float] = field(default_factory=list)  # memory_limit_bytes the trials recorded
+    elsewhere: list[tuple[int, str]] = field(default_factory=list)  # (trial, phase): ran out outside training
 
 
 def _limit(kind: str, recorded: Sequence[float], limits: MemoryLimits) -> tuple[float, str] | None:
@@ -328,8 +342,21 @@ def _limit(kind: str, recorded: Sequence[float], limits: MemoryLimits) -> tuple[
 
 
 def _model(kind: str, configuration: dict[str, Any], facts: _Facts, limit: tuple[float, str] | None) -> MemoryModel:
+    notes: list[str] = []
+    ignored: list[str] = []
+    largest_fit = max(facts.fit, default=None)
+    if largest_fit is not None:
+        # Ran out at a batch no larger than one that fit: the batch was not the cause.
+        contradicted = sorted((b, n) for b, n in facts.out_of_memory if b <= largest_fit)
+        if contradicted:
+            shown = ", ".join(f"trial {n} at {b}" for b, n in contradicted)
+            ignored.append(f"not counted as running out, since {largest_fit} fit: {shown} (the batch was not "
+                           "the cause)")
+            facts = replace(facts, out_of_memory=[(b, n) for b, n in facts.out_of_memory if b > largest_fit])
+    if facts.elsewhere:
+        shown = ", ".join(f"trial {n} in {phase}" for n, phase in sorted(facts.elsewhere))
+        ignored.append(f"ran out of memory outside training, not counted against its batch: {shown}")
     smallest = min((b for b, _ in facts.out_of_memory), default=None)
-    notes = []
     fixed = per_sample = rmse = None
     batches = tuple(sorted({int(b) for b, _ in facts.peaks}))
     if len(batches) >= 2:
@@ -361,7 +388,7 @@ def _model(kind: str, configuration: dict[str, Any], facts: _Facts, limit: tuple
                          "more than the line was in memory there (the cap stays below what ran out)")
         if predicted == 0:
             notes.append(f"the line's fixed part alone leaves no room in {format_bytes(limit_bytes)}")
-    return replace(model, predicted_largest=predicted, note="; ".join(notes) or None)
+    return replace(model, predicted_largest=predicted, note="; ".join(notes) or None, ignored=tuple(ignored))
 
 
 def _kinds(frame: pd.DataFrame) -> list[str | None]:

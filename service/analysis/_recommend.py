@@ -56,6 +56,13 @@ FITTED = "fitted laws"
 MEASURED = "measured trials"
 MEASURED_UPPER_BOUND = "measured trials, an upper bound"
 
+#: The largest natural log whose exp is a finite float.
+_LOG_MAX = math.log(float(np.finfo(np.float64).max))
+
+#: The least share of the paired bootstrap draws that must stay inside the models for a fitted
+#: answer to give intervals (below it, the answer is the best measured trial).
+_LEAST_KEPT = 0.5
+
 #: An interval narrower than this share of its estimate has no width: its draws all agree.
 _NO_WIDTH = 1e-9
 
@@ -130,6 +137,10 @@ class Recommendation:
             (``MemoryModel.cap``); ``None`` where nothing bounded it.
         peak_memory_bytes: The answer's peak memory per rank: the memory fit's prediction at
             its per-device batch, or the measured trial's own.
+        emulated_ranks: Ranks per device of the measured trial the time comes from: above 1 it
+            ran its W ranks emulated on W / ``emulated_ranks`` devices, one after the other (the
+            math of W exactly, not its time; ``emulation_note``). 1 for real ranks and for a
+            fitted answer.
     """
 
     devices: int
@@ -170,6 +181,53 @@ class Recommendation:
     lr_schedule: str = "none"
     epochs: int | None = None
     compile_s: float | None = None
+    emulated_ranks: int = 1
+
+    @property
+    def interval_coverage(self) -> float | None:
+        """The least share of all the bootstrap draws the intervals hold: their level where no
+        draw was dropped, level x kept / total where some were (a dropped draw may lie beyond
+        either end); ``None`` for a measured answer."""
+        if self.interval_draws is None or not self.interval_draws_total or self.time_interval is None:
+            return None
+        return self.time_interval.level * self.interval_draws / self.interval_draws_total
+
+    def emulation_note(self) -> str | None:
+        """What the time means where it was measured with emulated ranks; ``None`` where not."""
+        if self.emulated_ranks <= 1:
+            return None
+        return "time measured with " + _emulated_text(self.world_size, self.emulated_ranks)
+
+    def __str__(self) -> str:
+        """The answer in one paragraph: what to run and what it is predicted to cost (the full
+        data stay on the attributes and in ``to_dict``; ``print`` of all of it ran to 3 KB)."""
+        kind = f" ({self.device_kind})" if self.device_kind else ""
+        rule = f", {self.rule} rule from base_lr {self.base_lr:.4g}" if self.rule and self.base_lr is not None else ""
+        most = "at most " if self.upper_bound else ""
+        to = f" to reach {self.target}" if self.target is not None else ""
+        return (f"on {self.devices} device{'' if self.devices == 1 else 's'}{kind}: run b {self.per_device_batch_size} "
+                f"x W {self.world_size} x A {self.grad_accum_steps} = B {self.effective_batch_size}, lr {self.lr:.4g}"
+                f"{rule}; {most}{self.time_s:.4g} s and {most}{self.device_hours:.3g} device-hours{to} "
+                f"({self.basis})")
+
+    def __repr__(self) -> str:
+        return f"<Recommendation {self}>"
+
+    def batch_cap_text(self) -> str | None:
+        """What bounds the per-device batch, in a phrase: a memory ceiling (a batch that ran out,
+        or the memory fit's prediction) as ``at most N (memory: ...)``; otherwise only the
+        largest batch the study searched, said as such (it is no memory limit). ``None`` where
+        nothing bounded it."""
+        cap, memory = self.per_device_batch_cap, self.memory
+        if cap is None or memory is None:
+            return None
+        on = f" on {self.device_kind}" if self.device_kind else ""
+        if memory.smallest_out_of_memory is not None:
+            fit = "" if memory.largest_fit is None else f"largest that fit {memory.largest_fit}, "
+            return f"per-device batch at most {cap}{on} (memory: {fit}{memory.smallest_out_of_memory} ran out)"
+        if memory.largest_fit is None or cap > memory.largest_fit:
+            return f"per-device batch at most {cap}{on} (memory: the memory fit's prediction)"
+        return f"per-device batch: largest searched {cap}{on}; no memory limit seen"
 
     def schedule_text(self) -> str:
         """How the LR runs in the answer, as its trials ran it (``describe_schedule``)."""
@@ -206,12 +264,14 @@ class Recommendation:
             "step_time_s": self.step_time_s, "step_time_interval": iv(self.step_time_interval),
             "startup_s": self.startup_s,
             "interval_draws": self.interval_draws, "interval_draws_total": self.interval_draws_total,
+            "interval_coverage": self.interval_coverage,
             "params": self.params(), "other_params": dict(self.other_params), "source_trials": list(self.source_trials),
             "extrapolated": list(self.extrapolated), "explanation": list(self.explanation),
             "alternatives": [vars(a) for a in self.alternatives],
             "target": None if self.target is None else str(self.target),
             record.PEAK_MEMORY_BYTES: self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
             "memory": None if self.memory is None else self.memory.to_dict(),
+            record.EMULATED_RANKS: self.emulated_ranks, "emulation_note": self.emulation_note(),
         }
 
 
@@ -343,10 +403,13 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     e_draws, t_draws = e_all[:n][kept], t_all[:n][kept]
     startup_s = analysis.startup(kind, ww)
     samples, step_s, time = float(cb.examples(big_b)), float(model.step_time(bb, ww, aa)), float(time_s[best])
-    if not kept.any():
+    if kept.sum() < _LEAST_KEPT * n:
+        # Intervals of the draws that fitted hold their level of those draws only: of all the
+        # draws, as little as level x kept / total. Below half, that is no interval at all.
         return _from_measurements(analysis, devices, minimize, kind,
-                                  "no bootstrap draw of the fitted laws stayed inside their models at the best "
-                                  f"configuration (b {bb}, W {ww}, A {aa})")
+                                  f"only {int(kept.sum())} of {n:,} bootstrap draws of the fitted laws stayed inside "
+                                  f"their models at the best configuration (b {bb}, W {ww}, A {aa}): intervals of "
+                                  "those would cover far less than their level says")
     samples_iv = percentile_interval(e_draws, cb.level).including(samples)
     step_iv = percentile_interval(t_draws, model.level).including(step_s)
     flat = [what for what, iv, point in (("samples to the target", samples_iv, samples), ("step time", step_iv, step_s))
@@ -372,9 +435,12 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     if lr_interval is not None:
         lr_interval = lr_interval.including(lr)
     dropped = n - int(kept.sum())
+    coverage = cb.level * int(kept.sum()) / n
     lr_lines.append(f"intervals: {cb.level:.0%} of {int(kept.sum()):,} paired bootstrap draws of the critical batch "
                     f"and the step time" + (f" ({dropped} of {n:,} dropped: they left a model's support, a sample "
-                                            "count or step time of zero or less)" if dropped else ""))
+                                            "count or step time of zero or less; the dropped draws may lie beyond "
+                                            f"either end, so the intervals hold at least {coverage:.0%} of all the "
+                                            f"draws, not {cb.level:.0%})" if dropped else ""))
     others, sources, other_lines = _params_near(analysis, big_b)
     extrapolated = _extrapolations(analysis, model, bb, ww, aa, kind, memory)
     if minimize == "time" and ww < devices:
@@ -531,7 +597,10 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
     b0 = analysis.base_batch_size
     if law is not None:
         lr = float(law.lr(batch))
-        interval = percentile_interval(np.asarray(law.lr_draws(batch), dtype=float).ravel(), law.level)
+        # In log space: with three batch sizes a draw's LR can lie past any float (its alpha
+        # has one degree of freedom), and its exp overflowed into a warning the user saw.
+        logs = percentile_interval(np.asarray(law.log_lr_draws(batch), dtype=float).ravel(), law.level)
+        interval = Interval(_exp(logs.low), _exp(logs.high), logs.level)
         # The rule whose exponent matches the law's local slope at B: the one that keeps the LR
         # right for the neighbouring batches a follow-up search tries.
         step = math.log(1.25)
@@ -539,7 +608,10 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
         rule = _closest_rule(slope)
         lines = [f"LR: {law.summary}; its slope at B {batch:,.0f} is {slope:.2f}, so the {rule} rule states it"]
     else:
-        nearest = min(analysis.batches, key=lambda p: abs(math.log(p.effective_batch_size / batch)))
+        # The configuration the answer's other parameters come from (``_params_near``): a
+        # nearest batch of its own left out upper bounds and broke ties the other way, and gave
+        # an answer whose LR and other parameters no one configuration ran.
+        nearest = _nearest_point(analysis, batch)
         rule = nearest.rule if nearest.rule in LR_RULES else "linear"
         lr = nearest.lr * _scale(rule, batch / nearest.effective_batch_size)
         interval = None
@@ -547,6 +619,11 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
                  f"{nearest.effective_batch_size:,.0f} (lr {nearest.lr:.4g}) scaled by its {rule} rule"]
     base_lr = None if b0 is None else lr / _scale(rule, batch / b0)
     return (rule if b0 is not None else None), base_lr, lr, interval, lines
+
+
+def _exp(log: float) -> float:
+    """``e^log``, ``inf`` past the largest float (not an overflow)."""
+    return math.exp(log) if log < _LOG_MAX else math.inf
 
 
 def _closest_rule(slope: float) -> str:
@@ -602,13 +679,30 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
     """Without a law to predict from (``why``): the measured trial that reached the target
     fastest (or in the fewest device-seconds) on at most ``devices`` devices; an upper bound
     where it reached the target at its first evaluation."""
+    # On at most N devices means a world size of at most N: a trial of W emulated ranks ran on
+    # fewer devices, but what it tells a user to run is W ranks, on W devices.
     runs = [t for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED") and t["seconds_to_target"] is not None
-            and t["devices"] <= devices and (kind is None or t["device"] == kind)]
+            and t[record.WORLD_SIZE] <= devices and (kind is None or t["device"] == kind)]
     if not runs:
-        raise NoAnswerError(f"no trial on at most {devices} device(s) reached the target {analysis.target}, so "
-                            f"there is nothing to recommend ({why}); lower the target or run more trials", analysis)
-    key = "seconds_to_target" if minimize == "time" else "device_seconds_to_target"
-    best = min(runs, key=lambda t: (t[key], t["devices"], t["number"]))
+        head = f"no trial on at most {devices} device(s) reached the target {analysis.target}"
+        wider = [int(t[record.WORLD_SIZE]) for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED")
+                 and t["seconds_to_target"] is not None and (kind is None or t["device"] == kind)]
+        if wider:
+            raise NoAnswerError(f"{head}: the trials that reached it ran {min(wider)} ranks or more, so there is "
+                                f"nothing to recommend on {devices} ({why}); ask for --devices {min(wider)}, or run "
+                                "trials of fewer ranks", analysis)
+        # Which way is easier depends on the metric's direction: a loss target is met by
+        # raising it (a "lower the target" for val_loss <= 0.4 sent users the wrong way).
+        easier = "lower" if analysis.target.direction == "maximize" else "raise"
+        raise NoAnswerError(f"{head}{_best_seen(analysis)}, so there is nothing to recommend ({why}); {easier} the "
+                            "target or run more trials", analysis)
+
+    def cost(t: Mapping[str, Any]) -> float:
+        # Device-seconds of the answer's W devices (the measured seconds x W; an emulated trial
+        # recorded its own, fewer, devices).
+        return float(t["seconds_to_target"]) * (1.0 if minimize == "time" else float(t[record.WORLD_SIZE]))
+
+    best = min(runs, key=lambda t: (cost(t), t[record.WORLD_SIZE], t["number"]))
     b0 = analysis.base_batch_size
     rule = str(best[record.LR_RULE]) if best[record.LR_RULE] in LR_RULES else None
     base_lr = best[record.BASE_LR] if rule is not None and b0 is not None else None
@@ -624,6 +718,9 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
         lines.append(f"trial #{best['number']} reached the target at its first evaluation, so its time, samples and "
                      "steps are upper bounds: it may have reached the target sooner (evaluate more often with "
                      "workload.eval_every_samples, or set a harder target)")
+    world, emulated = int(best[record.WORLD_SIZE]), int(best.get(record.EMULATED_RANKS) or 1)
+    if emulated > 1:
+        lines.append(f"trial #{best['number']} ran {_emulated_text(world, emulated)}")
     if others:
         lines.append("other parameters: " + ", ".join(f"{k} {v}" for k, v in others.items())
                      + f", as trial #{best['number']} ran them")
@@ -635,18 +732,44 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
                      f"{best[record.GRAD_ACCUM_STEPS]:g} (the same effective batch): {best['out_of_memory_at']} ran "
                      "out of memory (search.on_oom: accumulate)")
     return Recommendation(
-        devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=int(best[record.PER_DEVICE_BATCH_SIZE]),
-        world_size=int(best[record.WORLD_SIZE]), grad_accum_steps=int(best[record.GRAD_ACCUM_STEPS]),
+        devices=devices, device_kind=kind or best["device"], minimize=minimize,
+        per_device_batch_size=int(best[record.PER_DEVICE_BATCH_SIZE]),
+        world_size=world, grad_accum_steps=int(best[record.GRAD_ACCUM_STEPS]),
         effective_batch_size=int(best[record.EFFECTIVE_BATCH_SIZE]), rule=rule, base_lr=base_lr, lr=float(best["lr"]),
         lr_interval=None, warmup_epochs=analysis.warmup_epochs, lr_schedule=analysis.lr_schedule,
         epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind or best["device"] or ""),
         time_s=float(seconds), time_interval=None,
-        device_hours=float(seconds) * best["devices"] / 3600, device_hours_interval=None,
+        device_hours=float(seconds) * world / 3600, device_hours_interval=None,
         samples=float(best["samples_to_target"]), samples_interval=None, steps=float(best["steps_to_target"] or 0),
         basis=MEASURED_UPPER_BOUND if upper else MEASURED, extrapolated=(), explanation=tuple(lines),
         target=analysis.target, upper_bound=upper, other_params=others, source_trials=(int(best["number"]),),
         memory=memory, per_device_batch_cap=None if memory is None else memory.cap(),
-        peak_memory_bytes=best[record.PEAK_MEMORY_BYTES])
+        peak_memory_bytes=best[record.PEAK_MEMORY_BYTES], emulated_ranks=emulated)
+
+
+def _best_seen(analysis: StudyAnalysis) -> str:
+    """`` (the best any trial recorded: 0.52)``: the best value of the target's metric at any
+    evaluation of a trial that ran, so that a refused target can be set within reach; empty
+    where none recorded it."""
+    values = [float(t["best_value"]) for t in analysis.trials
+              if t["state"] in ("COMPLETE", "PRUNED") and t["best_value"] is not None]
+    if not values:
+        return ""
+    best = max(values) if analysis.target.direction == "maximize" else min(values)
+    return f" (the best any trial recorded: {best:.4g})"
+
+
+def _emulated_text(world_size: int, emulated: int) -> str:
+    """What a time measured with emulated ranks means, after "ran" or "measured with"."""
+    real = max(1, world_size // emulated)
+    return (f"its {world_size} ranks emulated on {_count(real, 'device')}, {emulated} per device one after the "
+            f"other: the math of W {world_size} exactly, not its time (that of {_count(real, 'device')}; "
+            f"{world_size} devices run the ranks at once and pay an all-reduce never measured); device-hours "
+            f"count the answer's {world_size} devices")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _num(value: float) -> str:

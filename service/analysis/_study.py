@@ -246,12 +246,43 @@ def study_analysis(info: StudyInfo, frame: pd.DataFrame, curves: Callable[[str],
     """
     metric, resolved = resolve_target(info, target, list(frame.columns))
     space = _space(info)
-    return analyze_trials(info.name, frame, curves(metric), target=resolved, metric=metric,
+    metric_curves = curves(metric)
+    if resolved is not None:
+        _check_recorded(info.name, resolved, metric_curves, curves)
+    return analyze_trials(info.name, frame, metric_curves, target=resolved, metric=metric,
                           direction=read_model.direction(metric, info.objective_directions), seed=seed,
                           parameters=None if space is None else list(space.parameters),
                           memory_limits=memory_limits(info),
                           lr_schedule=None if space is None else space.scaling.schedule,
                           epochs=None if space is None else space.workload.epochs)
+
+
+def _check_recorded(study: str, target: Target, metric_curves: Mapping[int, Any],
+                    curves: Callable[[str], Mapping[int, Any]]) -> None:
+    """Refuse a target in a metric the study's trials never record, naming those they do.
+
+    Such a target is bad input, not a study without an answer: ``val_accuracy=0.4`` on a
+    regression study (only ``val_loss`` recorded) was refused with "lower the target", which no
+    value could satisfy.
+
+    Raises:
+        AnalysisError: trials were evaluated, and none recorded the target's metric.
+    """
+    evaluated = [c for c in metric_curves.values() if isinstance(c, Mapping) and c.get(r.SAMPLES_SEEN)]
+    if not evaluated or any(_recorded(c, target.metric) for c in evaluated):
+        return
+    candidates = [m for m in r.METRICS if m in r.CURVE_METRICS and m not in _COSTS and m != target.metric]
+    recorded = [m for m in candidates if any(_recorded(c, m) for c in curves(m).values() if isinstance(c, Mapping))]
+    where = "the space's analysis.target" if target.source == "space" else "the target"
+    raise AnalysisError(
+        f"{where} {target} names {target.metric}, which no trial of study {study!r} records; its trials record "
+        + (", ".join(recorded) if recorded else "none of " + ", ".join(candidates))
+        + (f" (for example --target {recorded[0]}=VALUE)" if recorded else ""))
+
+
+def _recorded(curves: Mapping[str, Any], metric: str) -> bool:
+    """Whether a trial's curves hold a value of ``metric`` at some evaluation."""
+    return any(v is not None for v in curves.get(metric) or ())
 
 
 def analyze_study(storage: optuna.storages.BaseStorage, info: StudyInfo,
@@ -517,7 +548,7 @@ _COST_KEYS = frozenset({
     "number", "state", r.STATUS_REASON, r.EFFECTIVE_BATCH_SIZE, r.PER_DEVICE_BATCH_SIZE, r.WORLD_SIZE,
     r.GRAD_ACCUM_STEPS, r.LR_RULE, "lr", r.BASE_LR, "device", "devices", "best_value", "samples_to_target",
     "steps_to_target", "train_seconds_to_target", "seconds_to_target", "device_seconds_to_target", "first_evaluation",
-    r.PEAK_MEMORY_BYTES, "out_of_memory_at",
+    r.PEAK_MEMORY_BYTES, "out_of_memory_at", r.EMULATED_RANKS,
 })
 
 
@@ -549,7 +580,7 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
             r.EFFECTIVE_BATCH_SIZE: batch[i], r.PER_DEVICE_BATCH_SIZE: columns[r.PER_DEVICE_BATCH_SIZE][i],
             r.WORLD_SIZE: world[i], r.GRAD_ACCUM_STEPS: columns[r.GRAD_ACCUM_STEPS][i] or 1.0,
             r.LR_RULE: _text(texts[r.LR_RULE][i]), "lr": columns[r.LR][i], r.BASE_LR: columns[r.BASE_LR][i],
-            "device": _text(texts[r.DEVICE][i]), "devices": devices,
+            "device": _text(texts[r.DEVICE][i]), "devices": devices, r.EMULATED_RANKS: int(emulated[i]),
             "best_value": _finite_or_none(hits.best[i]),
             "samples_to_target": _finite_or_none(hits.samples[i]), "steps_to_target": _finite_or_none(hits.steps[i]),
             "train_seconds_to_target": _finite_or_none(hits.train_s[i]), "seconds_to_target": runtime,

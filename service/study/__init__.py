@@ -19,7 +19,14 @@ Example:
 """
 
 from hpsearch.study._export import to_csv, to_json
-from hpsearch.study._pareto import check_direction, direction, frontier_axes, frontier_numbers, pareto_front
+from hpsearch.study._pareto import (
+    check_direction,
+    direction,
+    frontier_axes,
+    frontier_candidates,
+    frontier_numbers,
+    pareto_front,
+)
 from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
 from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql
 from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
@@ -37,7 +44,17 @@ from hpsearch.study._summary import (
     study_listing,
     summarize,
 )
-from hpsearch.study._table import PENDING, display_state, read_attr, read_trials, revision, with_scaled_lr
+from hpsearch.study._table import (
+    PENDING,
+    display_state,
+    display_value,
+    evaluations,
+    ran_as_text,
+    read_attr,
+    read_trials,
+    revision,
+    with_scaled_lr,
+)
 from hpsearch.study._units import format_bytes
 
 __all__ = [
@@ -56,16 +73,20 @@ __all__ = [
     "direct_sql",
     "direction",
     "display_state",
+    "display_value",
+    "evaluations",
     "finished_count",
     "format_bytes",
     "format_seconds",
     "frontier_axes",
+    "frontier_candidates",
     "frontier_numbers",
     "is_finished",
     "list_studies",
     "param_names",
     "pareto_front",
     "phase_timeline",
+    "ran_as_text",
     "read_attr",
     "read_trials",
     "reason_counts",

@@ -6,7 +6,11 @@ Every trial records the ``phases`` user attr (``hpsearch.record.PHASES``): the
 wall-clock time it was asked (``asked_at``) and each phase's seconds since then, in the order of
 ``PHASE_NAMES`` (asked, reserved, handed, ready, training_started, training_ended, last_report,
 told). A trial that never trained (skipped by a constraint, stopped by the budget before its
-devices, failed before reserving) lacks the later phases. The one number a user looks for is
+devices, failed before reserving) lacks the later phases; one whose ranks failed while training
+(out of memory) ended training when they stopped. A trial retried on the devices it held
+(``search.on_oom: accumulate``) records its last attempt's phases, and its failed attempts as a
+count and their seconds (``failed_attempts``, ``failed_attempts_s``): two attempts' times mixed
+would run backwards. The one number a user looks for is
 how long the orchestrator itself held the trial: after its devices were reserved, the time that
 was not training (``rest_s``). On 16 cores that was a median 4.3 s for trials of about a second,
 which nothing else showed.
@@ -67,9 +71,13 @@ class PhaseTimeline:
         missing: The phases it did not record (it never reached them).
         waited_s: From asked to its devices reserved: waiting for devices.
         training_s: From training started to training ended (rank 0's loop).
-        rest_s: After its devices were reserved, the time that was not training: starting its
-            ranks, reporting and telling the study (``told - reserved - training_s``), the
-            orchestrator's overhead.
+        rest_s: After its devices were reserved, the time that was neither training nor a
+            failed attempt: starting its ranks, reporting and telling the study
+            (``told - reserved - training_s - failed_attempts_s``), the orchestrator's overhead.
+        failed_attempts: How many attempts failed before the last (run out of memory, then
+            retried halved on the same devices); the phases are the last attempt's.
+        failed_attempts_s: Their seconds, from the first one's ranks handed to the last
+            attempt's start (``None`` without any).
     """
 
     asked_at: float | None
@@ -78,6 +86,8 @@ class PhaseTimeline:
     waited_s: float | None
     training_s: float | None
     rest_s: float | None
+    failed_attempts: int = 0
+    failed_attempts_s: float | None = None
 
     def at(self, name: str) -> float | None:
         """Seconds since asked of phase ``name``, ``None`` when it was not recorded."""
@@ -95,6 +105,9 @@ class PhaseTimeline:
             return "never reserved devices" + (f"; told {format_seconds(told)} after it was asked"
                                                if told is not None else "")
         training = f"training {format_seconds(self.training_s)}" if self.training_s is not None else "no training"
+        if self.failed_attempts:
+            attempts = "1 failed attempt" if self.failed_attempts == 1 else f"{self.failed_attempts} failed attempts"
+            training = f"{attempts} {format_seconds(self.failed_attempts_s)}, then {training}"
         rest = f", the rest {format_seconds(self.rest_s)}" if self.rest_s is not None else ""
         return f"waited for devices {format_seconds(self.waited_s)}; after its devices were reserved: {training}{rest}"
 
@@ -108,6 +121,8 @@ class PhaseTimeline:
             "waited_s": self.waited_s,
             "training_s": self.training_s,
             "rest_s": self.rest_s,
+            record.FAILED_ATTEMPTS: self.failed_attempts,
+            record.FAILED_ATTEMPTS_S: self.failed_attempts_s,
             "summary": self.describe(),
         }
 
@@ -125,19 +140,26 @@ def phase_timeline(attrs: Mapping[str, Any]) -> PhaseTimeline | None:
     if not isinstance(raw, Mapping):
         return None
     times = {name: float(raw[name]) for name in record.PHASE_NAMES if _finite(raw.get(name))}
+    failed = int(raw[record.FAILED_ATTEMPTS]) if _finite(raw.get(record.FAILED_ATTEMPTS)) else 0
+    failed_s = float(raw[record.FAILED_ATTEMPTS_S]) if failed and _finite(raw.get(record.FAILED_ATTEMPTS_S)) else None
     phases: list[Phase] = []
     for name in record.PHASE_NAMES:
-        if name in times:
+        # A phase recorded before the one before it is not this run's: a study written before
+        # attempts were kept apart mixed a retry's times with its failed attempt's (``handed``
+        # 0.813 s, then ``ready`` 0.095 s): left out of the timeline rather than a negative gap.
+        if name in times and (not phases or times[name] >= phases[-1].at_s):
             gap = round(times[name] - phases[-1].at_s, 4) if phases else None
             phases.append(Phase(name, times[name], gap))
+    kept = {p.name: p.at_s for p in phases}
     missing = tuple(name for name in record.PHASE_NAMES if name not in times)
-    asked, reserved, told = times.get("asked", 0.0), times.get("reserved"), times.get("told")
-    started, ended = times.get(record.TRAINING_STARTED), times.get("training_ended")
+    asked, reserved, told = kept.get("asked", 0.0), kept.get("reserved"), kept.get("told")
+    started, ended = kept.get(record.TRAINING_STARTED), kept.get("training_ended")
     training = round(ended - started, 4) if started is not None and ended is not None else None
     waited = round(reserved - asked, 4) if reserved is not None else None
-    rest = (round(told - reserved - (training or 0.0), 4) if reserved is not None and told is not None else None)
+    rest = (round(told - reserved - (training or 0.0) - (failed_s or 0.0), 4)
+            if reserved is not None and told is not None else None)
     asked_at = float(raw[ASKED_AT]) if _finite(raw.get(ASKED_AT)) else None
-    return PhaseTimeline(asked_at, tuple(phases), missing, waited, training, rest)
+    return PhaseTimeline(asked_at, tuple(phases), missing, waited, training, rest, failed, failed_s)
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     searcher = StudySearcher(study, space, plan.n_trials, plan.device, plan.runs_dir, max_processes=plan.devices,
                              on_event=on_event, ledger=ledger)
 
-    stopper = InterruptStopper(searcher)
+    stopper = InterruptStopper(searcher, on_stop=desk.stop_granting)
     tuner = tune.Tuner(
         # The same request for every trial, so Tune always reuses a finished trial's process;
         # each trial then reserves its own devices (hpsearch.tune.trainable).

@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import replace
 from types import ModuleType
 from typing import Any
@@ -29,6 +29,7 @@ from hpsearch import record
 from hpsearch.budget import budget_of, budget_status, settle_orphans, spent_of, write_budget
 from hpsearch.errors import StoreError, StudyExistsError
 from hpsearch.locks import study_lock
+from hpsearch.ownership import Owner, claim_runs_dir, store_identity, study_uid
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     REASON_INTERRUPTED,
@@ -92,14 +93,18 @@ def run_search(
             with engine.ray_session(settings.ray_address) as cluster:
                 plan = replace(plan_search(space, study_name, settings, cluster),
                                budget=space.search.budget.merged(budget), run_started=started)
-                desk = engine.start_desk(space, plan, local)
-                if on_plan is not None:
-                    on_plan(plan)
-                study = _create_study(_search_storage(settings, on_event), study_name, space)
-                write_budget(study, plan.budget)
-                for params in space.search.enqueue:  # the configurations the space runs first
-                    study.enqueue_trial(dict(params))
-                engine.run_tune(space, study, plan, on_event, samples_per_epoch, desk)
+                # Closed whatever happens before Tune's trials start (a failing on_plan, a store
+                # that refuses the study): on a Ray the search joined, the nodes' pool actors and
+                # their rank processes and MPS daemons outlived a failed start.
+                with closing(engine.start_desk(space, plan, local)) as desk:
+                    if on_plan is not None:
+                        on_plan(plan)
+                    study = _create_study(_search_storage(settings, on_event), study_name, space)
+                    _claim_runs_dir(settings, study)
+                    write_budget(study, plan.budget)
+                    for params in space.search.enqueue:  # the configurations the space runs first
+                        study.enqueue_trial(dict(params))
+                    engine.run_tune(space, study, plan, on_event, samples_per_epoch, desk)
     return plan
 
 
@@ -124,6 +129,7 @@ def resume_search(
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | None = None,
+    study: optuna.Study | None = None,
 ) -> SearchPlan:
     """Finish a study whose search was stopped (killed, interrupted, out of budget, or extended).
 
@@ -133,6 +139,7 @@ def resume_search(
     has ``n_trials`` finished ones (the space's ``n_trials``, or the new total given here, which
     the study keeps), or its budget is spent. ``budget`` replaces the limits of the study's
     budget that it names (the study keeps it); the budget counts what every run spent.
+    ``study``: the study, when the caller has loaded it already (``hpsearch.resume``).
 
     Raises:
         StudyNotFoundError: no such study in the store.
@@ -141,12 +148,14 @@ def resume_search(
         SearchInterrupted: Ctrl-C or SIGTERM stopped the search again.
     """
     started = time.monotonic()  # the wall-clock budget counts Ray's start-up too
-    storage = open_storage(settings.storage)
-    space = space_of_study(load_study(study_name, storage))
+    # Loaded once: an Optuna study object reads its trials from the store at each call, so the
+    # one loaded before the lock sees what a search that held it last wrote.
+    study = study if study is not None else load_study(study_name, open_storage(settings.storage))
+    space = space_of_study(study)
     with _local_pool(space, settings, study_name) as local:
         engine, samples_per_epoch = _check_workload(space, local)  # before Ray, before the study changes
         with study_lock(settings.storage, study_name):
-            study = load_study(study_name, storage)
+            _claim_runs_dir(settings, study)
             if n_trials is not None:
                 study.set_user_attr(ATTR_N_TRIALS, n_trials)
             if budget is not None:
@@ -154,9 +163,9 @@ def resume_search(
             target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
             settle_orphans(study, space)  # the device time of trials a dead search left RUNNING
             requeued = _requeue_interrupted(study, set(space.parameters))
-            with engine.ray_session(settings.ray_address) as cluster:
+            with engine.ray_session(settings.ray_address) as cluster, ExitStack() as stack:
                 plan = plan_search(space, study_name, settings, cluster)
-                desk = engine.start_desk(space, plan, local)
+                desk = stack.enter_context(closing(engine.start_desk(space, plan, local)))  # as in run_search
                 finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
                 to_run = max(0, target - finished)
                 if space.search.sampler in SEARCH_SAMPLERS:
@@ -172,10 +181,18 @@ def resume_search(
                 if on_plan is not None:
                     on_plan(plan)
                 if to_run:
+                    # The same study through the search's patient storage, with the space's sampler.
                     study = optuna.load_study(study_name=study_name, storage=_search_storage(settings, on_event),
                                               sampler=create_sampler(space))
                     engine.run_tune(space, study, plan, on_event, samples_per_epoch, desk)
     return plan
+
+
+def _claim_runs_dir(settings: Settings, study: optuna.Study) -> None:
+    """Write this store's study into its runs folder's owner marker (``hpsearch.ownership``), so
+    that ``delete --files`` on a copy of the store does not delete the files this study uses."""
+    runs_dir = study_runs_dir(settings, study.study_name)
+    claim_runs_dir(runs_dir, Owner(store_identity(settings.storage, runs_dir), study.study_name, study_uid(study)))
 
 
 def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
@@ -204,7 +221,7 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
 
 
 def _key(params: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(sorted(params.items()))
+    return record.params_key(params)
 
 
 def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[ModuleType, int]:

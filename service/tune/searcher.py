@@ -48,7 +48,6 @@ from hpsearch.record import (
     PHASES,
     RAN_AS,
     REASON_EXCEEDS_MEMORY,
-    REASON_OUT_OF_MEMORY,
     RECORDED_METRICS,
     RUNTIME_S,
     STATUS_REASON,
@@ -59,7 +58,7 @@ from hpsearch.saved_models import ModelKeeper
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import write_trial_record
 from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
-from hpsearch.tune.ceilings import MemoryCeilings
+from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
     FAILED_KEY,
@@ -419,10 +418,15 @@ class StudySearcher(Searcher):
                       batch: int | None) -> None:
         """A trial that ran out of memory, or ran halved after it did, sets its configuration's
         ceiling (``hpsearch.tune.ceilings``)."""
+        if result.get(FINAL_KEY) and batch is not None:
+            self.ceilings.fit(trial.params, int((ran_as or {}).get(record.PER_DEVICE_BATCH_SIZE) or batch))
+        ignored = None
         if ran_as is not None and isinstance(ran_as.get("out_of_memory_at"), int):
-            self.ceilings.ran_out(trial.params, ran_as["out_of_memory_at"])
-        if result.get(FAILED_KEY) and result.get(record.STATUS_REASON) == REASON_OUT_OF_MEMORY and batch is not None:
-            self.ceilings.ran_out(trial.params, batch)
+            ignored = self.ceilings.ran_out(trial.params, ran_as["out_of_memory_at"], trial=trial.number)
+        if result.get(FAILED_KEY) and training_ran_out(result) and batch is not None:
+            ignored = self.ceilings.ran_out(trial.params, batch, trial=trial.number)
+        if ignored is not None:  # evidence that contradicts itself: said, not learnt
+            self._emit("memory", trial.number, detail=ignored)
 
     def _complete(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
         values = [result.get(m) for m in self._metrics]
@@ -519,8 +523,9 @@ class InterruptStopper(Stopper):
     """Ends the whole Tune experiment once the searcher was told the search is interrupted,
     lost its store, or ran out of budget."""
 
-    def __init__(self, searcher: StudySearcher) -> None:
+    def __init__(self, searcher: StudySearcher, on_stop: Callable[[], None] | None = None) -> None:
         self.searcher = searcher
+        self._on_stop = on_stop  # called once, when the search is first found stopping
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False
@@ -528,7 +533,11 @@ class InterruptStopper(Stopper):
     def stop_all(self) -> bool:
         # The budget is checked first: it also writes what the search spent, every few seconds.
         budget_ran_out = bool(self.searcher.check_budget())
-        return self.searcher.interrupted or self.searcher.store_lost is not None or budget_ran_out
+        stop = self.searcher.interrupted or self.searcher.store_lost is not None or budget_ran_out
+        if stop and self._on_stop is not None:
+            on_stop, self._on_stop = self._on_stop, None
+            on_stop()
+        return stop
 
 
 def _write(trial: optuna.Trial, attrs: dict[str, Any], intermediates: Sequence[tuple[int, float]] = ()) -> None:
@@ -551,12 +560,15 @@ def _phases(asked: float | None, seen: Any) -> dict[str, float]:
     times = {"asked": start, **dict(seen or ()), "told": told}
     phases = {"asked_at": round(start, 3)}
     phases.update({name: round(float(times[name]) - start, 4) for name in PHASE_NAMES if _is_finite(times.get(name))})
+    # A count and seconds, not times: kept as they are (hpsearch.trials.launcher).
+    phases.update({name: round(float(times[name]), 4) for name in (record.FAILED_ATTEMPTS, record.FAILED_ATTEMPTS_S)
+                   if _is_finite(times.get(name))})
     return phases
 
 
 def _exact(params: dict[str, Any]) -> Hashable:
     """A configuration's exact parameters, as a key."""
-    return tuple(sorted((k, repr(v)) for k, v in params.items()))
+    return record.params_key(params)
 
 
 def _is_finite(v: Any) -> bool:

@@ -14,6 +14,7 @@ has loaded anyway (the orchestrator imports this module only once a search runs)
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,7 +28,7 @@ from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.tune.ceilings import halved
-from hpsearch.tune.reservations import reserved
+from hpsearch.tune.reservations import DeskClosed, reserved
 
 __all__ = [
     "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY",
@@ -94,6 +95,11 @@ def trainable(config: dict[str, Any]) -> None:
     raising, so the searcher records FAIL with ``status_reason`` and the search goes on.
     """
     task: TrialTask = config["trial"]
+    with contextlib.suppress(DeskClosed):  # the search stopped while the trial waited for devices
+        _run(task)
+
+
+def _run(task: TrialTask) -> None:
     spec = task.spec
     with reserved(spec.processes) as grant, grant.ranks() as ranks:
         phases = {"reserved": time.time()}
@@ -103,7 +109,12 @@ def trainable(config: dict[str, Any]) -> None:
         tune.report({STARTED_KEY: True, **where})
         reports = _Reports(where, task.report_every_s)
         ran_as: dict[str, Any] | None = None
+        # Wall time of the attempts that ran out of memory before the last (search.on_oom:
+        # accumulate): their devices were held and worked, so the trial's device-seconds, and the
+        # budget, count them (they once counted the last attempt alone).
+        failed_s = 0.0
         while True:
+            began = time.monotonic()
             try:
                 final = run_trial(spec, task.run_dir, report=reports.forward, timeout_s=task.timeout_s, ranks=ranks,
                                   gpu_ids=grant.gpu_ids, phases=phases)
@@ -117,11 +128,13 @@ def trainable(config: dict[str, Any]) -> None:
                     failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
                                record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}
                     if ran_as is not None:  # halved before it failed: how it ran, and where it last ran out
+                        failure[record.DEVICE_SECONDS] = (failed_s + time.monotonic() - began) * spec.processes
                         if exc.reason == REASON_OUT_OF_MEMORY:
                             ran_as["out_of_memory_at"] = spec.per_device_batch_size
                         failure[RAN_AS] = list(ran_as.items())
                     tune.report(reports.last(failure))
                     return
+                failed_s += time.monotonic() - began
                 ran_as = {record.PER_DEVICE_BATCH_SIZE: fits[0], record.GRAD_ACCUM_STEPS: fits[1],
                           "out_of_memory_at": spec.per_device_batch_size}
                 # The one reshaping of a built spec: the trial's own configuration, at the shape
@@ -133,6 +146,7 @@ def trainable(config: dict[str, Any]) -> None:
                 tune.report({RESTARTED_KEY: True, **where})
     if ran_as is not None:
         final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher
+        final[record.DEVICE_SECONDS] = float(final[record.DEVICE_SECONDS]) + failed_s * spec.processes
     if grant.mps is not None:
         final["mps"] = grant.mps
     tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items())}))

@@ -51,18 +51,20 @@ def test_the_figure_draws_the_peaks_the_line_the_ceiling_and_what_a_rank_may_hol
     fig = plot_memory(search)
     names = [t.name for t in fig.data]
     assert names == ["cpu, hidden 16", "cpu, hidden 16: fitted line", "cpu, hidden 16: ran out of memory",
-                     "cpu, hidden 64", "cpu, hidden 64: fitted line", "cpu, hidden 64: ran out of memory"]
+                     "cpu may hold 3 GiB",
+                     "cpu, hidden 64", "cpu, hidden 64: fitted line", "cpu, hidden 64: ran out of memory",
+                     "cpu may hold 3 GiB"]
     assert fig.layout.yaxis.title.text == "peak memory per rank (GiB)"
     assert fig.layout.xaxis.title.text == "per-device batch size"
     crosses = [t for t in fig.data if t.name.endswith("ran out of memory")]
     assert [t.x[0] for t in crosses] == [512, 128] and all(t.marker.symbol == "x" for t in crosses)
     assert "ran out of memory (trials #" in crosses[1].hovertext[0]
     # The ceilings as dotted vertical lines, and the space's resources.memory_per_worker as a
-    # horizontal one, in GiB.
+    # horizontal one in GiB, named in the legend (not written over the points).
     lines = fig.layout.shapes
     assert sorted(s.x0 for s in lines if s.x0 == s.x1) == [128, 512]
-    assert {s.y0 for s in lines if s.y0 == s.y1} == {3.0}
-    assert "may hold 3 GiB" in fig.layout.annotations[0].text
+    assert {y for t in fig.data if t.name.endswith("may hold 3 GiB") for y in t.y} == {3.0}
+    assert not fig.layout.annotations
     assert "ran out of memory" in fig.layout.title.text
 
 
@@ -90,8 +92,8 @@ def test_the_memory_figure_is_one_of_the_study_pages_figures_beside_throughput(
     figures = get_json(app, "/api/studies/mem")["figures"]
     assert figures.index("memory") == figures.index("throughput") + 1
     fig = get_json(app, "/api/studies/mem/figures/memory")
-    assert [t["name"] for t in fig["data"]] == ["cpu", "cpu: fitted line", "cpu: ran out of memory"]
-    assert any(s.get("y0") == 3.0 for s in fig["layout"]["shapes"])  # the space's cap, from its text
+    assert [t["name"] for t in fig["data"]] == ["cpu", "cpu: fitted line", "cpu: ran out of memory", "cpu may hold 3 GiB"]
+    assert fig["data"][-1]["y"] == [3.0, 3.0]  # the space's cap, from its text
 
 
 def test_the_study_says_what_each_reason_means_and_which_never_ran(app: Any,

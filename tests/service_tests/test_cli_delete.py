@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import hpsearch
 from hpsearch.cli import cli
+from hpsearch.ownership import Owner, claim_runs_dir, store_identity, study_uid
 from hpsearch.testing import synthetic_study
 
 HOLD = """
@@ -59,7 +60,9 @@ def test_delete_keeps_and_names_the_runs_folder_unless_asked_to_delete_it(tmp_pa
     runs = tmp_path / "hpsearch_runs" / "demo"
     page = tmp_path / "demo-frontier.html"
     for files in (False, True):
-        synthetic_study(url, "demo", n_trials=3)
+        search = synthetic_study(url, "demo", n_trials=3)
+        # What a search of the study writes into its runs folder: that it is this study's.
+        claim_runs_dir(runs, Owner(store_identity(url, runs), "demo", study_uid(search.study)))
         (runs / "trial-00000").mkdir(parents=True, exist_ok=True)
         (runs / "trial-00000" / "metrics.jsonl").write_text("{}\n")
         page.write_text("<html></html>")

@@ -11,6 +11,7 @@ import pytest
 MODULES = [
     "hpsearch.search",
     "hpsearch.store",
+    "hpsearch.ownership",
     "hpsearch.settings",
     "hpsearch.cli",
     "hpsearch.torchrun",

@@ -13,6 +13,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from hpsearch.cli import cli
+from hpsearch.locks import study_lock
 from hpsearch.store import open_storage
 from hpsearch.study import list_studies
 
@@ -52,13 +53,19 @@ def test_status_tells_pending_trials_from_trials_training(storage_url: str, uniq
     study._storage.set_trial_user_attr(started._trial_id, "training_started", True)
     study.add_trial(create_trial(params={"lr_rule": "sqrt"}, distributions=_DISTS, values=[0.9, 1.0]))
 
-    code, out = _run("status", unique_name, "--storage", storage_url)
+    with study_lock(storage_url, unique_name):  # as the search that runs them holds it
+        code, out = _run("status", unique_name, "--storage", storage_url)
+        data = json.loads(_run("status", unique_name, "--storage", storage_url, "--json")[1])
     assert code == 0
     assert "pending 1" in out and "running 1" in out and "complete 1" in out
     assert f"training: trial #{started.number}" in out
     assert f"pending (waiting for its devices): trial #{proposed.number}" in out
     assert "waiting for resources" not in out  # the table's, the dashboard's and the progress line's word: PENDING
-    data = json.loads(_run("status", unique_name, "--storage", storage_url, "--json")[1])
+    assert data["search"]["running"] is True
+    # No search holds the study any more (killed with -9, say): its RUNNING trials are not training.
+    code, out = _run("status", unique_name, "--storage", storage_url)
+    assert code == 0 and "the search is not running" in out and "training: trial" not in out
+    assert f"hpsearch resume {unique_name}" in out
     assert data["states"] == {"COMPLETE": 1, "PENDING": 1, "RUNNING": 1}
     assert [r["number"] for r in data["running"]] == [started.number]
     assert [r["number"] for r in data["pending"]] == [proposed.number]

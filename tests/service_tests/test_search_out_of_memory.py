@@ -83,7 +83,7 @@ def test_a_batch_that_ran_out_of_memory_is_not_run_again_at_or_above_it(tmp_path
         (512, State.FAIL, "out_of_memory")
     detail = _attr(first, "status_detail")
     assert detail.startswith("ran out of memory at per-device batch 512 (grad_accum_steps 1, world_size 1) on cpu:")
-    assert "the limit is 600.0 MiB (resources.memory_per_worker)" in detail and "DefaultCPUAllocator" in detail
+    assert "the limit is 600 MiB (resources.memory_per_worker)" in detail and "DefaultCPUAllocator" in detail
     # What it measured before it ran out is on the record too (the dashboard and the memory fit read it).
     assert _attr(first, "memory_limit_bytes") == 600 * MiB and _attr(first, "peak_memory_bytes") > 64 * MiB
     assert _attr(first, "device") == "cpu"
@@ -178,6 +178,9 @@ def test_a_trial_that_runs_out_after_it_reported_records_the_halved_run_alone(tm
     assert curves["samples_seen"] == [line["samples_seen"] for line in evaluations] == [1024, 2048]
     assert curves["runtime_s"] == [line["runtime_s"] for line in evaluations]
     assert curves["runtime_s"][-1] == _attr(trial, "runtime_s")
+    # The attempt that ran out held and worked its device too: its device-seconds, which the
+    # budget counts, are more than the halved run's runtime on its one device.
+    assert _attr(trial, "device_seconds") > _attr(trial, "runtime_s")
 
 
 def test_a_trial_halved_until_it_cannot_be_records_where_it_last_ran_out(tmp_path: Path) -> None:

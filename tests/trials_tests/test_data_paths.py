@@ -206,4 +206,4 @@ def test_uint8_images_are_kept_as_uint8_on_the_device_and_train_as_the_loader_tr
     loader = _run({**fields, "data": "loader"}, tmp_path / "loader", real=False)
     _assert_same_training(device, loader)
     # 240 uint8 images of 3,072 bytes and their int64 labels: 739,200 bytes.
-    assert device[0][-1]["data_path_reason"] == "workload.data is device (721.9 KiB of tensors)"
+    assert device[0][-1]["data_path_reason"] == "workload.data is device (722 KiB of tensors)"

@@ -96,7 +96,7 @@ def test_a_batch_past_memory_per_worker_fails_as_out_of_memory_and_its_process_i
     detail = failed.value.detail
     assert detail.startswith("ran out of memory at per-device batch 512 (grad_accum_steps 1, world_size 1) on cpu: "
                              "asked for ")
-    assert "the limit is 600.0 MiB (resources.memory_per_worker); peak so far " in detail
+    assert "the limit is 600 MiB (resources.memory_per_worker); peak so far " in detail
     assert "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate" in detail
     report = json.loads((tmp_path / "large" / "failure-rank0.json").read_text())
     assert report["reason"] == "out_of_memory"
@@ -127,7 +127,7 @@ def test_a_ranks_out_of_memory_is_the_trials_reason_over_its_peers_lost_connecti
                workload_options={}, memory_limit_bytes=CAP)
 
     assert failed.value.reason == "out_of_memory"
-    assert "asked for 1.00 GiB more; the limit is 600.0 MiB (resources.memory_per_worker)" in failed.value.detail
+    assert "asked for 1 GiB more; the limit is 600 MiB (resources.memory_per_worker)" in failed.value.detail
     reasons = {p.name: json.loads(p.read_text())["reason"] for p in (tmp_path / "run").glob("failure-rank*.json")}
     assert reasons["failure-rank1.json"] == "out_of_memory"
     assert reasons.get("failure-rank0.json", "peer_lost") == "peer_lost"  # or stopped by the pool before it wrote
@@ -180,7 +180,10 @@ def test_the_cap_is_put_back_when_the_trial_ends_even_by_an_error() -> None:
 
     before = resource.getrlimit(resource.RLIMIT_DATA)
     with pytest.raises(ZeroDivisionError), RankMemory(torch.device("cpu"), 2**40) as memory:
-        assert resource.getrlimit(resource.RLIMIT_DATA)[0] == 2**40 and memory.limit == 2**40
+        # The trial's cap, raised by what earlier trials of this process left mapped (none in a
+        # fresh process; this test shares its process with other in-process trials).
+        assert memory.limit == 2**40
+        assert resource.getrlimit(resource.RLIMIT_DATA)[0] == 2**40 + memory.carried_data
         1 / 0  # noqa: B018
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
 

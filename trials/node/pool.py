@@ -150,6 +150,7 @@ class RankPool:
         self._workers: list[_Worker] = []
         self._tickets: dict[int, _Ticket] = {}
         self._ids = itertools.count(1)
+        self._requests = itertools.count(1)  # the fork requests of every zygote the pool starts
         # How many live workers each device should have: the most it ever needed at once.
         self._wanted: dict[str | None, int] = dict(prestart or {})
         self._start_failures = 0
@@ -523,7 +524,7 @@ class RankPool:
             if self._zygote is None or not self._zygote.alive:
                 if self._zygote is not None:
                     self._zygote.kill()
-                self._zygote = Zygote(self.preload, env, self.output)
+                self._zygote = Zygote(self.preload, env, self.output, self._requests)
             request, conn, printed = self._zygote.fork(gpu)
             # A warm zygote answers within milliseconds: know the pid at once, as for a process
             # started anew; one still importing answers later (``_zygote_said``).

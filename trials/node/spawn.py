@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import send_handle
 from pathlib import Path
@@ -61,9 +62,12 @@ class Zygote:
         preload: The modules a rank process imports beside torch and the loop.
         env: The zygote's environment (its children's, but for ``CUDA_VISIBLE_DEVICES``).
         output: Where the zygote and its children write (``None``: this process's stdout/stderr).
+        requests: Where its request numbers come from: the pool's one counter, shared by every
+            zygote the pool starts (default: a counter of its own, from 1).
     """
 
-    def __init__(self, preload: list[str], env: dict[str, str], output: Path | None) -> None:
+    def __init__(self, preload: list[str], env: dict[str, str], output: Path | None,
+                 requests: Iterator[int] | None = None) -> None:
         env = {"OPENBLAS_NUM_THREADS": "1", **env}
         self.proc, self.conn = start_process(ZYGOTE, preload, env, "HPSEARCH_ZYGOTE_FD", output)
         self.alive = True
@@ -73,7 +77,10 @@ class Zygote:
         self.pids: dict[int, int] = {}
         #: The exit code of each child that ended (``subprocess``'s convention).
         self.exited: dict[int, int] = {}
-        self._requests = itertools.count(1)
+        # Numbers unique to the pool, not to this zygote: a pool whose zygote died starts another,
+        # and a worker of the dead one still waiting for its pid (by its request number) was
+        # given the pid of the new zygote's child of the same number.
+        self._requests = requests if requests is not None else itertools.count(1)
 
     def fork(self, gpu: str | None) -> tuple[int, Connection, int]:
         """Ask for a rank process (of ``gpu``); returns the request's number, the pool's end of

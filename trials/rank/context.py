@@ -48,6 +48,8 @@ class RankContext:
         run_dir: The trial's folder, where rank 0 may write files (``model.pt``).
         reports: Every report rank 0 made, in order (handy in tests and for the final record).
         lr_trace: The LR applied at every optimizer step, in order.
+        training_started: When the loop's clock started, its model and data built (wall-clock
+            seconds; ``None`` before): a rank that fails says it in its failure report.
     """
 
     rank: int = 0
@@ -57,6 +59,7 @@ class RankContext:
     run_dir: Path | None = None
     reports: list[dict[str, Any]] = field(default_factory=list)
     lr_trace: list[float] = field(default_factory=list)
+    training_started: float | None = None
 
     @classmethod
     def from_env(cls, device: str = "cpu", *, environ: Mapping[str, str] | None = None, sink: Sink | None = None,

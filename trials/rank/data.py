@@ -17,11 +17,13 @@ into micro-batches of b in order, the last one short when b does not divide them
 them in the order the loop consumes them (each step's micro-batches, each of this process's
 emulated ranks in turn). So the two paths train on the same samples in the same order, and on
 the CPU, where gathering rows by index and stacking them one by one give the same bits, to
-the same weights. Validation runs in batches of ``EVAL_BATCH`` in both.
+the same weights. Validation runs in batches of the per-device batch b, at most ``EVAL_BATCH``
+(``eval_batch_size``), in both: an evaluation never asks for more memory than a training step
+at b did.
 
 ``auto`` picks the device path where both data sets are tensors and, on CUDA, fit
-``DEVICE_MEMORY_SHARE`` of the device's memory; the trial records the path and why
-(``data_path``, ``data_path_reason``).
+``DEVICE_MEMORY_SHARE`` of the memory the rank's share of the GPU has (``gpus_per_worker``);
+the trial records the path and why (``data_path``, ``data_path_reason``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from hpsearch.record import format_bytes
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.rank.lifetime import die_with_parent
 from hpsearch.trials.workloads.base import Workload
@@ -51,15 +54,30 @@ __all__ = [
     "LoaderSettings",
     "choose_data_path",
     "copy_to",
+    "eval_batch_size",
     "open_feed",
 ]
 
-#: Validation batch size of both paths (the same chunks, so the same sums).
+#: The largest validation batch of both paths (the same chunks, so the same sums).
 EVAL_BATCH = 1024
 #: ``auto`` keeps data on a CUDA device when the training and validation tensors together take
-#: at most this share of the device's memory; the rest is the model's, its activations' and
-#: the optimizer's.
+#: at most this share of the memory the rank has there (all the GPU's, or its
+#: ``gpus_per_worker`` share of it); the rest is the model's, its activations' and the
+#: optimizer's.
 DEVICE_MEMORY_SHARE = 0.25
+
+
+def eval_batch_size(per_device_batch: int) -> int:
+    """The validation batch of a trial at per-device batch ``per_device_batch``: that batch, at
+    most ``EVAL_BATCH``. Evaluating the whole validation set of a wide model in one batch asked
+    a rank for more memory than its training steps did (409 samples x 65536 activations, 102
+    MiB, at per-device batch 64), and the trial ran out of memory for a batch that fit.
+
+    Example:
+        >>> eval_batch_size(64), eval_batch_size(4096)
+        (64, 1024)
+    """
+    return max(1, min(EVAL_BATCH, per_device_batch))
 #: At most this many loader workers per rank with ``workers: auto``.
 _AUTO_WORKERS_CAP = 8
 
@@ -71,8 +89,9 @@ class DataPath:
     reason: str
 
 
-def choose_data_path(requested: str, workload: Workload, device: torch.device) -> DataPath:
-    """Where ``workload``'s batches come from for ``requested`` (``auto``, ``device``, ``loader``).
+def choose_data_path(requested: str, workload: Workload, device: torch.device, gpu_share: float = 1.0) -> DataPath:
+    """Where ``workload``'s batches come from for ``requested`` (``auto``, ``device``, ``loader``);
+    ``gpu_share`` is the share of the GPU the rank has (``resources.gpus_per_worker`` below 1).
 
     Raises:
         WorkloadError: ``device`` was asked for data the device path cannot hold.
@@ -95,14 +114,18 @@ def choose_data_path(requested: str, workload: Workload, device: torch.device) -
         return DataPath("loader", why_not)
     size = _data_bytes(workload)
     if requested == "device":
-        return DataPath("device", f"workload.data is device ({_size(size)} of tensors)")
+        return DataPath("device", f"workload.data is device ({format_bytes(size)} of tensors)")
     if device.type != "cuda":
-        return DataPath("device", f"the data are tensors ({_size(size)}), used where they are on the {device.type}")
+        return DataPath("device", f"the data are tensors ({format_bytes(size)}), used where they are on the {device.type}")
     total = torch.cuda.get_device_properties(device).total_memory
-    share = f"{DEVICE_MEMORY_SHARE:.0%} of the GPU's {_size(total)}"
-    if size <= DEVICE_MEMORY_SHARE * total:
-        return DataPath("device", f"the data are tensors ({_size(size)}), within {share}")
-    return DataPath("loader", f"the data are tensors of {_size(size)}, more than {share}")
+    gpu_share = min(1.0, gpu_share)
+    # Four trials on one GPU (gpus_per_worker 0.25) each kept a quarter of the GPU's memory of
+    # data: all of it between them, with nothing left for their models.
+    share = f"{DEVICE_MEMORY_SHARE:.0%} of the GPU's {format_bytes(total)}" + (
+        f" x gpus_per_worker {gpu_share:g}" if gpu_share < 1 else "")
+    if size <= DEVICE_MEMORY_SHARE * gpu_share * total:
+        return DataPath("device", f"the data are tensors ({format_bytes(size)}), within {share}")
+    return DataPath("loader", f"the data are tensors of {format_bytes(size)}, more than {share}")
 
 
 def _data_bytes(workload: Workload) -> int:
@@ -112,14 +135,6 @@ def _data_bytes(workload: Workload) -> int:
         for t in parts[0] if parts is not None else ():
             seen[id(t)] = t.numel() * t.element_size()
     return sum(seen.values())
-
-
-def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if nbytes < 1024 or unit == "GiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    raise AssertionError("unreachable")
 
 
 class EpochPlan:
@@ -186,8 +201,10 @@ class Feed(Protocol):
         """The epoch's training micro-batches of this process, in the loop's order: on the device,
         except a hooks workload's, which its model moves itself."""
 
+    eval_batch: int
+
     def evaluation(self) -> Iterable[Any]:
-        """The validation set in batches of ``EVAL_BATCH``, on the device."""
+        """The validation set in batches of ``eval_batch`` (``eval_batch_size``), on the device."""
 
     def close(self) -> None:
         """Stop whatever the feed started (loader worker processes)."""
@@ -213,6 +230,7 @@ class _DeviceFeed:
     def __init__(self, train: _OnDevice, val: _OnDevice, plan: EpochPlan, device: torch.device,
                  path: DataPath) -> None:
         self.train, self.val, self.plan, self.device, self.path = train, val, plan, device, path
+        self.eval_batch = eval_batch_size(plan.batch_size)
 
     def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, ...]]:
         # A few thousand ints per rank, put on the device once an epoch; every micro-batch is
@@ -226,8 +244,8 @@ class _DeviceFeed:
     def evaluation(self) -> Iterator[tuple[torch.Tensor, ...]]:
         size = int(self.val.tensors[0].shape[0])
         everything = torch.arange(size, device=self.device)
-        for start in range(0, size, EVAL_BATCH):
-            yield self.val.gather(everything[start: start + EVAL_BATCH])
+        for start in range(0, size, self.eval_batch):
+            yield self.val.gather(everything[start: start + self.eval_batch])
 
     def close(self) -> None:
         pass
@@ -287,9 +305,10 @@ class _LoaderFeed:
         self.device, self.settings, self.path = device, settings, path
         self.hooks = workload.hooks is not None
         self.sampler = _PlannedBatches(plan)
+        self.eval_batch = eval_batch_size(plan.batch_size)
         collate = workload.hooks.collate_fn if workload.hooks is not None else None
         self.train = self._loader(workload.train_set, seed, batch_sampler=self.sampler, collate_fn=collate)
-        self.val = self._loader(workload.val_set, seed, batch_size=EVAL_BATCH) if workload.hooks is None else None
+        self.val = self._loader(workload.val_set, seed, batch_size=self.eval_batch) if workload.hooks is None else None
         self._live: dict[int, Iterator[Any]] = {}
 
     def _loader(self, dataset: Dataset[Any], seed: int, **kwargs: Any) -> DataLoader[Any]:

@@ -13,8 +13,8 @@ them to the device again. A rank process is reused by trial after trial
 
 Memory is bounded: at most ``MAX_ENTRIES`` data sets and ``MAX_BYTES`` of their tensors in a
 process, least recently used evicted first (a data set larger than that alone is built, used
-and let go); device copies at most ``DEVICE_MEMORY_SHARE`` of the device's memory, also least
-recently used first. A trial whose memory is capped (``resources.memory_per_worker``) or that
+and let go); device copies at most ``DEVICE_MEMORY_SHARE`` of the memory the rank has on the
+device (the GPU's, or the rank's ``gpus_per_worker`` share of it), also least recently used first. A trial whose memory is capped (``resources.memory_per_worker``) or that
 runs on a GPU keeps only its own data set (``keep_only_for``): what it measures and what it runs
 out of are its own. ``workload.keep_data: false`` turns it all off: every trial builds its
 data and copies them anew, as without a warm process.
@@ -109,15 +109,18 @@ class DataCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def on_device(self, tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+    def on_device(self, tensors: tuple[torch.Tensor, ...], device: torch.device,
+                  gpu_share: float = 1.0) -> tuple[torch.Tensor, ...]:
         """The tensors on ``device``: the copies made for an earlier trial where the tensors are
-        the same objects, new copies (kept for the next trial) where not."""
+        the same objects, new copies (kept for the next trial) where not. ``gpu_share``: the
+        share of the GPU the rank has (``resources.gpus_per_worker`` below 1); its kept copies
+        take at most ``device_share`` of that share's memory."""
         if device.type != "cuda":
             return copy_to(tensors, device)  # the tensors themselves: nothing to keep
         where = str(device)
         wanted = {id(t): t for t in tensors}
         new = sum(t.numel() * t.element_size() for i, t in wanted.items() if (where, i) not in self._copies)
-        limit = self.device_share * torch.cuda.get_device_properties(device).total_memory
+        limit = self.device_share * min(1.0, gpu_share) * torch.cuda.get_device_properties(device).total_memory
         for key in list(self._copies):
             if self._device_bytes(where) + new <= limit:
                 break

@@ -170,7 +170,9 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     W-device run with the same math. Expects the process group to be initialised when P > 1.
 
     Rank 0 evaluates and reports at the end of every epoch and, with
-    ``spec.eval_every_samples``, each time that many more samples were seen.
+    ``spec.eval_every_samples``, each time that many more samples were seen (not where that
+    is within one step of an epoch's end: that epoch's evaluation stands for it), in
+    validation batches no larger than the per-device batch.
 
     Each report carries ``peak_memory_bytes``, the most memory this rank held since the trial
     began; the final one the largest over the processes (``hpsearch.trials.rank.memory``). With
@@ -184,7 +186,10 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     device = torch.device(ctx.device)
     if spec.keep_data and (spec.memory_limit_bytes is not None or device.type == "cuda"):
         keep_only_for(spec.workload, spec.factory_options)
-    with RankMemory(device, spec.memory_limit_bytes) as memory:
+    # What the process keeps for trials is the trial's own (a fresh process would build it),
+    # whatever else earlier trials left is not (hpsearch.trials.rank.memory).
+    kept = kept_data().bytes if spec.keep_data else 0
+    with RankMemory(device, spec.memory_limit_bytes, kept_bytes=kept) as memory:
         try:
             return _train(spec, ctx, device, memory)
         except (MemoryError, RuntimeError) as exc:
@@ -209,7 +214,7 @@ def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: Rank
     torch.manual_seed(spec.seed)
     # The factory gets workload.options with the workload's own parameters (hidden...) over them.
     workload, data_cache = warm_workload(spec.workload, spec.factory_options, keep=spec.keep_data)
-    path = choose_data_path(spec.data, workload, device)
+    path = choose_data_path(spec.data, workload, device, gpu_share=spec.gpu_share)
     autocast = set_precision(spec.precision, device)
     raw_model: torch.nn.Module = workload.model.to(device)
     # The compiled module is what trains and evaluates; raw_model keeps the weights' own names
@@ -227,19 +232,27 @@ def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: Rank
     # in micro-batches of b; both data paths take them from this one plan.
     plan = EpochPlan(workload.train_set, world_size=W, first_rank=ctx.rank * V, virtual_ranks=V, batch_size=b,
                      accum=A, seed=spec.seed)
+    kept_copy = kept_data()
+
+    def on_device(tensors: tuple[torch.Tensor, ...], where: torch.device) -> tuple[torch.Tensor, ...]:
+        return kept_copy.on_device(tensors, where, gpu_share=spec.gpu_share)
+
     feed = open_feed(path, workload, plan, device, loader=spec.loader, cpus=spec.cpus_per_worker, seed=spec.seed,
-                     to_device=kept_data().on_device if spec.keep_data else copy_to)
+                     to_device=on_device if spec.keep_data else copy_to)
+    memory.eval_batch = feed.eval_batch
     try:
         # A workload with its own optimizer (a LightningModule's configure_optimizers) builds it
         # now, with the model on its device; the loop sets its LR at every step all the same.
         own_optimizer = workload.hooks.optimizer if workload.hooks is not None else None
         optimizer = own_optimizer() if own_optimizer is not None else build_optimizer(model.parameters(), spec)
         synchronize(device)  # the weights and data copied: the clock starts with training
+        ctx.training_started = time.time()
         setup = {record.DATA_PATH: path.kind, record.DATA_PATH_REASON: path.reason,
                  record.DATA_CACHE: data_cache, record.PRECISION: spec.precision,
                  record.SETUP_S: time.perf_counter() - began}
         if memory.limit is not None:
             setup[MEMORY_LIMIT_BYTES] = memory.limit
+        memory.phase = "training"
         return _epochs(spec, ctx, workload, model, net, raw_model, optimizer, feed, plan, comm, clock, autocast,
                        setup, device, memory, P=P, V=V, A=A, mean_loss=mean_loss)
     finally:
@@ -271,6 +284,10 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
     save_to = ctx.run_dir / MODEL_FILE if spec.save_model and ctx.run_dir is not None else None
     every = spec.eval_every_samples
     next_eval = every if every else None
+    # Samples of one full step over all processes: a periodic evaluation within one step of an
+    # epoch's end is that epoch-end evaluation (an evaluation every 360 samples of a 1438-sample
+    # epoch at 8 a step came at 1438 and again at 1446: a fifth of the evaluations twice over).
+    full_step = sum(n for _, _, n in plan.step_order(0)) * P
     progress = _Progress()
     metrics: dict[str, Any] = {}
     for epoch in range(spec.epochs):
@@ -306,9 +323,13 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
             progress.samples_seen += step_samples * P
             end_of_epoch = step == steps_per_epoch - 1
             due = next_eval is not None and progress.samples_seen >= next_eval
+            if due and step == steps_per_epoch - 2:
+                due = False  # the epoch's end, one step on, evaluates for it
             if not (due or end_of_epoch):
                 continue
-            while every and next_eval is not None and next_eval <= progress.samples_seen:
+            # At an epoch's end, a multiple the next step would pass is counted as done here.
+            reached = progress.samples_seen + (full_step if end_of_epoch else 0)
+            while every and next_eval is not None and next_eval <= reached:
                 next_eval += every
             if not check_every_step:
                 _check_finite(progress, epoch)
@@ -454,6 +475,10 @@ def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workl
     epoch_seconds = began - progress.epoch_start - progress.epoch_eval_seconds - progress.epoch_compile_seconds
     progress.evaluations += 1
     batches = feed.evaluation() if workload.hooks is None else ()  # a hooks workload validates itself
+    memory.phase = "evaluation"
+    measured = evaluate(net if workload.hooks is None else raw_model, workload, device, batches, autocast=autocast,
+                        clock=clock)
+    memory.phase = "training"
     metrics = {
         "epoch": epoch,
         record.EPOCHS_COMPLETED: epochs_completed,
@@ -462,8 +487,7 @@ def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workl
         record.SAMPLES_SEEN: progress.samples_seen,
         record.STEPS: progress.steps,
         record.TRAIN_LOSS: float(progress.train_loss_sum) / max(progress.train_count, 1),
-        **evaluate(net if workload.hooks is None else raw_model, workload, device, batches, autocast=autocast,
-                   clock=clock),
+        **measured,
         record.LAST_LR: optimizer.param_groups[0]["lr"],
         record.COMM_FRACTION: min(1.0, comm.seconds / epoch_seconds) if P > 1 and epoch_seconds > 0 else 0.0,
         record.ALLREDUCE_CALLS: comm.calls,

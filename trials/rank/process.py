@@ -153,17 +153,17 @@ def run_rank(task: RankTask, on_report: Callable[[], None] | None = None) -> Non
             dist.init_process_group(backend, store=store, rank=rank, world_size=processes, timeout=timeout)
         train(spec, ctx)
     except TrialFailed as exc:
-        _fail(run, rank, exc.reason, exc.detail, exc.measured)
+        _fail(run, ctx, exc.reason, exc.detail, exc.measured)
     except dist.DistBackendError as exc:
         # A peer rank vanished (killed, crashed) under a collective: a symptom, not the cause.
-        _fail(run, rank, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _fail(run, ctx, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
     except HPSearchError as exc:
-        _fail(run, rank, record.REASON_WORKLOAD_ERROR, str(exc))
+        _fail(run, ctx, record.REASON_WORKLOAD_ERROR, str(exc))
     except Exception as exc:  # the trial driver's boundary: record any workload crash
         if _peer_lost(exc):
-            _fail(run, rank, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+            _fail(run, ctx, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
         traceback.print_exc(file=sys.stderr)
-        _fail(run, rank, record.REASON_WORKLOAD_ERROR, f"{type(exc).__name__}: {exc}")
+        _fail(run, ctx, record.REASON_WORKLOAD_ERROR, f"{type(exc).__name__}: {exc}")
     # Every collective of a finished rank completed (the loop ends in a barrier), so its group
     # can be torn down and the process serve the next trial.
     if dist.is_initialized():
@@ -277,7 +277,7 @@ def _forget(added: list[str], fresh: _FreshState) -> None:
         torch.cuda.empty_cache()
 
 
-def _fail(run: Path, rank: int, reason: str, detail: str, measured: dict[str, Any] | None = None) -> NoReturn:
+def _fail(run: Path, ctx: RankContext, reason: str, detail: str, measured: dict[str, Any] | None = None) -> NoReturn:
     """Report this rank's failure and leave at once, without tearing anything down.
 
     A rank that fails (a non-finite loss, most often) may have a gradient all-reduce in flight:
@@ -288,16 +288,20 @@ def _fail(run: Path, rank: int, reason: str, detail: str, measured: dict[str, An
     futex waits, and the trial with them). The failure is on disk; the peers see the
     connection drop and stop too, and the pool replaces this process.
     """
-    _write_failure(run, rank, reason, detail, measured or {})
+    _write_failure(run, ctx.rank, reason, detail, measured or {}, ctx.training_started)
     leave(1)
 
 
-def _write_failure(run: Path, rank: int, reason: str, detail: str, measured: dict[str, Any]) -> None:
+def _write_failure(run: Path, rank: int, reason: str, detail: str, measured: dict[str, Any],
+                   training_started: float | None = None) -> None:
     # Written aside and renamed into place: the pool may SIGTERM this rank while it writes, and
     # the launcher must never read half a report.
     final = run / f"failure-rank{rank}.json"
     partial = final.with_suffix(".json.partial")
-    partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank, "measured": measured}))
+    # When training began (wall clock, None before it did): the trial's phases keep it, also for a
+    # rank that failed before its first report.
+    partial.write_text(json.dumps({"reason": reason, "detail": detail, "rank": rank, "measured": measured,
+                                   record.TRAINING_STARTED: training_started}))
     os.replace(partial, final)
 
 

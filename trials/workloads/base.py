@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from hpsearch import record
+from hpsearch.search_spaces._checks import suggest  # the space loader's did-you-mean, for the same names
 from hpsearch.trials.errors import WorkloadError
 
 if TYPE_CHECKING:
@@ -382,12 +383,18 @@ def resolve_workload(name: str) -> WorkloadFactory:
     if not _PLUGIN.match(name):
         raise WorkloadError(
             f"workload must be one of {', '.join(sorted(builtins))} or 'pkg.module:function', got {name!r}"
+            + suggest(name, sorted(builtins), prefix=False)
         )
     module_name, _, attr = name.partition(":")
     module = import_user_module(module_name)
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise WorkloadError(f"module {module_name!r} has no callable {attr!r}")
+        # The space's own word first: the bare "module 'wine' has no callable 'nosuchfn'" did not
+        # say which setting named it.
+        callables = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                           and getattr(v, "__module__", None) == module.__name__)
+        raise WorkloadError(f"workload {name!r}: module {module_name!r} has no callable {attr!r}"
+                            + suggest(attr, callables, prefix=False))
     return cast("Callable[[Mapping[str, Any]], Workload]", factory)
 
 
