@@ -154,8 +154,8 @@ class WorkloadSpec:
     """What each trial trains: a built-in workload name or ``"pkg.module:function"``.
 
     ``eval_every_samples`` makes rank 0 evaluate each time this many more training samples
-    (over all ranks) have been seen, besides at every epoch's end (``None``: at epoch ends
-    only). Time-to-target is interpolated between evaluations, so a finer cadence gives it a
+    (over all ranks) of an epoch have been seen, counted from the epoch's start, besides at
+    every epoch's end (``None``: at epoch ends only). Time-to-target is interpolated between evaluations, so a finer cadence gives it a
     finer resolution, at the cost of the evaluations' time.
 
     ``save_model`` (one of ``SAVE_MODEL_MODES``) makes rank 0 of each trial write its final

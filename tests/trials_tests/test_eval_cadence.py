@@ -23,15 +23,17 @@ def test_a_cadence_adds_evaluations_between_epochs_on_the_samples_axis() -> None
     reports = _reports(eval_every_samples=400)
     samples = [r["samples_seen"] for r in reports]
     epoch_size = 1438  # the digits training split
-    # A report at each first step past a multiple of 400 samples, and at each epoch's end.
+    # A report at each first step past a multiple of 400 samples of its epoch (counted from the
+    # epoch's start), and at each epoch's end.
     assert samples == sorted(samples) and samples[-1] == 2 * epoch_size
     assert [r["evaluation"] for r in reports] == list(range(1, len(reports) + 1))
     between = [r for r in reports if r["epoch"] not in (1, 2)]
-    # 400, 800, ..., 2800: seven multiples of 400 inside two epochs of 1438 samples.
-    assert len(between) == 7 and all(0 < float(r["epoch"]) < 2 for r in between)  # type: ignore[arg-type]
+    # 400, 800, 1200 into each of the two epochs of 1438 samples.
+    multiples = [start + k * 400 for start in (0, epoch_size) for k in (1, 2, 3)]
+    assert len(between) == len(multiples) and all(0 < float(r["epoch"]) < 2 for r in between)  # type: ignore[arg-type]
     assert [r["final"] for r in reports].count(True) == 1 and reports[-1]["final"]
-    # Each report is at the first step at or past its multiple of 400 (a step is 32 samples).
-    for r, multiple in zip(between, range(400, 2876, 400)):
+    # Each report is at the first step at or past its multiple (a step is 32 samples).
+    for r, multiple in zip(between, multiples):
         assert multiple <= int(r["samples_seen"]) < multiple + 32  # type: ignore[call-overload]
 
 

@@ -170,9 +170,9 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     W-device run with the same math. Expects the process group to be initialised when P > 1.
 
     Rank 0 evaluates and reports at the end of every epoch and, with
-    ``spec.eval_every_samples``, each time that many more samples were seen (not where that
-    is within one step of an epoch's end: that epoch's evaluation stands for it), in
-    validation batches no larger than the per-device batch.
+    ``spec.eval_every_samples`` = N, each time N more samples of the epoch were seen, counted
+    from the epoch's start (not where that is within one step of its end: the epoch's
+    evaluation stands for it), in validation batches no larger than the per-device batch.
 
     Each report carries ``peak_memory_bytes``, the most memory this rank held since the trial
     began; the final one the largest over the processes (``hpsearch.trials.rank.memory``). With
@@ -283,11 +283,13 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
 
     save_to = ctx.run_dir / MODEL_FILE if spec.save_model and ctx.run_dir is not None else None
     every = spec.eval_every_samples
-    next_eval = every if every else None
-    # Samples of one full step over all processes: a periodic evaluation within one step of an
-    # epoch's end is that epoch-end evaluation (an evaluation every 360 samples of a 1438-sample
-    # epoch at 8 a step came at 1438 and again at 1446: a fifth of the evaluations twice over).
-    full_step = sum(n for _, _, n in plan.step_order(0)) * P
+    # The periodic evaluations are counted within each epoch, from its start (as Lightning's
+    # val_check_interval counts within an epoch): every N samples, then the epoch's end. Counted
+    # over the whole run, their multiples drifted against the epoch's end and landed one or two
+    # steps after it (an evaluation every 360 samples of a 1438-sample epoch at 8 a step came at
+    # 1438 and again at 1446, at 7190 and again at 7206: 45 evaluations in 10 epochs, 5 of them
+    # near-duplicates, where the epoch holds 4).
+    next_eval: int | None = None
     progress = _Progress()
     metrics: dict[str, Any] = {}
     for epoch in range(spec.epochs):
@@ -296,6 +298,7 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
         progress.epoch_start = time.perf_counter()
         progress.epoch_eval_seconds = progress.epoch_compile_seconds = 0.0
         progress.train_loss_sum, progress.train_count = 0.0, 0
+        next_eval = progress.samples_seen + every if every else None
         batches = feed.epoch(epoch)
         for step in range(steps_per_epoch):
             order = plan.step_order(step)
@@ -327,9 +330,7 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
                 due = False  # the epoch's end, one step on, evaluates for it
             if not (due or end_of_epoch):
                 continue
-            # At an epoch's end, a multiple the next step would pass is counted as done here.
-            reached = progress.samples_seen + (full_step if end_of_epoch else 0)
-            while every and next_eval is not None and next_eval <= reached:
+            while every and next_eval is not None and next_eval <= progress.samples_seen:
                 next_eval += every
             if not check_every_step:
                 _check_finite(progress, epoch)
