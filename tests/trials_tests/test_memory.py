@@ -139,7 +139,10 @@ def test_a_trial_records_the_largest_peak_over_its_ranks(plugins: Path, pool: Ra
     held = _trial(pool, tmp_path / "held", **spec, workload_options={"hold": True})
 
     # Only rank 1 held the 256 MiB; rank 0, which reports, did not: the figure is the maximum.
-    assert held["peak_memory_bytes"] - alike["peak_memory_bytes"] > 192 * MiB
+    # Half of it is the bound: the second trial runs in warm processes, whose memory beyond a
+    # fresh process's at its start is carried, not counted (hpsearch.trials.rank.memory), and
+    # that includes what the first trial set up once (its process group): 181 MiB was seen.
+    assert held["peak_memory_bytes"] - alike["peak_memory_bytes"] > 128 * MiB
 
 
 def test_the_gpu_code_path_records_peak_memory_cuda_as_cpu_giving_the_cpu_figure(
