@@ -100,8 +100,13 @@ def test_a_warm_process_does_not_charge_a_smaller_batch_for_the_larger_ones_befo
         fresh = _trial(fresh_pool, tmp_path / "b64-fresh", 64, lr_rule="sqrt")
     finally:
         fresh_pool.close()
-    # Its peak is what it holds in a fresh process, within the noise of a warm process's heap.
-    assert abs(warm["peak_memory_bytes"] - fresh["peak_memory_bytes"]) < 48 * MiB
+    # Not charged for the batches before it: its peak is at most what it holds in a fresh process,
+    # within the noise of a warm process's heap (before the fix: 170 MiB more). A fresh process's
+    # first trial also pays the one-time costs of a first forward pass (seen: 0-66 MiB over the
+    # warm figure), so the warm figure may be below the fresh one, never far below.
+    warm_peak, fresh_peak = warm["peak_memory_bytes"], fresh["peak_memory_bytes"]
+    assert warm_peak < fresh_peak + 48 * MiB
+    assert warm_peak > 0.75 * fresh_peak
 
 
 def test_evaluation_runs_in_batches_no_larger_than_the_training_batch(plugins: Path) -> None:
