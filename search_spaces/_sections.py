@@ -31,6 +31,7 @@ from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces._lightning_section import merge_options, parse_lightning
 from hpsearch.search_spaces.space import (
     DATA_PATHS,
+    FUSE_MODES,
     LR_SCHEDULES,
     ON_OOM_MODES,
     PRECISIONS,
@@ -42,6 +43,7 @@ from hpsearch.search_spaces.space import (
     Choice,
     Constraints,
     Fixed,
+    Fuse,
     IntRange,
     LoaderSpec,
     Objective,
@@ -84,7 +86,7 @@ _ANALYSIS_KEYS = ("target",)
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
-                "budget", "on_oom")
+                "budget", "on_oom", "fuse", "fuse_max")
 _RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "reuse_workers", "mps",
                   "memory_per_worker")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
@@ -346,6 +348,15 @@ def parse_search(
     on_oom = SearchSettings.on_oom
     if section.get("on_oom") is not None:
         on_oom = check_one_of(doc, section["on_oom"], path + ("on_oom",), ON_OOM_MODES)
+    fuse = SearchSettings.fuse
+    if section.get("fuse") is not None:
+        fuse = _fuse(doc, section["fuse"], path + ("fuse",))
+    if fuse == "true" and scheduler == "asha":
+        fail(doc, path + ("fuse",), "ASHA judges each trial on its own reports; fused groups do not run under ASHA "
+                                    "yet: set search.fuse to auto or false")
+    fuse_max = SearchSettings.fuse_max
+    if section.get("fuse_max") is not None:
+        fuse_max = check_int(doc, section["fuse_max"], path + ("fuse_max",), minimum=1, maximum=100_000)
     return SearchSettings(
         sampler=sampler,
         n_trials=n_trials,
@@ -358,6 +369,8 @@ def parse_search(
         enqueue=tuple(enqueue),
         budget=budget,
         on_oom=on_oom,
+        fuse=fuse,
+        fuse_max=fuse_max,
     )
 
 
@@ -562,6 +575,19 @@ def _switch(doc: Document, raw: Any, path: KeyPath) -> Switch:
         fail(doc, path, f"{label_of(path)} must be one of {listed} (true and false mean 'on' and 'off'), got "
                         f"{show(raw)}{suggest(raw, SWITCHES)}")
     return cast(Switch, raw)
+
+
+def _fuse(doc: Document, raw: Any, path: KeyPath) -> Fuse:
+    """``search.fuse``: ``auto``, ``true`` or ``false``, in any case. A bare ``true`` or ``false``
+    is a YAML boolean, and so are ``on``, ``off``, ``yes`` and ``no`` (YAML 1.1): all are read as
+    the setting they name."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if not isinstance(raw, str) or raw.lower() not in FUSE_MODES:
+        listed = ", ".join(f"'{o}'" for o in FUSE_MODES)
+        fail(doc, path, f"fuse must be one of {listed} (bare on and off, yes and no mean true and false), got "
+                        f"{kind(raw)}: {show(raw)}{suggest(raw, FUSE_MODES)}")
+    return cast(Fuse, raw.lower())
 
 
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

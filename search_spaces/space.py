@@ -17,6 +17,7 @@ __all__ = [
     "CORE_PARAMETERS",
     "DATA_PATHS",
     "ENGINE_PARAMETERS",
+    "FUSE_MODES",
     "LR_RULES",
     "LR_SCHEDULES",
     "ON_OOM_MODES",
@@ -31,6 +32,7 @@ __all__ = [
     "Constraints",
     "Fixed",
     "FloatRange",
+    "Fuse",
     "IntRange",
     "LoaderSpec",
     "Objective",
@@ -88,11 +90,17 @@ SAVE_MODEL_MODES: tuple[str, ...] = ("none", "all", "best")
 #: run it at half the per-device batch and twice the accumulation, the same effective batch.
 ON_OOM_MODES: tuple[str, ...] = ("skip", "accumulate")
 
+#: Whether trials that differ only in their optimizer's numbers train as one vectorized model
+#: (``search.fuse``): where timing shows it pays, always where they can, or never. A space file
+#: may write ``true`` and ``false`` bare (YAML 1.1 also reads ``on``, ``off``, ``yes``, ``no`` so).
+FUSE_MODES: tuple[str, ...] = ("auto", "true", "false")
+
 #: The settings of ``resources.emulate_ranks`` and ``resources.mps``; ``true`` and ``false`` in
 #: a space file mean ``on`` and ``off`` (YAML 1.1 reads a bare ``on`` as ``true``).
 SWITCHES: tuple[str, ...] = ("auto", "on", "off")
 
 Switch = Literal["auto", "on", "off"]
+Fuse = Literal["auto", "true", "false"]
 Scalar = int | float | str | bool
 
 
@@ -273,6 +281,16 @@ class SearchSettings:
     for the same configuration (every parameter but the LR, the rule and the seed): ``skip``
     records it as not run (``exceeds_memory``), ``accumulate`` runs it at half the per-device
     batch and twice the accumulation, halving until it fits.
+
+    ``fuse`` (one of ``FUSE_MODES``) runs fused trials: trials that share everything that shapes
+    the computation (the workload, its options and its own searched settings, b, W, A, epochs,
+    seed, precision, compile, device, data path, optimizer kind and schedule kind) and differ
+    only in ``base_lr``, ``lr_rule``, warmup, ``momentum``, ``nesterov`` and ``weight_decay``
+    train as one model vectorized over the members. ``auto`` fuses where timing shows it pays on
+    the device, ``true`` always where trials are fusable, ``false`` never; ``true`` is refused
+    under ``scheduler: asha``, which judges each trial on its own reports (under ASHA ``auto``
+    runs every trial solo). ``fuse_max`` is the most members one fused group may hold
+    (docs/search.md, "Fused trials").
     """
 
     sampler: str = "tpe"
@@ -286,6 +304,8 @@ class SearchSettings:
     enqueue: tuple[Mapping[str, Scalar], ...] = ()
     budget: Budget = Budget()
     on_oom: str = "skip"
+    fuse: Fuse = "auto"
+    fuse_max: int = 16
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,32 @@ MPS = "mps"
 #: halved its per-device batch (doubling its accumulation, the same effective batch) because a
 #: larger one ran out of memory: ``{"per_device_batch_size": b, "grad_accum_steps": A, "out_of_memory_at": b0}``.
 RAN_AS = "ran_as"
+#: Fused trials (``search.fuse``): configurations that share a shape train as one model vectorized
+#: over its members (``hpsearch.trials.rank.fused``). Each member stays a trial of its own; these
+#: say with whom it trained. ``fused_group``: the group's id (the study number of its first
+#: member), shared by its members; ``fused_members``: how many members the group started with.
+FUSED_GROUP = "fused_group"
+FUSED_MEMBERS = "fused_members"
+#: Whether the trial trained fused: ``on``, or ``off: <why>`` (not fusable, fusing did not pay
+#: on this device, no partner of its shape).
+FUSE = "fuse"
+#: What ``runtime_s`` means: ``solo`` (the trial's own wall time) or ``solo_estimate`` (a fused
+#: member: what it would take alone on its devices, from solo steps of its shape timed in the
+#: same trial on the same devices, ``solo_step_s``); the group's own wall time is ``fused_runtime_s``.
+RUNTIME_BASIS = "runtime_basis"
+FUSED_RUNTIME_S = "fused_runtime_s"
+#: The median time of one optimizer step of the whole group (``fused_step_s``) and of one member
+#: alone (``solo_step_s``), timed side by side on the group's first steps, on the same batches.
+FUSED_STEP_S = "fused_step_s"
+SOLO_STEP_S = "solo_step_s"
+#: In a fused group's reports (rank 0's ``metrics.jsonl``): the member a report is about (its
+#: index in the group), a member's failure (its reason), the member's share of the group's wall
+#: time so far (each stretch of it shared among the members training then), and, in the final
+#: report of a group that did not train fused, why.
+FUSED_MEMBER = "fused_member"
+MEMBER_FAILED = "member_failed"
+DEVICE_SHARE_S = "device_share_s"
+FUSE_DECLINED = "fuse_declined"
 
 # ---- bookkeeping written by the searcher ----
 #: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
@@ -307,7 +333,8 @@ RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
     NODE_ID, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
-    MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS,
+    MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS, FUSED_GROUP, FUSED_MEMBERS, FUSE, RUNTIME_BASIS, FUSED_RUNTIME_S,
+    FUSED_STEP_S, SOLO_STEP_S,
 )
 
 

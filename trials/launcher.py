@@ -71,7 +71,8 @@ def run_trial(
 
     Returns:
         The last epoch's metrics plus the trial's derived measurements (``device_seconds``,
-        ``samples_per_s``, ``effective_batch_size``, ``device``...).
+        ``samples_per_s``, ``effective_batch_size``, ``device``...); for a fused group
+        (``spec.fused``), each member's (``_group_final``).
 
     Raises:
         TrialFailed: a rank diverged, raised, or exited, or the trial ran out of time;
@@ -104,6 +105,8 @@ def run_trial(
         raise _failure(status.failures, codes)
     if not followed.reports:
         raise TrialFailed(record.REASON_NO_RESULT, "rank 0 finished without reporting any epoch")
+    if spec.fused:
+        return _group_final(spec, followed.reports, gpu_ids)
     return _final(spec, followed.reports[-1], gpu_ids)
 
 
@@ -183,6 +186,33 @@ def _final(spec: TrialSpec, last: dict[str, Any], gpu_ids: Sequence[str] | None)
         final[record.NOISE_SCALE] = None
         final[record.NOISE_SCALE_NOTE] = "not measurable: world_size x grad_accum_steps = 1"
     return final
+
+
+def _group_final(spec: TrialSpec, reports: list[dict[str, Any]], gpu_ids: Sequence[str] | None) -> dict[str, Any]:
+    """A fused group's outcome (``hpsearch.trials.rank.fused``): ``members`` maps each member's
+    index to its final metrics (as ``_final`` gives a trial's), or to its failure (``reason``,
+    ``detail``, its metrics so far); a group that did not train fused says why
+    (``record.FUSE_DECLINED``) with the step times that decided it.
+
+    A member's ``device_seconds`` is its share of the group's: each stretch of the group's wall
+    time shared among the members training in it, times the group's devices.
+    """
+    last = reports[-1]
+    if last.get(record.FUSE_DECLINED):
+        return {key: last.get(key) for key in (record.FUSE_DECLINED, record.FUSED_STEP_S, record.SOLO_STEP_S)}
+    members: dict[int, dict[str, Any]] = {}
+    position = {int(own["member"]): k for k, own in enumerate(spec.fused)}
+    for line in reports:
+        index = line.get(record.FUSED_MEMBER)
+        if index is None or index not in position:
+            continue
+        if line.get(record.MEMBER_FAILED):
+            members[index] = {**line, "failed": True}
+        elif line.get("final"):
+            final = _final(spec.member(position[index]), line, gpu_ids)
+            final[record.DEVICE_SECONDS] = float(line.get(record.DEVICE_SHARE_S) or 0.0) * spec.processes
+            members[index] = final
+    return {"members": members}
 
 
 def _failure(reports: list[dict[str, Any]], exit_codes: list[int]) -> TrialFailed:

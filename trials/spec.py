@@ -9,8 +9,8 @@ only, so it crosses process boundaries unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
@@ -26,7 +26,15 @@ from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 if TYPE_CHECKING:
     from hpsearch.search_spaces.space import SearchSpace
 
-__all__ = ["TrialSpec", "processes_for", "ran_shape", "trial_spec"]
+__all__ = ["MEMBER_FIELDS", "MEMBER_HYPERPARAMETERS", "TrialSpec", "fusion_key", "group_spec", "processes_for",
+           "ran_shape", "trial_spec"]
+
+#: What the members of a fused group may differ in (``search.fuse``): their own ``TrialSpec``
+#: fields, and in ``hyperparameters`` the optimizer's settings in ``MEMBER_HYPERPARAMETERS``.
+#: Everything else shapes the computation (the workload, its options and searched settings, b,
+#: W, A, epochs, seed, precision, compile, device, data path, the optimizer's kind, the schedule).
+MEMBER_FIELDS: tuple[str, ...] = ("base_lr", "lr_rule", "warmup_epochs", "hyperparameters")
+MEMBER_HYPERPARAMETERS: tuple[str, ...] = ("momentum", "nesterov", "weight_decay", "betas", "eps")
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,11 @@ class TrialSpec:
         gpu_share: The share of a GPU one rank has on CUDA (``resources.gpus_per_worker``, at
             most 1): the data it keeps on the device take at most ``DEVICE_MEMORY_SHARE`` of
             that share's memory (``hpsearch.trials.rank.data``). 1 on the CPU.
+        fused: A fused group's members (``search.fuse``, ``hpsearch.trials.rank.fused``): per
+            member, the fields it has of its own (``MEMBER_FIELDS``) and its ``member`` index
+            in the group; every other field is the group's. Empty: a trial of its own.
+        fuse: ``auto`` (a group times its fused steps against solo ones on its first steps and
+            declines where fusing does not pay) or ``true`` (it fuses where it can).
     """
 
     per_device_batch_size: int
@@ -99,6 +112,8 @@ class TrialSpec:
     keep_data: bool = True
     memory_limit_bytes: int | None = None
     gpu_share: float = 1.0
+    fused: tuple[Mapping[str, Any], ...] = ()
+    fuse: str = "auto"
 
     @property
     def effective_batch_size(self) -> int:
@@ -128,6 +143,24 @@ class TrialSpec:
     def lr(self) -> float:
         """The applied peak LR, ``rule(base_lr, B / B0)``."""
         return scaled_lr(self.lr_rule, self.base_lr, self.effective_batch_size, self.base_batch_size)
+
+    def member(self, k: int) -> TrialSpec:
+        """The ``k``-th member of a fused group as a trial of its own (what it trains solo).
+
+        Example:
+            >>> group = TrialSpec(per_device_batch_size=8, base_lr=0.1, fused=(
+            ...     {"member": 0, "base_lr": 0.1, "lr_rule": "linear", "warmup_epochs": 0.0, "hyperparameters": {}},
+            ...     {"member": 1, "base_lr": 0.2, "lr_rule": "sqrt", "warmup_epochs": 0.0, "hyperparameters": {}}))
+            >>> group.member(1).base_lr, group.member(1).lr_rule, group.member(1).fused
+            (0.2, 'sqrt', ())
+        """
+        own = {key: value for key, value in self.fused[k].items() if key in MEMBER_FIELDS}
+        return replace(self, fused=(), **own)
+
+    @property
+    def members(self) -> list[TrialSpec]:
+        """A fused group's members as trials of their own (``[self]`` for a trial of its own)."""
+        return [self.member(k) for k in range(len(self.fused))] if self.fused else [self]
 
     def __post_init__(self) -> None:
         if self.emulated_ranks < 1 or self.world_size % self.emulated_ranks:
@@ -237,3 +270,28 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
     fields.update(core, hyperparameters=others)
     fields.update(overrides)
     return TrialSpec(**fields)
+
+
+def fusion_key(spec: TrialSpec) -> Hashable:
+    """What trials must share to train fused (``search.fuse``): every field of the spec but
+    those its members may differ in (``MEMBER_FIELDS``), with the hyperparameters that are not
+    the optimizer's own settings (its kind, the workload's searched settings).
+
+    Example:
+        >>> a = TrialSpec(per_device_batch_size=8, base_lr=0.1, hyperparameters={"momentum": 0.9, "hidden": 32})
+        >>> b = TrialSpec(per_device_batch_size=8, base_lr=0.3, lr_rule="sqrt", hyperparameters={"momentum": 0.5, "hidden": 32})
+        >>> fusion_key(a) == fusion_key(b), fusion_key(a) == fusion_key(replace(b, per_device_batch_size=16))
+        (True, False)
+    """
+    shape = {k: v for k, v in spec.to_dict().items() if k not in MEMBER_FIELDS and k not in ("fused", "fuse")}
+    shaping = {k: v for k, v in spec.hyperparameters.items() if k not in MEMBER_HYPERPARAMETERS}
+    return repr(sorted({**shape, "hyperparameters": sorted(shaping.items(), key=lambda kv: kv[0])}.items()))
+
+
+def group_spec(members: Sequence[TrialSpec], fuse: str = "auto") -> TrialSpec:
+    """One spec for a fused group of ``members`` (which share a ``fusion_key``): the first
+    member's, with every member's own fields in ``fused``."""
+    if len({fusion_key(m) for m in members}) != 1:
+        raise ValueError("the members of a fused group must share everything but MEMBER_FIELDS")
+    own = tuple({"member": k, **{f: getattr(m, f) for f in MEMBER_FIELDS}} for k, m in enumerate(members))
+    return replace(members[0], fused=own, fuse=fuse)

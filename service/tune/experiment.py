@@ -75,7 +75,9 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
         # each trial then reserves its own devices (hpsearch.tune.trainable).
         tune.with_resources(trainable, tune.PlacementGroupFactory([DRIVER_RESOURCES])),
         tune_config=tune.TuneConfig(
-            search_alg=searcher, num_samples=plan.n_trials, max_concurrent_trials=plan.max_concurrent,
+            # Fused groups are one Tune trial each, and the members of a group that declined to fuse
+            # run as one more each: twice n_trials bounds the Tune trials, the searcher ends the run.
+            search_alg=searcher, num_samples=2 * plan.n_trials, max_concurrent_trials=plan.max_concurrent,
             scheduler=_scheduler(space, samples_per_epoch, study),
             # A new trial runs in the process of a finished one: no Ray worker to start.
             reuse_actors=True,

@@ -17,6 +17,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ from hpsearch.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
     EMULATED_RANKS,
+    FUSE,
+    FUSED_GROUP,
+    FUSED_MEMBERS,
     MODEL_PATH,
     PHASE_NAMES,
     PHASES,
@@ -57,12 +61,15 @@ from hpsearch.sampler import distributions
 from hpsearch.saved_models import ModelKeeper
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import write_trial_record
-from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
+from hpsearch.trials.spec import TrialSpec, fusion_key, group_spec, ran_shape, trial_spec
 from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
     FAILED_KEY,
     FINAL_KEY,
+    FUSE_DECLINED_KEY,
+    MEMBER_KEY,
+    MEMBERS_KEY,
     PHASES_KEY,
     REPORT_EVERY_S,
     RESTARTED_KEY,
@@ -74,6 +81,20 @@ __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
 
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
+
+
+@dataclass
+class _Proposal:
+    """A configuration the study proposed and the search will run: its Optuna trial (RUNNING
+    from the ask), its parameters and spec, what the searcher derived from them, and when it was
+    asked; ``announced``: the progress display was told it started."""
+
+    trial: optuna.Trial
+    params: dict[str, Any]
+    spec: TrialSpec
+    derived: dict[str, Any]
+    asked: float
+    announced: bool = False
 
 
 def _store_guard(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -141,7 +162,7 @@ class StudySearcher(Searcher):
         self.budget_stop: str | None = None
         # Per running trial: its last evaluation's runtime_s and when that report arrived, for
         # the device time of a trial that ends before its final report.
-        self._last_runtime: dict[str, tuple[float, float]] = {}
+        self._last_runtime: dict[str, tuple[float, float, float]] = {}
         # Per running trial, its final report once it came (the trial trained to its end).
         self._finals: dict[str, dict[str, Any]] = {}
         self._distributions = distributions(space)
@@ -163,6 +184,20 @@ class StudySearcher(Searcher):
         # many): a random search of a finite space stops once it proposed them all.
         self._seen: set[Hashable] = set()
         self._space_size = space.grid_size()
+        # Fused trials (search.fuse): per Tune trial, its members' ids (the trial id itself for a
+        # trial of its own, "<trial id>#<k>" for member k of a group); per member id, what it was
+        # proposed as; configurations asked ahead and not yet started; members of groups that did
+        # not train fused, to run on their own, with why; shapes that declined, with why.
+        self.fuse = str(getattr(space.search, "fuse", "auto"))
+        self.fuse_max = int(getattr(space.search, "fuse_max", 16))
+        self._groups: dict[str, list[str]] = {}
+        self._proposals: dict[str, _Proposal] = {}
+        self._held: list[_Proposal] = []
+        self._solo_queue: list[tuple[_Proposal, str]] = []
+        self._declined: dict[Hashable, str] = {}
+        # Fused groups under ``fuse: auto`` that have not yet reported an evaluation (so may still
+        # decline), by Tune trial id.
+        self._undecided: set[str] = set()
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
         trials = study.get_trials(deepcopy=False)
@@ -181,7 +216,7 @@ class StudySearcher(Searcher):
         # Tune pickles its searcher into the experiment state; the study (a live database
         # engine) and the display callback stay behind. The study itself is the durable record.
         state = self.__dict__.copy()
-        state.update(study=None, on_event=None, _trials={})
+        state.update(study=None, on_event=None, _trials={}, _proposals={}, _held=[], _solo_queue=[], _undecided=set())
         return state
 
     # Tune calls this before the run; we optimise our own objectives, not Tune's metric/mode.
@@ -190,10 +225,30 @@ class StudySearcher(Searcher):
 
     @_store_guard
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        if self._launched >= self.n_trials or self.interrupted or self.budget_stop is not None:
+        if self.interrupted or self.budget_stop is not None:
             return Searcher.FINISHED
+        if self._launched >= self.n_trials:
+            # A fused group still timing its first steps may decline and hand its members back
+            # to run on their own: ask again later (Tune asks no more once told FINISHED).
+            return None if self._undecided else Searcher.FINISHED
         if self.ledger is not None and self.ledger.exhausted() is not None:
             return Searcher.FINISHED  # nothing asked: the stopper records why
+        if self._solo_queue:  # members of a group that did not train fused, each on its own now
+            proposal, why = self._solo_queue.pop(0)
+            return self._launch(trial_id, [proposal], why)
+        first = self._held.pop(0) if self._held else self._propose()
+        if not isinstance(first, _Proposal):
+            return first
+        why = self._unfusable(first.spec)
+        group = [first]
+        if why is None:
+            group, why = self._gather(first)
+        return self._launch(trial_id, group, why)
+
+    def _propose(self) -> _Proposal | str:
+        """Ask the study for its next configuration to run (those the constraints, the memory
+        ceilings or an earlier trial of the same settings skip are recorded as such); ``FINISHED``
+        when there is none."""
         remaining = getattr(self.study.sampler, "remaining", None)
         for _ in range(MAX_SKIPS_IN_A_ROW):
             if remaining is not None and not remaining(self.study) and not self._queued():
@@ -224,25 +279,112 @@ class StudySearcher(Searcher):
                 self.study.tell(trial, state=TrialState.PRUNED)
                 self._emit("skipped", trial.number, reason=reason, detail=detail)
                 continue
-            if self._over_budget(trial_id, trial, params, derived):
-                return Searcher.FINISHED
-            _write(trial, derived)
             self._tried.add(equivalence_key(spec))
             self._ran.setdefault(_exact(params), trial.number)
-            self._batch[trial_id] = spec.per_device_batch_size
-            self._launched += 1
-            self._trials[trial_id] = trial
-            self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
-            self._asked[trial_id] = asked
-            self._emit("started", trial.number, params=params)
-            return {"trial": TrialTask(
-                spec, trial.number, str(self.runs_dir / f"trial-{trial.number:05d}"),
-                timeout_s=self.space.search.trial_timeout_s, on_oom=self.on_oom,
-                # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
-                report_every_s=None if self.space.search.scheduler == "asha" else REPORT_EVERY_S)}
+            return _Proposal(trial, params, spec, derived, asked)
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")
         return Searcher.FINISHED
+
+    def _unfusable(self, spec: TrialSpec) -> str | None:
+        """Why a trial of ``spec`` runs on its own whatever its partners (``None``: it may fuse)."""
+        if self.fuse == "false":
+            return "search.fuse is false"
+        if self.space.search.scheduler == "asha":
+            return "ASHA judges each trial on its own reports"
+        if spec.compile:
+            return "a torch.compile'd model is not fused"
+        return self._declined.get(fusion_key(spec))
+
+    def _gather(self, first: _Proposal) -> tuple[list[_Proposal], str | None]:
+        """``first`` and the configurations of its shape (``fusion_key``) the search has asked,
+        asking ahead for more (at most twice ``search.fuse_max``, never past ``n_trials``): the
+        group, and why it is only ``first`` where it is."""
+        key = fusion_key(first.spec)
+        cap, capped = self._fuse_cap(first)
+        group = [first]
+        for held in list(self._held):
+            if len(group) < cap and fusion_key(held.spec) == key:
+                group.append(held)
+                self._held.remove(held)
+        asked = 0
+        while (len(group) < cap and asked < 2 * self.fuse_max
+               and self._launched + len(group) + len(self._held) < self.n_trials):
+            proposal = self._propose()
+            if not isinstance(proposal, _Proposal):
+                break
+            asked += 1
+            (group if fusion_key(proposal.spec) == key else self._held).append(proposal)
+        if len(group) > 1:
+            return group, None
+        if capped is not None:
+            return group, capped
+        return group, f"no other configuration of its shape among the {asked + len(self._held)} asked ahead"
+
+    def _fuse_cap(self, first: _Proposal) -> tuple[int, str | None]:
+        """The most members a group of ``first``'s shape may hold: ``search.fuse_max``, and on
+        the CPU under ``resources.memory_per_worker`` as many as one member's peak memory (from
+        the completed trials of that shape) fits K times; with why it is 1 where it is."""
+        cap = self.fuse_max
+        limit = first.spec.memory_limit_bytes
+        if limit is None:
+            return cap, None
+        key = fusion_key(first.spec)
+        peaks = [float(t.user_attrs[record.PEAK_MEMORY_BYTES]) / (1 if t.user_attrs.get(record.FUSED_MEMBERS) is None
+                                                                  else float(t.user_attrs[record.FUSED_MEMBERS]))
+                 for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                 if isinstance(t.user_attrs.get(record.PEAK_MEMORY_BYTES), (int, float))
+                 and fusion_key(self._spec_of(t)) == key]
+        if not peaks:
+            return cap, None
+        fits = max(1, int(limit // max(peaks)))
+        why = (f"one member's peak memory ({record.format_bytes(max(peaks))}) fits "
+               f"resources.memory_per_worker ({record.format_bytes(limit)}) once") if fits == 1 else None
+        return min(cap, fits), why
+
+    def _spec_of(self, trial: optuna.trial.FrozenTrial) -> TrialSpec:
+        return trial_spec(self.space, {**trial.params, **ran_shape(trial.user_attrs.get(RAN_AS))}, device=self.device,
+                          max_processes=self.max_processes)
+
+    def _launch(self, trial_id: str, group: list[_Proposal], why: str | None) -> dict[str, Any] | str:
+        """Start ``group`` as one Tune trial: a trial of its own, or the members of a fused group
+        (each still a trial of the study: ``fused_group``, ``fused_members``). ``why``: why a
+        trial of its own is not fused."""
+        leader = group[0]
+        if self._over_budget(trial_id, leader.trial, leader.params, leader.derived):
+            for proposal in group[1:] + self._held + [p for p, _ in self._solo_queue]:
+                _write(proposal.trial, {**proposal.derived, record.STATUS_REASON: REASON_BUDGET,
+                                        record.STATUS_DETAIL: self.budget_stop or ""})
+                self.study.tell(proposal.trial, state=TrialState.FAIL)
+            self._held, self._solo_queue = [], []
+            return Searcher.FINISHED
+        fused = len(group) > 1
+        mids = [f"{trial_id}#{k}" for k in range(len(group))] if fused else [trial_id]
+        self._groups[trial_id] = mids
+        for mid, proposal in zip(mids, group):
+            attrs = dict(proposal.derived)
+            if fused:
+                attrs.update({FUSED_GROUP: leader.trial.number, FUSED_MEMBERS: len(group), FUSE: "on"})
+            elif why is not None and self.fuse != "false":
+                attrs[FUSE] = f"off: {why}"
+            _write(proposal.trial, attrs)
+            self._proposals[mid] = proposal
+            self._batch[mid] = proposal.spec.per_device_batch_size
+            self._trials[mid] = proposal.trial
+            self._curves[mid] = {k: [] for k in CURVE_METRICS}
+            self._asked[mid] = proposal.asked
+            if not proposal.announced:
+                proposal.announced = True
+                self._emit("started", proposal.trial.number, params=proposal.params)
+        self._launched += len(group)
+        if fused and self.fuse == "auto":
+            self._undecided.add(trial_id)
+        spec = group_spec([p.spec for p in group], fuse=self.fuse) if fused else leader.spec
+        return {"trial": TrialTask(
+            spec, leader.trial.number, str(self.runs_dir / f"trial-{leader.trial.number:05d}"),
+            timeout_s=self.space.search.trial_timeout_s, on_oom=self.on_oom,
+            # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
+            report_every_s=None if self.space.search.scheduler == "asha" else REPORT_EVERY_S)}
 
     def _queued(self) -> bool:
         return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
@@ -318,48 +460,86 @@ class StudySearcher(Searcher):
     @_store_guard
     def training_started(self, trial_id: str) -> None:
         """The trial got its resources and its ranks start (``TrainingStarted``)."""
-        trial = self._trials.get(trial_id)
-        if trial is None:
+        mids = [mid for mid in self._groups.get(trial_id, ()) if mid in self._trials]
+        if not mids:
             return
-        _write(trial, {TRAINING_STARTED: time.time()})  # when its devices were reserved
+        for mid in mids:
+            trial = self._trials[mid]
+            _write(trial, {TRAINING_STARTED: time.time()})  # when its devices were reserved
+            self._emit("training", trial.number)
         if self.ledger is not None:
             self.ledger.trial_training(trial_id)
-        self._emit("training", trial.number)
+
+    def _mid(self, trial_id: str, member: Any) -> str:
+        """The member id of a result's ``MEMBER_KEY`` in Tune trial ``trial_id``."""
+        return trial_id if member is None or len(self._groups.get(trial_id, ())) <= 1 else f"{trial_id}#{int(member)}"
 
     @_store_guard
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
-        trial = self._trials.get(trial_id)
-        if trial is None or result.get(FAILED_KEY):
+        if trial_id not in self._groups:
+            return
+        if MEMBER_KEY in result or EARLIER_KEY in result:
+            self._undecided.discard(trial_id)  # it trains fused: it reported an evaluation
+        if result.get(FUSE_DECLINED_KEY):
+            self._fuse_declined(trial_id, result)
             return
         if result.get(RESTARTED_KEY):
-            # Ran out of memory and trains again halved (on_oom: accumulate): its curves are
-            # the new run's alone (its evaluations come again, at the same samples seen).
-            self._curves[trial_id] = {k: [] for k in CURVE_METRICS}
-            _write(trial, {record.CURVES: self._curves[trial_id]})
+            # Ran out of memory and trains again halved (on_oom: accumulate), or split from a
+            # group that ran out: its curves are the new run's alone (its evaluations come
+            # again, at the same samples seen).
+            members = result.get(MEMBERS_KEY)
+            restarted = self._groups[trial_id] if members is None else [self._mid(trial_id, k) for k in members]
+            self._record(trial_id, result, own=False)
+            for mid in restarted:
+                if mid in self._trials:
+                    self._curves[mid] = {k: [] for k in CURVE_METRICS}
+                    _write(self._trials[mid], {record.CURVES: self._curves[mid]})
+            return
+        member = result.get(MEMBER_KEY)
+        if member is not None and (result.get(FINAL_KEY) or result.get(FAILED_KEY)):
+            self._end(self._mid(trial_id, member), trial_id, result)  # a member ends: the others go on
+            return
+        if result.get(FAILED_KEY):
             return
         if result.get(FINAL_KEY):
             self._finals[trial_id] = result
-        attrs, intermediates, reports = self._epoch_records(trial_id, result)
-        _write(trial, attrs, intermediates)
-        for report in reports:
-            self._emit("result", trial.number, result=report)
+        self._record(trial_id, result)
 
-    def _epoch_records(self, trial_id: str, result: dict[str, Any]
+    def _record(self, trial_id: str, result: dict[str, Any], *, own: bool = True,
+                skip: str | None = None) -> None:
+        """Record the evaluations a Tune result carries (those held back, ``EARLIER_KEY``, then
+        its own), each with the member it is about; ``skip``: a member whose are recorded by
+        the caller."""
+        for mid, reports in self._routed(trial_id, result, own=own).items():
+            if mid == skip or mid not in self._trials:
+                continue
+            attrs, intermediates, events = self._epoch_records(mid, reports)
+            _write(self._trials[mid], attrs, intermediates)
+            for report in events:
+                self._emit("result", self._trials[mid].number, result=report)
+
+    def _routed(self, trial_id: str, result: dict[str, Any], *, own: bool = True) -> dict[str, list[dict[str, Any]]]:
+        """The evaluations a result carries, per member id, in order."""
+        mine = [result] if own and "evaluation" in result and not result.get(FAILED_KEY) else []
+        routed: dict[str, list[dict[str, Any]]] = {}
+        for report in [*result.get(EARLIER_KEY, ()), *mine]:
+            routed.setdefault(self._mid(trial_id, report.get(MEMBER_KEY)), []).append(report)
+        return routed
+
+    def _epoch_records(self, mid: str, reports: list[dict[str, Any]]
                        ) -> tuple[dict[str, Any], list[tuple[int, float]], list[dict[str, Any]]]:
-        """What a Tune result adds to the trial, for each evaluation it carries (those a trial
-        held back, ``EARLIER_KEY``, then its own): the attrs (the latest of each), the
+        """What a member's evaluations add to its trial: the attrs (the latest of each), the
         intermediate values, and the evaluations' reports."""
         attrs: dict[str, Any] = {}
-        intermediates, reports = [], []
-        own = [result] if "evaluation" in result and not result.get(FAILED_KEY) else []
-        for report in [*result.get(EARLIER_KEY, ()), *own]:
-            self._note_runtime(trial_id, report)
-            new, intermediate = self._epoch_record(trial_id, report)
+        intermediates, events = [], []
+        for report in reports:
+            self._note_runtime(mid, report)
+            new, intermediate = self._epoch_record(mid, report)
             attrs.update(new)
             if intermediate is not None:
                 intermediates.append(intermediate)
-            reports.append(report)
-        return attrs, intermediates, reports
+            events.append(report)
+        return attrs, intermediates, events
 
     def _epoch_record(self, trial_id: str, result: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, float] | None]:
         """What one evaluation's report adds to the trial: the curves, the progress attrs and
@@ -378,23 +558,65 @@ class StudySearcher(Searcher):
         # through the storage: Trial.report refuses multi-objective studies.
         return attrs, (int(result[record.SAMPLES_SEEN]), float(value))  # type: ignore[arg-type]  # _is_finite
 
+    def _fuse_declined(self, trial_id: str, result: dict[str, Any]) -> None:
+        """A group did not train fused (fusing did not pay, or its model cannot be vectorized):
+        its members run on their own, first, and no later group of that shape is formed."""
+        why = str(result[FUSE_DECLINED_KEY])
+        self._undecided.discard(trial_id)
+        mids = [mid for mid in self._groups.pop(trial_id, ()) if mid in self._trials]
+        for mid in mids:
+            proposal = self._proposals.pop(mid)
+            self._declined[fusion_key(proposal.spec)] = why
+            for table in (self._trials, self._curves, self._asked, self._batch, self._last_runtime):
+                table.pop(mid, None)  # type: ignore[attr-defined]
+            _write(proposal.trial, {FUSE: f"off: {why}", FUSED_GROUP: None, FUSED_MEMBERS: None,
+                                    record.FUSED_STEP_S: result.get(record.FUSED_STEP_S),
+                                    record.SOLO_STEP_S: result.get(record.SOLO_STEP_S)})
+            self._solo_queue.append((proposal, why))
+        self._launched -= len(mids)
+        if self.ledger is not None:
+            self.ledger.trial_ended(trial_id, None)
+        if mids:
+            self._emit("fuse", -1, detail=f"{len(mids)} trials run on their own: {why}")
+
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        trial = self._trials.get(trial_id)
+        result = result or {}
+        self._undecided.discard(trial_id)
+        mids = self._groups.pop(trial_id, None)
+        if mids is None:
+            return
+        if mids == [trial_id]:
+            self._end(trial_id, trial_id, result, error)
+            return
+        # A fused group's Tune trial ended: its members' evaluations it carried are recorded, and
+        # the members still open (the search stopped, the trial's process died) end with it.
+        self._record(trial_id, result, own=MEMBER_KEY in result and not result.get(FINAL_KEY))
+        for mid in mids:
+            if mid in self._trials:
+                self._end(mid, trial_id, {}, error)
+        if self.ledger is not None:
+            self.ledger.trial_ended(trial_id, None)
+
+    def _end(self, mid: str, trial_id: str, result: dict[str, Any], error: bool = False) -> None:
+        """Member ``mid`` (of Tune trial ``trial_id``) ended with ``result``: completed, failed,
+        stopped early or cut short, as the result says."""
+        trial = self._trials.get(mid)
         if trial is None:
             return
-        result = result or {}
-        # Tune hands the report a scheduler stopped the trial on to this method only, and a
-        # failure report's held-back evaluations come here too.
-        attrs, intermediates, _ = self._epoch_records(trial_id, result)
-        del self._trials[trial_id], self._curves[trial_id]
-        attrs[PHASES] = _phases(self._asked.pop(trial_id, None), result.get(PHASES_KEY))
+        # Tune hands the report a scheduler stopped the trial on to on_trial_complete only, and
+        # a result's held-back evaluations come with it.
+        self._record(trial_id, result, skip=mid)
+        attrs, intermediates, _ = self._epoch_records(mid, self._routed(trial_id, result).get(mid, []))
+        del self._trials[mid], self._curves[mid]
+        self._proposals.pop(mid, None)
+        attrs[PHASES] = _phases(self._asked.pop(mid, None), result.get(PHASES_KEY))
         ran_as = dict(result[RAN_AS]) if isinstance(result.get(RAN_AS), list) else None
         if ran_as is not None:  # its own process halved it (search.on_oom: accumulate)
             attrs[RAN_AS] = ran_as
-        self._learn_memory(trial, result, ran_as, self._batch.pop(trial_id, None))
+        self._learn_memory(trial, result, ran_as, self._batch.pop(mid, None))
         attrs.update({key: _finite_or_none(result[key]) for key in RECORDED_METRICS if result.get(key) is not None})
-        self._end_device_time(trial_id, trial, attrs, final=bool(result.get(FINAL_KEY)))
+        self._end_device_time(mid, trial, attrs, final=bool(result.get(FINAL_KEY)))
         _write(trial, attrs, intermediates)
         if result.get(FINAL_KEY):
             self._complete(trial, result)
@@ -453,13 +675,19 @@ class StudySearcher(Searcher):
         self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 
     def fail_open_trials(self, reason: str, detail: str) -> None:
-        """Record every trial still open (the search stopped under it) as FAIL with ``reason``."""
-        for trial_id in list(self._trials):
-            trial = self._trials.pop(trial_id)
-            attrs: dict[str, Any] = {PHASES: _phases(self._asked.pop(trial_id, None), None)}
-            self._end_device_time(trial_id, trial, attrs, final=False)
+        """Record every trial still open (the search stopped under it) as FAIL with ``reason``:
+        those training, and those asked ahead that had not started."""
+        for mid in list(self._trials):
+            trial = self._trials.pop(mid)
+            attrs: dict[str, Any] = {PHASES: _phases(self._asked.pop(mid, None), None)}
+            self._end_device_time(mid, trial, attrs, final=False)
             _write(trial, attrs)
             self._fail(trial, reason, detail)
+        for proposal in self._held + [p for p, _ in self._solo_queue]:
+            _write(proposal.trial, {PHASES: _phases(proposal.asked, None)})
+            self._fail(proposal.trial, reason, detail)
+        self._held, self._solo_queue = [], []
+        self._proposals.clear()
 
     def end_run(self) -> None:
         """The end of this run of the search: record the trials still open as cut short, by the
@@ -471,24 +699,29 @@ class StudySearcher(Searcher):
         if self.ledger is not None:
             self.ledger.persist(self.study)
 
-    def _note_runtime(self, trial_id: str, result: dict[str, Any]) -> None:
-        runtime = result.get(RUNTIME_S)
+    def _note_runtime(self, mid: str, result: dict[str, Any]) -> None:
+        # A fused member's device time is its share of the group's (device_share_s), and the
+        # time since is shared among the group's members.
+        share = result.get(record.DEVICE_SHARE_S)
+        runtime = share if _is_finite(share) else result.get(RUNTIME_S)
         if _is_finite(runtime):
-            self._last_runtime[trial_id] = (float(runtime), time.monotonic())  # type: ignore[arg-type]  # _is_finite
+            members = result.get(FUSED_MEMBERS) if _is_finite(share) else 1
+            self._last_runtime[mid] = (float(runtime), time.monotonic(), float(members or 1))  # type: ignore[arg-type]
 
-    def _end_device_time(self, trial_id: str, trial: optuna.Trial, attrs: dict[str, Any], *, final: bool) -> None:
+    def _end_device_time(self, mid: str, trial: optuna.Trial, attrs: dict[str, Any], *, final: bool) -> None:
         """Give a trial that ends before its final report the device-seconds it used: its
-        devices x (its last evaluation's ``runtime_s`` + the time since that report came), so
-        that the study's device time, and the budget, count every trial that trained. A final
-        report brings its own. Tells the budget's account the trial ended."""
-        last = self._last_runtime.pop(trial_id, None)
-        self._finals.pop(trial_id, None)
+        devices x (its last evaluation's ``runtime_s`` + the time since that report came; for a
+        fused member its share of them), so that the study's device time, and the budget, count
+        every trial that trained. A final report brings its own. Tells the budget's account the
+        trial ended."""
+        last = self._last_runtime.pop(mid, None)
+        self._finals.pop(mid, None)
         if not final and DEVICE_SECONDS not in attrs and last is not None:
-            runtime, at = last
+            runtime, at, members = last
             devices = trial_devices(trial.params, self.space, self.max_processes)
-            attrs[DEVICE_SECONDS] = (runtime + max(0.0, time.monotonic() - at)) * devices
+            attrs[DEVICE_SECONDS] = (runtime + max(0.0, time.monotonic() - at) / members) * devices
         if self.ledger is not None:  # compiling counts in what the budget spent (runtime_s leaves it out)
-            self.ledger.trial_ended(trial_id, spent_device_seconds(attrs))
+            self.ledger.trial_ended(mid, spent_device_seconds(attrs))
 
     def _fail(self, trial: optuna.Trial, reason: str, detail: str) -> None:
         _write(trial, {record.STATUS_REASON: reason, **({record.STATUS_DETAIL: detail[:2000]} if detail else {})})

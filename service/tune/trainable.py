@@ -15,6 +15,7 @@ has loaded anyway (the orchestrator imports this module only once a search runs)
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,8 +32,8 @@ from hpsearch.tune.ceilings import halved
 from hpsearch.tune.reservations import DeskClosed, reserved
 
 __all__ = [
-    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY",
-    "STARTED_KEY",
+    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "FUSE_DECLINED_KEY", "MEMBERS_KEY", "MEMBER_KEY",
+    "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY", "STARTED_KEY",
     "TrialTask",
     "trainable",
 ]
@@ -60,6 +61,13 @@ PHASES_KEY = "hpsearch_phases"
 #: judges trials on each report, so there every report goes to Tune at once, as Tune's own
 #: result buffering does only for schedulers that allow it.
 REPORT_EVERY_S = 1.0
+
+#: A fused group's results (``hpsearch.trials.rank.fused``): the member a result is about (its
+#: index in the group), the members a group-wide result is about, and why a group did not train
+#: fused (its members then run as trials of their own).
+MEMBER_KEY = record.FUSED_MEMBER
+MEMBERS_KEY = "hpsearch_members"
+FUSE_DECLINED_KEY = record.FUSE_DECLINED
 
 #: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
 #: are in its reservation). The same for all trials, so Tune reuses trial processes.
@@ -107,7 +115,25 @@ def _run(task: TrialTask) -> None:
         # or a test cluster on one machine); the id tells them apart.
         where = {"node": grant.node_ip, record.NODE_ID: grant.node_id}
         tune.report({STARTED_KEY: True, **where})
-        reports = _Reports(where, task.report_every_s)
+        run = _Run(task, ranks, grant.gpu_ids, where, grant.mps)
+        if spec.fused:
+            run.group(spec, task.run_dir, phases)
+        else:
+            run.solo(spec, task.run_dir, phases)
+
+
+class _Run:
+    """One trial's run on its reserved devices: a trial of its own, or a fused group's members."""
+
+    def __init__(self, task: TrialTask, ranks: Any, gpu_ids: Any, where: dict[str, Any], mps: str | None) -> None:
+        self.task, self.ranks, self.gpu_ids, self.where, self.mps = task, ranks, gpu_ids, where, mps
+
+    def solo(self, spec: TrialSpec, run_dir: str, phases: dict[str, Any], member: int | None = None) -> None:
+        """Run ``spec`` alone; ``member``: it is that member of the task's fused group (its
+        reports and results say so)."""
+        task = self.task
+        tag = {} if member is None else {MEMBER_KEY: member}
+        reports = _Reports(self.where, task.report_every_s, tag)
         ran_as: dict[str, Any] | None = None
         # Wall time of the attempts that ran out of memory before the last (search.on_oom:
         # accumulate): their devices were held and worked, so the trial's device-seconds, and the
@@ -116,8 +142,8 @@ def _run(task: TrialTask) -> None:
         while True:
             began = time.monotonic()
             try:
-                final = run_trial(spec, task.run_dir, report=reports.forward, timeout_s=task.timeout_s, ranks=ranks,
-                                  gpu_ids=grant.gpu_ids, phases=phases)
+                final = run_trial(spec, run_dir, report=reports.forward, timeout_s=task.timeout_s, ranks=self.ranks,
+                                  gpu_ids=self.gpu_ids, phases=phases)
                 break
             except TrialFailed as exc:
                 # search.on_oom: accumulate: the same trial again at half the per-device batch and
@@ -126,7 +152,7 @@ def _run(task: TrialTask) -> None:
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
                 if exc.reason != REASON_OUT_OF_MEMORY or task.on_oom != "accumulate" or fits is None:
                     failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
-                               record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}
+                               record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items()), **tag}
                     if ran_as is not None:  # halved before it failed: how it ran, and where it last ran out
                         failure[record.DEVICE_SECONDS] = (failed_s + time.monotonic() - began) * spec.processes
                         if exc.reason == REASON_OUT_OF_MEMORY:
@@ -142,24 +168,85 @@ def _run(task: TrialTask) -> None:
                 spec = replace(spec, per_device_batch_size=fits[0], grad_accum_steps=fits[1])
                 # What it reported is the run that ran out: the searcher starts its curves afresh
                 # (the reports held back go with it).
-                reports = _Reports(where, task.report_every_s)
-                tune.report({RESTARTED_KEY: True, **where})
-    if ran_as is not None:
-        final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher
-        final[record.DEVICE_SECONDS] = float(final[record.DEVICE_SECONDS]) + failed_s * spec.processes
-    if grant.mps is not None:
-        final["mps"] = grant.mps
-    tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items())}))
+                reports = _Reports(self.where, task.report_every_s, tag)
+                tune.report({RESTARTED_KEY: True, **self.where, **({MEMBERS_KEY: [member]} if tag else {})})
+        if ran_as is not None:
+            final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher
+            final[record.DEVICE_SECONDS] = float(final[record.DEVICE_SECONDS]) + failed_s * spec.processes
+        if self.mps is not None:
+            final["mps"] = self.mps
+        tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items()), **tag}))
+
+    def group(self, spec: TrialSpec, run_dir: str, phases: dict[str, Any]) -> None:
+        """Run a fused group (``spec.fused``): each member's reports and its end (final or
+        failure) go to Tune tagged with its index (``MEMBER_KEY``). A group that runs out of
+        memory is split in halves, run one after the other on the same devices; a member runs
+        out of memory as a trial of its own only alone. A group that did not train fused says
+        why (``FUSE_DECLINED_KEY``): its members then run as trials of their own."""
+        task = self.task
+        indices = [int(own["member"]) for own in spec.fused]
+        reports = _Reports(self.where, task.report_every_s)
+        ended: set[int] = set()
+
+        def forward(line: dict[str, Any]) -> None:
+            # A member that diverged leaves now, its metrics final; the others go on.
+            if line.get(record.MEMBER_FAILED):
+                ended.add(int(line[MEMBER_KEY]))
+                tune.report(reports.last({**line, FAILED_KEY: True, record.STATUS_REASON: line[record.MEMBER_FAILED],
+                                          PHASES_KEY: list(phases.items())}))
+            else:
+                reports.forward(line)
+
+        try:
+            out = run_trial(spec, run_dir, report=forward, timeout_s=task.timeout_s, ranks=self.ranks,
+                            gpu_ids=self.gpu_ids, phases=phases)
+        except TrialFailed as exc:
+            left = tuple(own for own in spec.fused if int(own["member"]) not in ended)
+            if exc.reason == REASON_OUT_OF_MEMORY and len(left) > 1:
+                # What they reported is the group that ran out: their curves start afresh.
+                tune.report(reports.last({RESTARTED_KEY: True, MEMBERS_KEY: [int(own["member"]) for own in left],
+                                          record.STATUS_DETAIL: exc.detail}))
+                half = len(left) // 2
+                for part in (left[:half], left[half:]):
+                    folder = os.path.join(run_dir, f"members-{part[0]['member']}-{part[-1]['member']}")
+                    if len(part) == 1:
+                        self.solo(spec.member(spec.fused.index(part[0])), folder, {}, member=int(part[0]["member"]))
+                    else:
+                        self.group(replace(spec, fused=part), folder, {})
+                return
+            failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
+                       record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}
+            for k in indices:
+                if k not in ended:
+                    tune.report(reports.last({**failure, MEMBER_KEY: k}))
+            return
+        if out.get(FUSE_DECLINED_KEY):
+            tune.report(reports.last({**out, MEMBERS_KEY: indices, PHASES_KEY: list(phases.items())}))
+            return
+        for k in indices:
+            end = out["members"].get(k)
+            if k in ended:
+                continue
+            if end is None:
+                failure = {FAILED_KEY: True, record.STATUS_REASON: record.REASON_NO_RESULT,
+                           record.STATUS_DETAIL: "the fused group finished without this member's final report"}
+                tune.report(reports.last({**failure, MEMBER_KEY: k, PHASES_KEY: list(phases.items())}))
+            elif end.get("failed"):
+                tune.report(reports.last({**end, FAILED_KEY: True, record.STATUS_REASON: end[record.MEMBER_FAILED],
+                                          MEMBER_KEY: k, PHASES_KEY: list(phases.items())}))
+            else:
+                tune.report(reports.last({**end, FINAL_KEY: True, MEMBER_KEY: k, PHASES_KEY: list(phases.items())}))
 
 
 class _Reports:
     """A trial's reports on their way to Tune: each at once, or, with ``every_s``, at most one
     result that often, the reports between riding along with it (``EARLIER_KEY``)."""
 
-    def __init__(self, where: dict[str, Any], every_s: float | None,
+    def __init__(self, where: dict[str, Any], every_s: float | None, tag: dict[str, Any] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.where = where
+        self.tag = tag or {}
         self.every_s = every_s
         self.held: list[dict[str, Any]] = []
         self.sent = self._clock()
@@ -168,9 +255,9 @@ class _Reports:
         """One of rank 0's reports. The last evaluation goes out once, merged into the final
         report (``last``): a scheduler that stops a trial on that report would otherwise cut
         off its final measurements."""
-        if metrics.get("final"):
-            return
-        self.held.append(metrics)
+        if metrics.get("final") or metrics.get(record.MEMBER_FAILED) or metrics.get(FUSE_DECLINED_KEY):
+            return  # the member's end goes out once, as its own result
+        self.held.append({**metrics, **self.tag})
         if self.every_s is None or self._clock() - self.sent >= self.every_s:
             latest = self.held.pop()
             tune.report(self.last(latest))

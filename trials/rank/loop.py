@@ -182,7 +182,11 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
         TrialFailed: ``diverged`` when a loss becomes non-finite; ``out_of_memory`` when the
             device's memory, or the cap, ran out.
         WorkloadError: the workload or optimizer cannot be built.
+
+    A fused group (``spec.fused``) trains in ``hpsearch.trials.rank.fused``.
     """
+    if spec.fused:
+        raise ValueError("a fused group trains in hpsearch.trials.rank.fused.train_fused")
     device = torch.device(ctx.device)
     if spec.keep_data and (spec.memory_limit_bytes is not None or device.type == "cuda"):
         keep_only_for(spec.workload, spec.factory_options)

@@ -41,6 +41,7 @@ from hpsearch.search_spaces.errors import HPSearchError
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.rank import data_cache
 from hpsearch.trials.rank.context import JsonlSink, RankContext
+from hpsearch.trials.rank.fused import train_fused
 from hpsearch.trials.rank.lifetime import die_with_parent, leave
 from hpsearch.trials.rank.loop import train
 from hpsearch.trials.rank.messages import Began, Call, Done, Raised, RankTask, Ready, Reported, Returned
@@ -151,7 +152,7 @@ def run_rank(task: RankTask, on_report: Callable[[], None] | None = None) -> Non
             store = dist.FileStore(task.rendezvous, processes)
             store.set_timeout(timeout)
             dist.init_process_group(backend, store=store, rank=rank, world_size=processes, timeout=timeout)
-        train(spec, ctx)
+        (train_fused if spec.fused else train)(spec, ctx)
     except TrialFailed as exc:
         _fail(run, ctx, exc.reason, exc.detail, exc.measured)
     except dist.DistBackendError as exc:
