@@ -366,7 +366,7 @@ CURVE_STATES: tuple[str, ...] = COUNTED
 ANALYSIS_ATTRS: tuple[str, ...] = (
     r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
     r.COMPILE_S, r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES,
-    r.RAN_AS, r.NODE_ID,
+    r.RAN_AS, r.NODE_ID, r.RUNTIME_BASIS, r.SOLO_STEP_S,
 )
 
 
@@ -639,8 +639,12 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
     A trial's steady step time is the slope of its training seconds against its steps over its
     evaluations (``CurveArrays.step_lines``); where it has fewer than two, its training seconds
     over its steps. A trial that ran halved (``ran_as``) counts at the batch and accumulation it
-    ran."""
+    ran. A fused member (``runtime_basis: solo_estimate``) counts with the solo step its group
+    timed on the same devices (``solo_step_s``): the model sees solo timings only, so what it
+    recommends does not depend on whether trials were fused."""
     b_ran, a_ran, _ = shapes or ran_shapes(frame)
+    solo_step = _column(frame, r.SOLO_STEP_S)
+    basis = frame[r.RUNTIME_BASIS].tolist() if r.RUNTIME_BASIS in frame.columns else [None] * len(frame)
     rows: dict[str, dict[tuple[float, float, float], list[float]]] = {}
     starts: dict[str, dict[int, list[float]]] = {}
     train_s, runtime = _column(frame, r.TRAIN_S), _column(frame, r.RUNTIME_S)
@@ -655,6 +659,8 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
         a, v = a or 1.0, v or 1.0
         key = (b, max(1.0, w / v), a * v)
         steady = float(step_s[i]) if math.isfinite(step_s[i]) else seconds / steps
+        if basis[i] == "solo_estimate" and solo_step[i]:
+            steady = float(solo_step[i])
         rows.setdefault(device, {}).setdefault(key, []).append(steady)
         if math.isfinite(startup_s[i]):
             starts.setdefault(device, {}).setdefault(int(key[1]), []).append(float(startup_s[i]))

@@ -192,7 +192,9 @@ class _Run:
             # A member that diverged leaves now, its metrics final; the others go on.
             if line.get(record.MEMBER_FAILED):
                 ended.add(int(line[MEMBER_KEY]))
+                share = float(line.get(record.DEVICE_SHARE_S) or 0.0)
                 tune.report(reports.last({**line, FAILED_KEY: True, record.STATUS_REASON: line[record.MEMBER_FAILED],
+                                          record.DEVICE_SECONDS: share * spec.processes,
                                           PHASES_KEY: list(phases.items())}))
             else:
                 reports.forward(line)

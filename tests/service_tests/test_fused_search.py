@@ -1,0 +1,182 @@
+"""Fused trials in a search (``search.fuse``): the real CLI, a real local Ray, real warm rank
+processes, a real SQLite study. Each member stays a trial of its own, trains what its solo twin
+trains, and says with whom it trained and what its time means."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from hpsearch import record
+
+GRID = """\
+study: {study}
+workload: {{name: digits_mlp, epochs: 1}}
+scaling: {{base_batch_size: 8}}
+parameters:
+  per_device_batch_size: 16
+  lr_rule: {{choices: [constant, linear, sqrt]}}
+  base_lr: {{choices: {lrs}}}
+  momentum: 0.9
+objectives:
+  - {{metric: val_accuracy, direction: maximize}}
+  - {{metric: runtime_s, direction: minimize}}
+search: {{sampler: grid, n_trials: {n}, seed: 0, fuse: {fuse}}}
+resources: {{device: cpu}}
+"""
+
+PLUGINS = '''
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+from hpsearch.trials.workloads.base import Workload
+
+
+def _data(features=64):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(512, features, generator=gen)
+    y = torch.randint(0, 4, (512,), generator=gen)
+    return TensorDataset(x[128:], y[128:]), TensorDataset(x[:128], y[:128])
+
+
+class ReadsANumber(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 4)
+
+    def forward(self, x):
+        if float(self.fc.weight.abs().max()) > 1e9:  # a Python number out of a member's weight
+            x = x * 0
+        return self.fc(x)
+
+
+def reads_a_number(options):
+    train, val = _data()
+    return Workload(ReadsANumber(), train, val, nn.CrossEntropyLoss(), "mean", num_classes=4)
+
+
+def wide(options):
+    # One member holds about 60 MiB more than the process (weights, gradients, momentum,
+    # activations of a batch of 64): eight of them pass 800 MiB, four do not.
+    train, val = _data()
+    model = nn.Sequential(nn.Linear(64, 65536), nn.ReLU(), nn.Linear(65536, 4))
+    return Workload(model, train, val, nn.CrossEntropyLoss(), "mean", num_classes=4)
+'''
+
+PLUGIN_SPACE = """\
+study: {study}
+workload: {{name: "search_plugins:{fn}", epochs: 1}}
+scaling: {{base_batch_size: 8}}
+parameters:
+  per_device_batch_size: 64
+  lr_rule: {{choices: [constant, linear]}}
+  base_lr: {{choices: {lrs}}}
+  momentum: 0.9
+objectives:
+  - {{metric: val_loss, direction: minimize}}
+search: {{sampler: grid, n_trials: {n}, seed: 0, fuse: {fuse}, fuse_max: 8}}
+resources: {{device: cpu{extra}}}
+"""
+
+
+def _hpsearch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hpsearch", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def _trials(work: Path, study: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=study, storage=f"sqlite:///{work / 'hpsearch.db'}").get_trials()
+
+
+def _key(t: optuna.trial.FrozenTrial) -> Any:
+    return tuple(sorted(t.params.items()))
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("fused")
+    (work / "fused.yaml").write_text(GRID.format(study="fused", lrs="[0.005, 0.02, 1.0e+12]", n=9, fuse="true"))
+    (work / "solo.yaml").write_text(GRID.format(study="solo", lrs="[0.005, 0.02]", n=6, fuse="false"))
+    for name in ("fused", "solo"):
+        result = _hpsearch("start", f"{name}.yaml", "--no-progress", cwd=work)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return work
+
+
+def test_members_are_trials_of_their_own_that_train_what_their_solo_twins_train(searched: Path) -> None:
+    fused = _trials(searched, "fused")
+    solo = {_key(t): t for t in _trials(searched, "solo")}
+    assert len(fused) == 9
+    # The nine configurations share their shape: one group, asked ahead of the grid.
+    assert {t.user_attrs[record.FUSED_GROUP] for t in fused} == {fused[0].number}
+    assert {t.user_attrs[record.FUSED_MEMBERS] for t in fused} == {9}
+    done = [t for t in fused if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 6
+    for t in done:
+        twin = solo[_key(t)]
+        assert t.user_attrs[record.FUSE] == "on"
+        assert t.user_attrs[record.VAL_LOSS] == pytest.approx(twin.user_attrs[record.VAL_LOSS], rel=1e-4)
+        assert t.user_attrs[record.VAL_ACCURACY] == pytest.approx(twin.user_attrs[record.VAL_ACCURACY], abs=1e-3)
+        assert t.user_attrs[record.CURVES]["samples_seen"] == twin.user_attrs[record.CURVES]["samples_seen"]
+        assert list(t.intermediate_values) == list(twin.intermediate_values)
+        # What its time means: what it would take alone, estimated from solo steps of its shape
+        # timed in the group; the group's own time beside it.
+        assert t.user_attrs[record.RUNTIME_BASIS] == "solo_estimate"
+        assert t.user_attrs[record.SOLO_STEP_S] > 0 and t.user_attrs[record.FUSED_STEP_S] > 0
+        assert 0 < t.user_attrs[record.RUNTIME_S] < t.user_attrs[record.FUSED_RUNTIME_S]
+        assert t.values[1] == pytest.approx(t.user_attrs[record.RUNTIME_S])
+    # The group's device time is counted once, shared among its members.
+    group_s = max(t.user_attrs[record.FUSED_RUNTIME_S] for t in done)
+    shared = sum(t.user_attrs[record.DEVICE_SECONDS] for t in fused)
+    assert 0.9 * group_s <= shared <= 1.5 * group_s
+    # One run folder for the group, its members' reports in it.
+    runs = searched / "hpsearch_runs" / "fused"
+    assert sorted(p.name for p in runs.glob("trial-*")) == [f"trial-{fused[0].number:05d}"]
+
+
+def test_a_diverging_member_fails_alone_and_the_others_complete(searched: Path) -> None:
+    fused = _trials(searched, "fused")
+    wild = [t for t in fused if t.params["base_lr"] > 1]
+    assert len(wild) == 3
+    for t in wild:
+        assert t.state == optuna.trial.TrialState.FAIL
+        assert t.user_attrs[record.STATUS_REASON] == record.REASON_DIVERGED
+        assert t.user_attrs[record.STATUS_DETAIL].startswith("non-finite training loss in epoch 1")
+        assert t.user_attrs[record.DEVICE_SECONDS] > 0
+
+
+def test_a_model_vmap_refuses_runs_its_trials_on_their_own_and_says_why(tmp_path: Path) -> None:
+    (tmp_path / "search_plugins.py").write_text(PLUGINS)
+    (tmp_path / "space.yaml").write_text(PLUGIN_SPACE.format(study="refused", fn="reads_a_number", lrs="[0.01, 0.03]",
+                                                             n=4, fuse="auto", extra=""))
+    result = _hpsearch("start", "space.yaml", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = _trials(tmp_path, "refused")
+    assert len(trials) == 4 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    for t in trials:
+        assert t.user_attrs[record.FUSE].startswith("off: the model cannot be vectorized over members")
+        assert t.user_attrs.get(record.FUSED_GROUP) is None
+        assert t.user_attrs.get(record.RUNTIME_BASIS) is None  # its own wall time
+    assert "trials run on their own: the model cannot be vectorized" in result.stdout + result.stderr
+
+
+def test_a_group_that_runs_out_of_memory_is_split_in_halves_and_no_member_is_out_of_memory(tmp_path: Path) -> None:
+    (tmp_path / "search_plugins.py").write_text(PLUGINS)
+    (tmp_path / "space.yaml").write_text(PLUGIN_SPACE.format(
+        study="split", fn="wide", lrs="[0.001, 0.002, 0.003, 0.004]", n=8, fuse="true",
+        extra=", memory_per_worker: 800MiB"))
+    result = _hpsearch("start", "space.yaml", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = _trials(tmp_path, "split")
+    assert len(trials) == 8
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), [
+        (t.number, t.user_attrs.get(record.STATUS_REASON), t.user_attrs.get(record.STATUS_DETAIL)) for t in trials]
+    # The group of eight ran out; its halves of four trained, each member in one of them.
+    assert sorted(t.user_attrs[record.FUSED_MEMBERS] for t in trials) == [4] * 8
+    group = tmp_path / "hpsearch_runs" / "split" / f"trial-{trials[0].number:05d}"
+    assert sorted(p.name for p in group.iterdir() if p.is_dir()) == ["members-0-3", "members-4-7"]
