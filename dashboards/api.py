@@ -258,6 +258,9 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
         # The params that vary besides the core ones (the optimizer, the workload's own...): the
         # trial table shows them after the LR, so two rows of one batch and LR read apart.
         searched=trials["searched"],
+        # Its fused groups and why other trials ran on their own (``hpsearch.study.FusedSummary``):
+        # the table adds a group column and marks the members' runtimes, solo estimates.
+        fused=trials["fused"],
         figures=list(FIGURES),
         analysis_figures=list(ANALYSIS_FIGURES),
         # Changes whenever a trial does: a page redraws its figures and table only then.
@@ -341,8 +344,10 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     """``GET /api/studies/{name}/trials/{number}``: params, values, attrs, curves, reason,
     ``model_path``, where its saved weights are (``None`` when it kept none), ``phases``,
     where its time went (``hpsearch.study.PhaseTimeline.to_dict``; ``None`` when it recorded
-    none), and ``memory``: its peak per rank and the batch it ran halved at, in one line
-    (``None`` when it recorded neither)."""
+    none), ``memory``: its peak per rank and the batch it ran halved at, in one line
+    (``None`` when it recorded neither), and ``fused``: its fused group, the group's members, what
+    its runtime means and the step times (``hpsearch.study.FusedTrial.to_dict``; ``None`` for a
+    trial that says nothing of fusing)."""
     search = cache.search(name)
     if not number.isdigit():
         raise BadRequest(f"a trial number is a whole number, got {number!r}")
@@ -352,8 +357,10 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
     attrs = {k: row[k] for k in (*t.user_attrs, record.LAST_LR) if k in row}
     timeline = read_model.phase_timeline(attrs)
     reason = attrs.get(record.STATUS_REASON)
+    fused = read_model.fused_trial(attrs, _group_members(cache.frame(name), attrs.get(record.FUSED_GROUP)))
     return _plain({
         "memory": read_model.trial_phases(t).memory_line(),
+        "fused": None if fused is None else fused.to_dict(),
         "status_meaning": describe_reason(reason) if isinstance(reason, str) else None,
         record.MODEL_PATH: _model_path(cache.frame(name), t.number),
         "number": t.number,
@@ -369,6 +376,13 @@ def trial_detail(cache: StudyCache, name: str, number: str) -> dict[str, Any]:
         "datetime_start": t.datetime_start,
         "datetime_complete": t.datetime_complete,
     })
+
+
+def _group_members(frame: pd.DataFrame, group: Any) -> tuple[int, ...]:
+    """The numbers of the trials of fused group ``group``, from the cached table."""
+    if group is None or record.FUSED_GROUP not in frame.columns:
+        return ()
+    return read_model.group_members(zip(frame["number"].tolist(), frame[record.FUSED_GROUP].tolist()), group)
 
 
 def _model_path(frame: pd.DataFrame, number: int) -> str | None:

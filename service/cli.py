@@ -52,6 +52,9 @@ from hpsearch.study import (
     display_value,
     format_bytes,
     format_seconds,
+    fused_summary,
+    group_label,
+    is_solo_estimate,
     param_names,
     ran_as_text,
     searched_params,
@@ -236,7 +239,7 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
         click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation,
                                "budget": budget.to_dict()}, default=str))
         return
-    df = search.trials_dataframe()
+    df = _marked(search.trials_dataframe())
     searched = _searched_params(search, df)
     columns = _table_columns(df, [x, y, *search.objectives], searched)
     console = _console()
@@ -246,7 +249,9 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
     _print_table(console, df, shown, title=f"study {search.study_name}: trials")
     front = search.frontier(x=x, y=y)
     if len(front):
-        _print_table(console, front, shown, title=f"frontier: {x} vs {y} (non-dominated trials)")
+        _print_table(console, _marked(front, group=_GROUP in shown), shown, title=f"frontier: {x} vs {y} (non-dominated trials)")
+    for line in _legend(df, shown):
+        click.echo(line)
     if len(shown) < len(columns):
         left_out = [_HEADERS.get(c, c) for c in columns if c not in shown]
         click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
@@ -574,12 +579,15 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
                                "user_attrs": user_attrs}, default=str))
         return
     click.echo(f"best trial #{trial.number} of {study!r}: " + ", ".join(f"{m} {_fmt(v)}" for m, v in values.items()))
-    ran_as = ran_as_text(user_attrs)
+    marks = {record.PER_DEVICE_BATCH_SIZE: ran_as_text(user_attrs)}
+    if is_solo_estimate(user_attrs.get(record.RUNTIME_BASIS)):
+        group = group_label(user_attrs.get(record.FUSED_GROUP), user_attrs.get(record.FUSED_MEMBERS))
+        marks[record.RUNTIME_S] = "a solo estimate" + (f": it trained fused in group {group}" if group != "-" else "")
     for key, value in {**trial.params, **user_attrs}.items():
         # Dates, byte counts and thousands as people read them; the phases have their own view.
         text = display_value(key, value)
         if text is not None:
-            mark = f" ({ran_as})" if ran_as and key == record.PER_DEVICE_BATCH_SIZE else ""
+            mark = f" ({marks[key]})" if marks.get(key) else ""
             click.echo(f"  {key}: {text}{mark}")
     if record.PHASES in user_attrs:
         click.echo(f"  phases: hpsearch status {study} --trial {trial.number}")
@@ -592,10 +600,12 @@ def best(study: str, storage: str | None, as_json: bool) -> None:
               help="Show trial N instead: its configuration, state and reason, and where its time went (its phases).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(study: str, storage: str | None, trial_number: int | None, as_json: bool) -> None:
-    """Progress of STUDY: trials by state, the best so far, and the trials still running or
-    pending (proposed, waiting for their devices).
+    """Progress of STUDY: trials by state, the best so far, the trials that trained fused (in
+    which groups) and why others ran on their own, and the trials still running or pending
+    (proposed, waiting for their devices).
 
-    With --trial N, trial N alone: its configuration, state and reason, and its phases (asked,
+    With --trial N, trial N alone: its configuration, state and reason, its fused group and
+    step times where it trained fused, and its phases (asked,
     devices reserved, ranks handed to workers, ranks ready, training started and ended, last
     report, told) with the seconds between them, so a slow orchestrator shows. Exits with
     status 2 when the study has no trial N.
@@ -639,6 +649,8 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         if n - waiting:
             click.echo(f"{_count(n - waiting, 'trial')} {reason}, run again since: a later trial ran "
                        f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")
+    for line in fused_summary(df).lines():  # nothing for a study that never fused
+        click.echo(line)
     left = summary["running"] + summary["pending"]
     if left and process.running is False:
         # Trials stay RUNNING in the store when their search dies (kill -9): not training.
@@ -669,6 +681,8 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     memory = trial.memory_line()
     if memory is not None:
         click.echo(f"  memory: {memory}")
+    for line in trial.fused.lines() if trial.fused is not None else ():
+        click.echo(f"  {line}")
     timeline = trial.timeline
     if timeline is None:
         if trial.state in ("RUNNING", PENDING, "WAITING"):
@@ -704,7 +718,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-_TABLE_COLUMNS = ("number", "state", record.LR_RULE, record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS,
+#: The trial table's column of a fused member's group (``_marked``).
+_GROUP = "group"  # not a record name: the table's own column
+#: The mark after a runtime that is an estimate of the trial alone (``runtime_basis: solo_estimate``).
+_ESTIMATE = "~"
+_TABLE_COLUMNS = ("number", "state", _GROUP, record.LR_RULE, record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS,
                   record.EFFECTIVE_BATCH_SIZE, record.BASE_LR, "lr", record.VAL_ACCURACY, record.RUNTIME_S, record.DEVICE_SECONDS,
                   PEAK_MEMORY_BYTES, record.STATUS_REASON)
 _HEADERS = {record.PER_DEVICE_BATCH_SIZE: "b", record.WORLD_SIZE: "W", record.GRAD_ACCUM_STEPS: "A",
@@ -730,8 +748,43 @@ def _table_columns(df: Any, metrics: list[str], searched: list[str] | None = Non
     wanted[at:at] = [p for p in searched or [] if p not in wanted]
     metrics = list(dict.fromkeys(metrics))
     wanted[-1:-1] = [m for m in metrics if m not in wanted]
-    always = {"number", "state", *metrics}
+    always = {"number", "state", _GROUP, *metrics}
     return [c for c in wanted if c in df.columns and (c in always or df[c].nunique(dropna=False) > 1)]
+
+
+def _marked(df: Any, *, group: bool | None = None) -> Any:
+    """The trial table as it is shown, for a study with fused trials: a ``group`` column
+    (``g<group>/<members at its start>``, ``-`` for a trial of its own) and each fused member's
+    runtime marked as an estimate of it alone (``12.3~``); ``df`` itself for a study without.
+    ``group``: whether to add the column whatever the rows (the frontier's rows may all be trials
+    of their own, under the trial table's columns); ``None``: where a row is a fused member.
+
+    A fused member's ``runtime_s`` is not its wall time: unmarked, a group of twelve read as twelve
+    trials that each took what the group's estimate says, beside trials of their own that did.
+    """
+    fused = len(df) > 0 and record.FUSED_GROUP in df.columns and bool(df[record.FUSED_GROUP].notna().any())
+    if not (fused if group is None else group):
+        return df
+    df = df.copy()
+    groups = df[record.FUSED_GROUP] if record.FUSED_GROUP in df.columns else [None] * len(df)
+    members = df[record.FUSED_MEMBERS] if record.FUSED_MEMBERS in df.columns else [None] * len(df)
+    df[_GROUP] = [group_label(g, k) for g, k in zip(groups, members)]
+    if record.RUNTIME_S in df.columns and record.RUNTIME_BASIS in df.columns:
+        df[record.RUNTIME_S] = [_fmt(v) + (_ESTIMATE if is_solo_estimate(basis) and _fmt(v) != "-" else "")
+                                for v, basis in zip(df[record.RUNTIME_S], df[record.RUNTIME_BASIS])]
+    return df
+
+
+def _legend(df: Any, shown: Sequence[str]) -> list[str]:
+    """The lines under the trial table that say what its fused marks mean, where it shows them."""
+    lines = []
+    if _GROUP in shown:
+        lines.append("group gN/K: trained fused, as one model, with the other trials of group N (K members at its "
+                     "start); '-' trained on its own")
+    if record.RUNTIME_S in shown and _GROUP in df.columns and df[record.RUNTIME_S].astype(str).str.endswith(_ESTIMATE).any():
+        lines.append(f"{_ESTIMATE} after a runtime: a fused member's solo estimate, what it would take alone on its "
+                     "devices (runtime_basis: solo_estimate; the group's wall time is fused_runtime_s)")
+    return lines
 
 
 def _fit_columns(df: Any, columns: list[str], width: int, *, first: Sequence[str]) -> list[str]:

@@ -26,7 +26,16 @@ from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
 from hpsearch.locks import SearchProcess, search_process, study_lock
 from hpsearch.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity
 from hpsearch.progress import SearchEvent
-from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_STUDY_UID, CURVES, MODEL_PATH, STATUS_DETAIL, Direction
+from hpsearch.record import (
+    ATTR_N_TRIALS,
+    ATTR_SPACE_TEXT,
+    ATTR_STUDY_UID,
+    CURVES,
+    FUSED_GROUP,
+    MODEL_PATH,
+    STATUS_DETAIL,
+    Direction,
+)
 from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
@@ -144,8 +153,11 @@ class Search:
 
     def trials_dataframe(self, *, all_attrs: bool = False, curves: bool = False) -> pd.DataFrame:
         """One row per trial: ``number``, ``state``, every param and user attr as a column (its
-        ``peak_memory_bytes`` in bytes, its ``ran_as`` where the search halved its batch), the
-        objective values under their metric names, and timing columns.
+        ``peak_memory_bytes`` in bytes, its ``ran_as`` where the search halved its batch; for a
+        fused member its ``fused_group``, ``fused_members``, ``runtime_basis`` (``solo_estimate``:
+        its ``runtime_s`` is an estimate of it alone), ``fused_runtime_s``, ``fused_step_s`` and
+        ``solo_step_s``; ``fuse``: ``off: <why>`` for a trial that ran on its own), the objective
+        values under their metric names, and timing columns.
 
         ``state`` is Optuna's, except ``PENDING`` for a trial that was proposed and waits for its
         resources (Optuna holds it as RUNNING). The per-evaluation ``curves`` and the long
@@ -262,7 +274,9 @@ class Search:
         training started and ended, last report, told; ``hpsearch.study.TrialPhases``). Its
         ``timeline`` says how long it waited for devices and, after they were reserved, how long
         it trained and how long the rest took: the orchestrator's share (``hpsearch status
-        STUDY --trial N`` prints it).
+        STUDY --trial N`` prints it). Its ``fused`` says, for a trial that trained fused
+        (``search.fuse``), its group and the group's members, that its ``runtime_s`` is an
+        estimate of it alone, and the step times; for one that ran on its own, why.
 
         Raises:
             TrialNotFoundError: the study has no trial ``number``.
@@ -275,7 +289,13 @@ class Search:
             >>> trial.number, trial.params["lr_rule"] in ("constant", "linear", "sqrt")
             (0, True)
         """
-        return read_model.trial_phases(self._trial(number))
+        trial = self._trial(number)
+        group = trial.user_attrs.get(FUSED_GROUP)
+        members: tuple[int, ...] = ()
+        if group is not None:  # one attr of every trial, not the table
+            groups = read_model.read_attr(self.backend, self.study_name, FUSED_GROUP)
+            members = read_model.group_members(groups.items(), group)
+        return read_model.trial_phases(trial, members=members)
 
     def _trial(self, number: int) -> optuna.trial.FrozenTrial:
         """Trial ``number`` of the study (``TrialNotFoundError`` when it has none)."""

@@ -33,7 +33,7 @@ __all__ = ["MEMBER_FIELDS", "MEMBER_HYPERPARAMETERS", "TrialSpec", "fusion_key",
 #: fields, and in ``hyperparameters`` the optimizer's settings in ``MEMBER_HYPERPARAMETERS``.
 #: Everything else shapes the computation (the workload, its options and searched settings, b,
 #: W, A, epochs, seed, precision, compile, device, data path, the optimizer's kind, the schedule).
-MEMBER_FIELDS: tuple[str, ...] = ("base_lr", "lr_rule", "warmup_epochs", "hyperparameters")
+MEMBER_FIELDS: tuple[str, ...] = (record.BASE_LR, record.LR_RULE, record.WARMUP_EPOCHS, "hyperparameters")
 MEMBER_HYPERPARAMETERS: tuple[str, ...] = ("momentum", "nesterov", "weight_decay", "betas", "eps")
 
 

@@ -11,10 +11,13 @@ const TABLE_COLUMNS = ["number", "state", "lr_rule", "per_device_batch_size", "w
 const HEADERS = { per_device_batch_size: "b", world_size: "W", grad_accum_steps: "A", effective_batch_size: "B",
   number: "#", peak_memory_bytes: "peak memory", samples_per_s: "samples/s", device_seconds: "device-s",
   comm_fraction: "comm", epochs_completed: "epochs", status_reason: "reason", noise_scale: "noise scale",
-  val_accuracy: "val acc" };
+  val_accuracy: "val acc", fused_group: "group" };
 // Columns written in a unit of their own (the API and the CSV hold the raw value).
 const FORMATS = { peak_memory_bytes: bytes, memory_limit_bytes: bytes, comm_fraction: percent,
   training_started: date };
+// Columns the trial table reads for its marks without showing them: a halved trial's batch as run,
+// a fused member's group size and what its runtime means.
+const MARK_COLUMNS = ["ran_as", "fused_members", "runtime_basis"];
 // Attrs a listing leaves out: the trial page draws the phases as their own timeline.
 const NOT_LISTED = ["phases", "curves"];
 const PLOT_CONFIG = { responsive: true, displaylogo: false };
@@ -87,6 +90,15 @@ function ranAsText(ran) {
   return `ran as b ${ran.per_device_batch_size} x A ${ran.grad_accum_steps}` +
     (ran.out_of_memory_at !== undefined && ran.out_of_memory_at !== null ? ` (b ${ran.out_of_memory_at} ran out of memory)` : "");
 }
+
+// A fused member's group as the table writes it (hpsearch.study.group_label): g<group>/<members at
+// its start>, "-" for a trial of its own.
+function groupLabel(group, members) {
+  if (group === null || group === undefined) return "-";
+  return `g${group}` + (members === null || members === undefined ? "" : `/${members}`);
+}
+const ESTIMATE_TITLE = "a solo estimate: what this fused member would take alone on its devices " +
+  "(runtime_basis: solo_estimate; the group's wall time is fused_runtime_s)";
 
 function showError(main, error) {
   main.replaceChildren(el("p", { class: "error" }, String(error.message || error)));
@@ -168,14 +180,16 @@ async function studyPage(main, { name }) {
   let summary;
   async function drawTable() {
     const wanted = tableColumns(summary);
-    if (summary.columns.includes("ran_as")) wanted.push("ran_as");
+    if (fusedStudy(summary)) wanted.splice(wanted.indexOf("state") + 1, 0, "fused_group");
+    const marks = ["ran_as", ...(fusedStudy(summary) ? ["fused_members", "runtime_basis"] : [])];
+    wanted.push(...marks.filter((c) => summary.columns.includes(c)));
     const query = new URLSearchParams({ offset: table.offset, limit: table.limit, sort: table.sort,
       columns: wanted.join(",") });
     if (table.q) query.set("q", table.q);
     if (table.state) query.set("state", table.state);
     const page = await api(`${base}/trials?${query}`);
     table.total = page.total;
-    const shownColumns = page.columns.filter((c) => c !== "ran_as");
+    const shownColumns = page.columns.filter((c) => !MARK_COLUMNS.includes(c));
     const header = el("tr", {}, shownColumns.map((c) => {
       const sorted = table.sort.replace("-", "") === c;
       const th = el("th", { class: `${numeric(c) ? "" : "text"} ${sorted ? (table.sort.startsWith("-") ? "sorted-desc" : "sorted-asc") : ""}`,
@@ -206,6 +220,13 @@ async function studyPage(main, { name }) {
             attrs.class += " halved";
             attrs.title = ranAsText(ran);
             return el("td", attrs, `${cell(c, r[c])} \u2192 ${cell(c, ran[c])}`);
+          }
+          if (c === "fused_group") return el("td", attrs, groupLabel(r[c], r.fused_members));
+          if (c === "runtime_s" && r.runtime_basis === "solo_estimate" && r[c] !== null) {
+            // A fused member's runtime is what it would take alone, not the group's wall time.
+            attrs.class += " estimate";
+            attrs.title = ESTIMATE_TITLE;
+            return el("td", attrs, `${cell(c, r[c])}~`);
           }
           return el("td", attrs, cell(c, r[c]));
         }));
@@ -243,6 +264,7 @@ async function studyPage(main, { name }) {
         .map(([k, v]) => `${k.toLowerCase()} ${v}`).join(", ")})`),
       el("div", {}, el("span", {}, "finished"), summary.target ? `${summary.finished} of ${summary.target}` : fmt(summary.finished)),
       el("div", {}, el("span", {}, "objectives"), summary.objectives.map((m, i) => `${summary.directions[i]} ${m}`).join(", ")),
+      ...fusedSummary(summary.fused),
       el("div", {}, el("span", {}, "best"), best
         ? el("a", { href: `${studyUrl(name)}/trials/${best.number}` },
           `#${best.number}: ${Object.entries(best.values).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")}`)
@@ -254,6 +276,23 @@ async function studyPage(main, { name }) {
       await Promise.all([drawTable(), drawFigures(), analysis.draw(summary)]);
     }
   });
+}
+
+// Whether the study has fused groups (hpsearch.study.FusedSummary): its table then shows each
+// trial's group and marks the members' runtimes as solo estimates.
+function fusedStudy(summary) { return Boolean(summary.fused && summary.fused.groups); }
+
+// The summary's fused entry: how many trials trained fused in how many groups, and how many ran on
+// their own with a reason (each reason and its count on hover); nothing for a study that never fused.
+function fusedSummary(fused) {
+  const off = Object.entries((fused && fused.off) || {});
+  if (!fused || (!fused.groups && !off.length)) return [];
+  const parts = [];
+  if (fused.groups) parts.push(`${fused.members} trials in ${fused.groups} group${fused.groups === 1 ? "" : "s"}`);
+  const alone = off.reduce((sum, [, n]) => sum + n, 0);
+  if (alone) parts.push(`${alone} on their own`);
+  return [el("div", { id: "fused-summary", title: off.map(([reason, n]) => `${n} on their own: ${reason}`).join("\n") },
+    el("span", {}, "fused"), parts.join(", "))];
 }
 
 // The trial table's columns, those of TABLE_COLUMNS the study has with, right after the LR, the
@@ -280,6 +319,10 @@ function statesLegend(summary) {
     .map(([state, words]) => el("span", {}, el("b", { class: `state-${state}` }, state), ` ${words}`));
   if ((summary.reasons || []).some((x) => x.not_run)) {
     items.push(el("span", {}, el("b", { class: "state-PRUNED not-run" }, "PRUNED"), " not run (skipped)"));
+  }
+  if (fusedStudy(summary)) {
+    items.push(el("span", {}, el("b", {}, "gN/K"), " trained fused with the other trials of group N (K at its start)"),
+      el("span", {}, el("b", { class: "estimate" }, "~"), " runtime of a fused member: a solo estimate"));
   }
   const reasons = (summary.reasons || []).map((x) => el("li", { class: `reason-${x.reason}` },
     el("b", { class: `reason-${x.reason}` }, x.reason), ` (${x.count}): ${x.meaning}`));
@@ -394,8 +437,9 @@ async function trialPage(main, { name, number }) {
   const curves = el("div", { class: "figure", id: "curves" });
   const head = el("div");
   const time = el("section", { id: "phases" });
+  const fusedBox = el("section", { id: "fused" });
   const tables = el("div");
-  main.replaceChildren(head, time, curves, tables);
+  main.replaceChildren(head, fusedBox, time, curves, tables);
   let finished = false;
   await every(async () => {
     if (finished) return;
@@ -405,6 +449,7 @@ async function trialPage(main, { name, number }) {
       t.status_reason ? el("div", { class: `reason reason-${t.status_reason}`, id: "reason" },
         `${t.status_reason}: ${t.status_detail || t.status_meaning || ""}`) : "",
       t.memory ? el("p", { class: "memory", id: "memory" }, el("span", { class: "muted" }, "memory "), t.memory) : "");
+    fusedBox.replaceChildren(...fusedPanel(t.fused, name, t.number));
     time.replaceChildren(el("h2", {}, "Where the time went"), ...phasesPanel(t.phases, t.state));
     tables.replaceChildren(
       ...(t.model_path ? [el("h2", {}, "Saved model"),
@@ -433,6 +478,45 @@ async function trialPage(main, { name, number }) {
       curves.replaceChildren(el("p", { class: "note" }, "no epoch reported"));
     }
   });
+}
+
+// A trial's part in fusing (hpsearch.study.FusedTrial.to_dict), as `hpsearch status STUDY --trial N`
+// says it: its group and the group's members (links to their pages), what its runtime means and the
+// step times, fused and alone; for a trial that ran on its own, why. Nothing for a trial that says
+// nothing of fusing.
+function fusedPanel(f, name, number) {
+  if (!f) return [];
+  const rows = [];
+  const member = f.fused_group !== null && f.fused_group !== undefined;
+  if (member) {
+    rows.push(["group", `${f.group_label} (fused_group ${f.fused_group}, ${fmt(f.fused_members)} members at its start), ` +
+      "trained as one model"]);
+    rows.push(["members", f.members.flatMap((n, i) => [i ? ", " : "",
+      n === number ? `#${n}` : el("a", { href: `${studyUrl(name)}/trials/${n}` }, `#${n}`)])]);
+  } else if (f.fuse) {
+    rows.push(["fuse", f.fuse]);
+  }
+  if (f.runtime_basis === "solo_estimate") {
+    rows.push(["runtime_s", `${seconds(f.runtime_s)}: a solo estimate, what it would take alone on its devices ` +
+      "(runtime_basis: solo_estimate)"]);
+  }
+  if (f.fused_runtime_s !== null && f.fused_runtime_s !== undefined) {
+    rows.push(["fused_runtime_s", `${seconds(f.fused_runtime_s)}: the group's wall time`]);
+  }
+  if ((f.fused_step_s ?? null) !== null || (f.solo_step_s ?? null) !== null) {
+    rows.push(["one step", `${stepTime(f.fused_step_s)} for the group fused (fused_step_s), ` +
+      `${stepTime(f.solo_step_s)} for one member alone (solo_step_s)`]);
+  }
+  if (!rows.length) return [];
+  return [el("h2", {}, member ? "Trained fused" : "Fusing"),
+    el("table", { class: "kv", id: "fused-table" }, el("tbody", {}, rows.map(([k, v]) =>
+      el("tr", { id: `fused-${k.replace(/[^a-z_]+/g, "-")}` }, el("td", {}, k), el("td", { class: "text" }, v)))))];
+}
+
+// A step's seconds in milliseconds under a second (12 ms), as the CLI writes them.
+function stepTime(value) {
+  if (value === null || value === undefined) return "-";
+  return value < 1 ? `${Number((value * 1e3).toPrecision(3))} ms` : `${Number(value.toPrecision(3))} s`;
 }
 
 // Seconds as the CLI's phase table shows them (hpsearch.study.format_seconds).

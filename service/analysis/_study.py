@@ -659,8 +659,9 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
         a, v = a or 1.0, v or 1.0
         key = (b, max(1.0, w / v), a * v)
         steady = float(step_s[i]) if math.isfinite(step_s[i]) else seconds / steps
-        if basis[i] == "solo_estimate" and solo_step[i]:
-            steady = float(solo_step[i])
+        solo = solo_step[i]
+        if basis[i] == "solo_estimate" and solo:
+            steady = solo
         rows.setdefault(device, {}).setdefault(key, []).append(steady)
         if math.isfinite(startup_s[i]):
             starts.setdefault(device, {}).setdefault(int(key[1]), []).append(float(startup_s[i]))

@@ -4,8 +4,8 @@ The CLI, the study API (``hpsearch.Search``), the dashboard and the analysis all
 through this package: the trial record's names and directions, the trials table (one bulk read
 of Optuna's tables, behind a schema-version guard, or Optuna's public API), the summary, the
 best trial, finished counts, the searched params a trial table shows, the study listing, a cheap
-revision for pollers, Pareto fronts, exports and where a trial's time went (its phases). Nothing
-here writes to a store.
+revision for pollers, Pareto fronts, exports, where a trial's time went (its phases) and which
+trials trained fused. Nothing here writes to a store.
 
 Example:
     >>> import pandas as pd
@@ -19,6 +19,18 @@ Example:
 """
 
 from hpsearch.study._export import to_csv, to_json
+from hpsearch.study._fused import (
+    SOLO_ESTIMATE,
+    FusedSummary,
+    FusedTrial,
+    fused_summary,
+    fused_trial,
+    group_label,
+    group_members,
+    is_solo_estimate,
+    number_ranges,
+    off_reason,
+)
 from hpsearch.study._pareto import (
     check_direction,
     direction,
@@ -59,8 +71,11 @@ from hpsearch.study._units import format_bytes
 
 __all__ = [
     "PENDING",
+    "SOLO_ESTIMATE",
     "TESTED_SCHEMA_VERSIONS",
     "BestTrial",
+    "FusedSummary",
+    "FusedTrial",
     "Phase",
     "PhaseTimeline",
     "StudyInfo",
@@ -81,8 +96,15 @@ __all__ = [
     "frontier_axes",
     "frontier_candidates",
     "frontier_numbers",
+    "fused_summary",
+    "fused_trial",
+    "group_label",
+    "group_members",
     "is_finished",
+    "is_solo_estimate",
     "list_studies",
+    "number_ranges",
+    "off_reason",
     "param_names",
     "pareto_front",
     "phase_timeline",

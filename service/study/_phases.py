@@ -28,14 +28,15 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
+from hpsearch.study._fused import FusedTrial, fused_trial
 from hpsearch.study._table import display_state
-from hpsearch.study._units import format_bytes
+from hpsearch.study._units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     import optuna
@@ -178,6 +179,8 @@ class TrialPhases:
         ran_as: The per-device batch and accumulation it ran at, where the search halved its
             batch because a larger one ran out of memory (``{"per_device_batch_size": b,
             "grad_accum_steps": A, "out_of_memory_at": b0}``).
+        fused: Its part in fusing (``search.fuse``): its group and the group's members, what its
+            runtime means, the step times; ``None`` for a trial that says nothing of fusing.
     """
 
     number: int
@@ -189,6 +192,7 @@ class TrialPhases:
     device: str | None = None
     peak_memory_bytes: float | None = None
     ran_as: Mapping[str, Any] | None = None
+    fused: FusedTrial | None = None
 
     def memory_line(self) -> str | None:
         """Its memory in one line, ``None`` where it recorded none.
@@ -216,11 +220,13 @@ class TrialPhases:
                 record.STATUS_REASON: self.status_reason, record.STATUS_DETAIL: self.status_detail,
                 "device": self.device, record.PEAK_MEMORY_BYTES: self.peak_memory_bytes,
                 record.RAN_AS: None if self.ran_as is None else dict(self.ran_as),
-                record.PHASES: None if self.timeline is None else self.timeline.to_dict()}
+                record.PHASES: None if self.timeline is None else self.timeline.to_dict(),
+                "fused": None if self.fused is None else self.fused.to_dict()}
 
 
-def trial_phases(trial: optuna.trial.FrozenTrial) -> TrialPhases:
-    """The ``TrialPhases`` of an Optuna trial."""
+def trial_phases(trial: optuna.trial.FrozenTrial, *, members: Iterable[int] = ()) -> TrialPhases:
+    """The ``TrialPhases`` of an Optuna trial; ``members``: the numbers of the trials of its fused
+    group, where it has one (``hpsearch.study.group_members``)."""
     attrs = trial.user_attrs
     reason, detail = attrs.get(record.STATUS_REASON), attrs.get(record.STATUS_DETAIL)
     device, peak, ran_as = attrs.get(record.DEVICE), attrs.get(record.PEAK_MEMORY_BYTES), attrs.get(record.RAN_AS)
@@ -228,21 +234,7 @@ def trial_phases(trial: optuna.trial.FrozenTrial) -> TrialPhases:
                        None if reason is None else str(reason), None if detail is None else str(detail),
                        phase_timeline(attrs), device if isinstance(device, str) else None,
                        float(peak) if isinstance(peak, (int, float)) and _finite(peak) else None,
-                       dict(ran_as) if isinstance(ran_as, Mapping) else None)
-
-
-def format_seconds(seconds: float | None) -> str:
-    """Seconds as a phase table shows them: milliseconds under 10 s, tenths under 1,000 s.
-
-    Example:
-        >>> format_seconds(0.0712), format_seconds(38.46), format_seconds(3723.4), format_seconds(None)
-        ('0.071 s', '38.5 s', '3723 s', '-')
-    """
-    if seconds is None:
-        return "-"
-    if abs(seconds) < 10:
-        return f"{seconds:.3f} s"
-    return f"{seconds:.1f} s" if abs(seconds) < 1000 else f"{seconds:.0f} s"
+                       dict(ran_as) if isinstance(ran_as, Mapping) else None, fused_trial(attrs, members))
 
 
 def _finite(value: object) -> bool:

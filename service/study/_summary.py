@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
 from hpsearch.search_spaces import CORE_PARAMETERS
+from hpsearch.study._fused import FusedSummary, fused_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,6 +183,8 @@ class StudySummary:
             runs again first, by reason (``cut_short_counts``).
         reasons: Trials per ``status_reason`` (``reason_counts``): why the pruned, failed and
             skipped ones ended as they did.
+        fused: Its fused groups and the trials that ran on their own with a reason
+            (``hpsearch.study.fused_summary``; empty for a study that never fused).
     """
 
     study: str
@@ -194,6 +197,7 @@ class StudySummary:
     best_trial: BestTrial | None
     cut_short: Mapping[str, int] = field(default_factory=dict)
     reasons: Mapping[str, int] = field(default_factory=dict)
+    fused: FusedSummary = field(default_factory=FusedSummary)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status --json``, the dashboard)."""
@@ -210,6 +214,7 @@ class StudySummary:
                                                      "params": dict(best.params)},
             "cut_short": dict(self.cut_short),
             "reasons": dict(self.reasons),
+            "fused": self.fused.to_dict(),
         }
 
 
@@ -227,7 +232,7 @@ def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directi
         best = BestTrial(number, {o: float(row[o]) for o in objectives},
                          {p: _plain(row[p]) for p in params if p in frame.columns and _plain(row[p]) is not None})
     return StudySummary(name, tuple(objectives), tuple(directions), len(frame), finished_count(frame), target,
-                        state_counts(frame), best, cut_short_counts(frame), reason_counts(frame))
+                        state_counts(frame), best, cut_short_counts(frame), reason_counts(frame), fused_summary(frame))
 
 
 @dataclass(frozen=True)

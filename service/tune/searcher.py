@@ -234,16 +234,15 @@ class StudySearcher(Searcher):
         if self.ledger is not None and self.ledger.exhausted() is not None:
             return Searcher.FINISHED  # nothing asked: the stopper records why
         if self._solo_queue:  # members of a group that did not train fused, each on its own now
-            proposal, why = self._solo_queue.pop(0)
-            return self._launch(trial_id, [proposal], why)
+            proposal, declined = self._solo_queue.pop(0)
+            return self._launch(trial_id, [proposal], declined)
         first = self._held.pop(0) if self._held else self._propose()
         if not isinstance(first, _Proposal):
             return first
         why = self._unfusable(first.spec)
-        group = [first]
-        if why is None:
-            group, why = self._gather(first)
-        return self._launch(trial_id, group, why)
+        if why is not None:
+            return self._launch(trial_id, [first], why)
+        return self._launch(trial_id, *self._gather(first))
 
     def _propose(self) -> _Proposal | str:
         """Ask the study for its next configuration to run (those the constraints, the memory
@@ -319,7 +318,7 @@ class StudySearcher(Searcher):
             return group, None
         if capped is not None:
             return group, capped
-        return group, f"no other configuration of its shape among the {asked + len(self._held)} asked ahead"
+        return group, f"no partner of its shape: none among the {asked + len(self._held)} asked ahead"
 
     def _fuse_cap(self, first: _Proposal) -> tuple[int, str | None]:
         """The most members a group of ``first``'s shape may hold: ``search.fuse_max``, and on
@@ -568,7 +567,7 @@ class StudySearcher(Searcher):
             proposal = self._proposals.pop(mid)
             self._declined[fusion_key(proposal.spec)] = why
             for table in (self._trials, self._curves, self._asked, self._batch, self._last_runtime):
-                table.pop(mid, None)  # type: ignore[attr-defined]
+                table.pop(mid, None)
             _write(proposal.trial, {FUSE: f"off: {why}", FUSED_GROUP: None, FUSED_MEMBERS: None,
                                     record.FUSED_STEP_S: result.get(record.FUSED_STEP_S),
                                     record.SOLO_STEP_S: result.get(record.SOLO_STEP_S)})

@@ -180,3 +180,81 @@ def test_a_group_that_runs_out_of_memory_is_split_in_halves_and_no_member_is_out
     assert sorted(t.user_attrs[record.FUSED_MEMBERS] for t in trials) == [4] * 8
     group = tmp_path / "hpsearch_runs" / "split" / f"trial-{trials[0].number:05d}"
     assert sorted(p.name for p in group.iterdir() if p.is_dir()) == ["members-0-3", "members-4-7"]
+
+
+KILLED = """\
+study: K
+workload: {name: digits_mlp, epochs: 40}
+scaling: {base_batch_size: 8}
+parameters:
+  per_device_batch_size: {choices: [16, 32]}
+  lr_rule: {choices: [constant, linear]}
+  base_lr: {choices: [0.002, 0.005, 0.01]}
+  momentum: 0.9
+objectives:
+  - {metric: val_accuracy, direction: maximize}
+search: {sampler: grid, n_trials: 12, seed: 0, fuse: true, max_concurrent: 1}
+resources: {device: cpu}
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_lose_and_duplicate_no_member(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    (tmp_path / "space.yaml").write_text(KILLED)
+    study = lambda: optuna.load_study(study_name="K", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}")  # noqa: E731
+    proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"], cwd=tmp_path,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # a group trains: its members RUNNING with their group written
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "timed out waiting for a group to train"
+            try:
+                running = [t for t in study().get_trials() if t.state == optuna.trial.TrialState.RUNNING
+                           and t.user_attrs.get(record.CURVES, {}).get("samples_seen")]
+            except KeyError:
+                running = []
+            if running:
+                break
+            time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        resumed = _hpsearch("resume", "K", "--no-progress", cwd=tmp_path)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    finally:
+        for p in psutil.process_iter(["cwd"]):
+            try:
+                if p.info["cwd"] and Path(p.info["cwd"]).is_relative_to(tmp_path):
+                    p.kill()
+            except psutil.Error:
+                pass
+    trials = study().get_trials()
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # Every configuration of the grid completed exactly once; what the kill cut short (members
+    # training, configurations asked ahead) is recorded interrupted and ran again.
+    assert sorted(_key(t) for t in complete) == sorted(set(_key(t) for t in complete))
+    assert len(complete) == 12
+    cut = [t for t in trials if t.state != optuna.trial.TrialState.COMPLETE]
+    assert cut and all(t.user_attrs[record.STATUS_REASON] == "interrupted" for t in cut)
+    assert any(t.user_attrs.get(record.FUSED_MEMBERS, 0) > 1 for t in complete)
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_samplers_that_propose_one_configuration_at_a_time_still_fuse(sampler: str, tmp_path: Path) -> None:
+    space = GRID.format(study="one", lrs="[0.002, 0.005, 0.01, 0.02]", n=6, fuse="true").replace(
+        "sampler: grid", f"sampler: {sampler}")
+    (tmp_path / "space.yaml").write_text(space)
+    result = _hpsearch("start", "space.yaml", "--no-progress", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # A repeated proposal is skipped (PRUNED, equivalent), as without fusing.
+    trials = [t for t in _trials(tmp_path, "one") if t.state != optuna.trial.TrialState.PRUNED]
+    assert len(trials) == 6 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    # The searcher asked ahead: the six proposals, all of one shape, trained in one group.
+    assert {t.user_attrs[record.FUSED_MEMBERS] for t in trials} == {6}
+    assert len({_key(t) for t in trials}) == 6  # no configuration twice

@@ -42,7 +42,7 @@ import copy
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +111,7 @@ class FusedModel:
         return vmap(one, in_dims=(0, 0, None, None), randomness="different")(self.params, self.buffers, x, y)
 
     @torch.no_grad()
-    def evaluate(self, workload: Workload, batches: Iterator[Any],
+    def evaluate(self, workload: Workload, batches: Iterable[Any],
                  autocast: Callable[[], contextlib.AbstractContextManager[Any]]) -> list[dict[str, float]]:
         """Each member's mean validation loss (and accuracy for a classifier), as ``evaluate``
         of ``hpsearch.trials.rank.loop`` gives a solo model's."""
