@@ -24,7 +24,8 @@ from pathlib import Path
 
 #: The benchmarks, in the report's order (module names under ``benchmarks``).
 BENCHMARKS = ("orchestration", "ddp_loop", "store_writes", "dashboard_api", "search_efficiency", "dashboard_load",
-              "analysis_prediction", "analysis_speed", "search_span", "orchestrator_load", "gpu", "gpu_node")
+              "analysis_prediction", "analysis_speed", "search_span", "orchestrator_load", "gpu", "gpu_node",
+              "fused")
 REPORT = Path("docs/benchmarks.md")
 
 

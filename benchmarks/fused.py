@@ -17,7 +17,7 @@ B. **``auto`` against ``false``** where fusing may not pay: the quickstart as sh
    shape, 2 epochs), where a step is large enough that fusing is expected to lose on the CPU and
    ``auto`` should decline after timing its first steps. Spans, and how many trials trained fused.
 
-    python -m benchmarks.fused            # 3 repetitions (about 12 minutes on 2 cores)
+    python -m benchmarks.fused            # 3 repetitions of A, 2 of B: about 10 min on 2 idle cores, 17 busy
     python -m benchmarks.fused --quick    # 1 repetition, smaller grids, fewer epochs
 """
 
@@ -75,6 +75,7 @@ class Grid:
     """One grid of the benchmark: its name in the tables and its space file, given ``fuse``."""
 
     name: str
+    label: str  # short, for the verdict lines
     study: str
     text: Callable[[str], str]
 
@@ -82,14 +83,14 @@ class Grid:
 def digits_grid(workload: str, batches: tuple[int, ...], lrs: tuple[float, ...], epochs: int) -> Grid:
     """A digits grid of b x the three rules x base LRs, world size 1."""
     n = len(batches) * 3 * len(lrs)
-    name = f"{workload}, b {{{', '.join(map(str, batches))}}} ({n} trials, {epochs} epochs)"
+    name = f"{workload}, b {{{', '.join(map(str, batches))}}} ({n} trials, {epochs} epoch{'s' if epochs > 1 else ''})"
     study = f"fused-{workload}-b{'-'.join(map(str, batches))}"
 
     def text(fuse: str) -> str:
         return GRID.format(study=study, workload=workload, epochs=epochs, batches=", ".join(map(str, batches)),
                            lrs=", ".join(map(str, lrs)), n=n, fuse=fuse)
 
-    return Grid(name, study, text)
+    return Grid(name, workload if len(batches) > 1 else f"{workload} at b {batches[0]}", study, text)
 
 
 def quickstart_grid(epochs: int | None) -> Grid:
@@ -108,7 +109,8 @@ def quickstart_grid(epochs: int | None) -> Grid:
             edited = edited.replace(old, new.format(fuse=fuse))
         return edited
 
-    return Grid(f"the quickstart (24 trials{f', {epochs} epochs' if epochs else ''})", "digits-quickstart", text)
+    return Grid(f"the quickstart (24 trials{f', {epochs} epochs' if epochs else ''})", "the quickstart",
+                "digits-quickstart", text)
 
 
 @dataclass(frozen=True)
@@ -171,11 +173,23 @@ class Cases:
 
 # -- the figures ------------------------------------------------------------------------------
 
-def twins(fused: list[Study], solo: list[Study]) -> dict[str, list[float]]:
-    """Every completed fused member against its solo twin of the same repetition: the
-    |val_accuracy difference|, the |val_loss relative difference| and the solo-runtime
-    estimate's error (member ``runtime_s`` over the twin's, minus 1)."""
-    out: dict[str, list[float]] = {"accuracy": [], "loss": [], "estimate": []}
+@dataclass(frozen=True)
+class Twin:
+    """A completed fused member against its solo twin (the same parameters, the same repetition)."""
+
+    params: tuple[tuple[str, Any], ...]
+    accuracy: float  # |val_accuracy difference|
+    loss: float  # |val_loss relative difference|
+    estimate: float  # member runtime_s / twin runtime_s - 1: the solo-runtime estimate's error
+
+    def describe(self) -> str:
+        p = dict(self.params)
+        return f"b {p['per_device_batch_size']}, {p['lr_rule']}, base_lr {p['base_lr']}"
+
+
+def twins(fused: list[Study], solo: list[Study]) -> list[Twin]:
+    """Every completed fused member against its solo twin of the same repetition."""
+    out = []
     for f, s in zip(fused, solo):
         alone = {t["params"]: t for t in s.complete}
         for member in f.complete:
@@ -183,9 +197,9 @@ def twins(fused: list[Study], solo: list[Study]) -> dict[str, list[float]]:
             if member["attrs"].get("fuse") != "on" or twin is None:
                 continue
             a, b = member["attrs"], twin["attrs"]
-            out["accuracy"].append(abs(float(a["val_accuracy"]) - float(b["val_accuracy"])))
-            out["loss"].append(abs(float(a["val_loss"]) / float(b["val_loss"]) - 1))
-            out["estimate"].append(float(a["runtime_s"]) / float(b["runtime_s"]) - 1)
+            out.append(Twin(member["params"], abs(float(a["val_accuracy"]) - float(b["val_accuracy"])),
+                            abs(float(a["val_loss"]) / float(b["val_loss"]) - 1),
+                            float(a["runtime_s"]) / float(b["runtime_s"]) - 1))
     return out
 
 
@@ -207,6 +221,18 @@ def fuse_counts(studies: list[Study]) -> tuple[str, str]:
     return counts, f"{why} ({n} of {sum(reasons.values())})"
 
 
+def fused_at_a_loss(studies: list[Study]) -> int:
+    """Trials that trained fused though their group's timing said a member's share of a fused
+    step was no faster than a step alone (what ``auto`` declines on), over every repetition."""
+    n = 0
+    for s in studies:
+        for t in s.fused():
+            a = t["attrs"]
+            if isinstance(a.get("fused_step_s"), float) and isinstance(a.get("solo_step_s"), float):
+                n += a["fused_step_s"] / float(a["fused_members"]) >= a["solo_step_s"]
+    return n
+
+
 def declined_example(studies: list[Study]) -> str | None:
     """One ``fuse`` attribute of a group that timed its steps and declined (its measurements in it)."""
     for s in studies:
@@ -223,6 +249,13 @@ def _pct(x: float) -> str:
 
 def _mark(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
+
+
+def _worst(pairs: list[Twin], field: str, grid: str) -> str:
+    if not pairs:
+        return "-"
+    w = max(pairs, key=lambda t: getattr(t, field))
+    return f"{grid}, {w.describe()}"
 
 
 # -- the benchmark ----------------------------------------------------------------------------
@@ -249,78 +282,97 @@ def run(quick: bool = False) -> str:
         return median([s.span for s in studies[(grid.name, fuse)]])
 
     # A: spans, twins, device time.
-    rows_a, span_ok, errors = [], [], {"accuracy": [], "loss": [], "estimate": []}  # type: ignore[var-annotated]
+    rows_a, spans_a, every = [], [], []
     for g in part_a:
         solo, fused = span(g, "false"), span(g, "true")
-        ratio = fused / solo
-        span_ok.append((g.name, ratio))
+        spans_a.append((g.label, fused / solo))
         pairs = twins(studies[(g.name, "true")], studies[(g.name, "false")])
-        for k, v in pairs.items():
-            errors[k] += v
-        est = [abs(e) for e in pairs["estimate"]]
+        every += [(g.label, t) for t in pairs]
+        est = [abs(t.estimate) for t in pairs]
         device = [median([s.device_seconds() for s in studies[(g.name, f)]]) for f in ("false", "true")]
         complete = [f"{len(studies[(g.name, f)][-1].complete)}/{len(studies[(g.name, f)][-1].trials)}"
                     for f in ("false", "true")]
         rows_a.append([
-            g.name, " vs ".join(complete), f"{solo:.1f} s", f"{fused:.1f} s", f"{ratio:.2f}x",
-            f"{len(pairs['accuracy'])}",
-            f"{max(pairs['accuracy'], default=float('nan')):.3f}",
-            _pct(max(pairs["loss"], default=float("nan"))),
-            (f"{_pct(statistics.median(est))} (max {_pct(max(est))}, mean {statistics.mean(pairs['estimate']):+.1%})"
-             if est else "-"),
-            f"{device[0]:.1f} s vs {device[1]:.1f} s",
+            g.name, " vs ".join(complete), f"{solo:.1f} s", f"{fused:.1f} s", f"{fused / solo:.2f}x", len(pairs),
+            f"{max((t.accuracy for t in pairs), default=float('nan')):.3f}",
+            f"{_pct(max((t.loss for t in pairs), default=float('nan')))} "
+            f"({_pct(statistics.median(t.loss for t in pairs)) if pairs else '-'})",
+            (f"{_pct(statistics.median(est))} (max {_pct(max(est))}; mean signed "
+             f"{statistics.mean(t.estimate for t in pairs):+.1%})" if est else "-"),
+            f"{device[0]:.1f} s vs {device[1]:.1f} s ({device[1] / device[0]:.2f}x)",
         ])
     table_a = md_table(["grid", "complete (false vs true)", "span, fuse false", "span, fuse true", "fused / solo",
-                        "members with a twin", "max abs val_accuracy diff", "max val_loss rel. diff",
-                        "runtime estimate abs error: median", "device-seconds (false vs true)"], rows_a)
-    acc_max = max(errors["accuracy"], default=float("nan"))
-    loss_max = max(errors["loss"], default=float("nan"))
-    est_abs = [abs(e) for e in errors["estimate"]]
+                        "members with a twin", "max abs val_accuracy diff", "val_loss rel. diff: max (median)",
+                        "runtime estimate abs error: median", "device-seconds, false vs true"], rows_a)
+    acc_max = max((t.accuracy for _, t in every), default=float("nan"))
+    loss_max = max((t.loss for _, t in every), default=float("nan"))
+    est_abs = [abs(t.estimate) for _, t in every]
     est_med = statistics.median(est_abs) if est_abs else float("nan")
     est_max = max(est_abs, default=float("nan"))
+    worst_acc = max(every, key=lambda gt: gt[1].accuracy, default=None)
+    worst_loss = max(every, key=lambda gt: gt[1].loss, default=None)
 
     # B: auto against false.
-    rows_b, auto_ok = [], []
+    rows_b, spans_b = [], []
     for g in part_b:
         off, auto = span(g, "false"), span(g, "auto")
-        ratio = auto / off
-        auto_ok.append((g.name, ratio))
+        spans_b.append((g.label, auto / off))
         counts, reason = fuse_counts(studies[(g.name, "auto")])
-        rows_b.append([g.name, f"{off:.1f} s", f"{auto:.1f} s", f"{ratio:.2f}x", counts, reason])
+        rows_b.append([g.name, f"{off:.1f} s", f"{auto:.1f} s", f"{auto / off:.2f}x", counts,
+                       fused_at_a_loss(studies[(g.name, "auto")]), reason])
     table_b = md_table(["grid", "span, fuse false", "span, fuse auto", "auto / false",
-                        "fused / on their own (per repetition)", "most common `fuse: off` reason"], rows_b)
+                        "trials fused / on their own (per repetition)", "fused though the timing said it did not pay",
+                        "most common `fuse: off` reason (trials)"], rows_b)
     example = next((e for g in part_b if (e := declined_example(studies[(g.name, "auto")]))), None)
 
     span_verdict = "; ".join(
-        f"{name}: {_mark(r <= SPAN_GOAL)} ({r:.2f}x, goal {SPAN_GOAL:.2f}x or better; target {SPAN_TARGET:.2f}x"
-        f"{', reached' if r <= SPAN_TARGET else ''})" for name, r in span_ok)
-    quick_ratio = auto_ok[0][1]
+        f"{name}: {_mark(r <= SPAN_GOAL)} ({r:.2f}x, goal {SPAN_GOAL:.2f}x or better, target {SPAN_TARGET:.2f}x"
+        f"{': reached' if r <= SPAN_TARGET else ''})" for name, r in spans_a)
     auto_verdict = "; ".join(
-        f"{name}: {_mark(r <= AUTO_GOAL and (i > 0 or r < 1.0))} ({r:.2f}x, goal "
-        + (f"under 1.00x and at most {AUTO_GOAL:.2f}x" if i == 0 else f"{AUTO_GOAL:.2f}x or better") + ")"
-        for i, (name, r) in enumerate(auto_ok))
+        f"{name}: {_mark(r < 1.0 if i == 0 else r <= AUTO_GOAL)} ({r:.2f}x, goal "
+        + ("faster, under 1.00x" if i == 0 else f"{AUTO_GOAL:.2f}x or better") + ")"
+        for i, (name, r) in enumerate(spans_b))
+    if acc_max <= ACCURACY_GOAL and loss_max <= LOSS_GOAL:
+        twins_say = "each member ends where its solo twin ends"
+    else:
+        twins_say = (f"members end up to {acc_max:.3f} in accuracy and {_pct(loss_max)} in validation loss away from "
+                     "their solo twins")
+    worst = (f" (the largest accuracy difference: {_worst([worst_acc[1]], 'accuracy', worst_acc[0])}; the largest "
+             f"loss difference: {_worst([worst_loss[1]], 'loss', worst_loss[0])})" if worst_acc and worst_loss else "")
+    signed = statistics.mean(t.estimate for _, t in every) if every else float("nan")
+    then = ("after declining its members start again on their own"
+            if declined_example(studies[(part_b[1].name, "auto")]) else "it did not decline")
+    one_group = ("its one group holds every trial: while the group times its first steps, fused and one member "
+                 f"alone, one core trains and the other waits, and {then}")
+    at_a_loss = sum(fused_at_a_loss(studies[(g.name, "auto")]) for g in part_b)
+    loss_note = (f" A fused group that reaches its first evaluation before its timing ends cannot decline any more "
+                 f"(`hpsearch.trials.rank.fused` decides there without declining: shapes with few steps between "
+                 f"evaluations): {at_a_loss} trial{'s' if at_a_loss != 1 else ''} trained fused though their "
+                 "group's own timing said it did not pay."
+                 if at_a_loss else "")
     reps = f"{repeat_a} repetition{'s' if repeat_a > 1 else ''} of A, {repeat_b} of B"
+    epoch_word = "epoch" if epochs == 1 else "epochs"
     return f"""## 13. Fused trials: configurations of one shape trained as one vectorized model
 
-`python -m benchmarks.fused`{" --quick" if quick else ""}. Every case is `hpsearch start` as a whole command in a
+`python -m benchmarks.fused{" --quick" if quick else ""}`. Every case is `hpsearch start` as a whole command in a
 fresh folder (a local Ray, SQLite, `device: cpu`, `cpus_per_worker: 1`, on this machine's
 {os.cpu_count()} cores: see "The machine"), the cases interleaved ({reps}; the medians; {minutes:.1f} minutes
 in all). The span: the study's last trial told (`datetime_complete`) minus its first asked
 (`datetime_start`), read with Optuna.
 
 **A. The digits grids, `fuse: false` vs `fuse: true`.** b in {{8, 32}} x lr_rule in {{constant,
-linear, sqrt}} x base_lr in {{{", ".join(map(str, lrs))}}}, momentum 0.9, world size 1, the grid sampler, seed 0:
-two shapes, so with `fuse: true` two fused groups. Each fused member is compared with its solo twin
-(the same parameters, in the `fuse: false` study of the same repetition): the validation accuracy
-and loss it ends with, and its `runtime_s` (for a member, the estimate of what it would take alone,
-from solo steps of its shape timed in its group) against the twin's measured `runtime_s`.
-Device-seconds: the study's total (a member's is its share of its group's).
+linear, sqrt}} x base_lr in {{{", ".join(map(str, lrs))}}}, momentum 0.9, world size 1, {epochs} {epoch_word}, the grid
+sampler, seed 0: two shapes, so with `fuse: true` two fused groups. Each fused member is compared with
+its solo twin (the same parameters, in the `fuse: false` study of the same repetition): the
+validation accuracy and loss it ends with, and its `runtime_s` (for a member, the estimate of what it
+would take alone, from solo steps of its shape timed in its group) against the twin's measured
+`runtime_s`. Device-seconds: the study's total (a member's is its share of its group's).
 
 {table_a}
 
 Over both grids and every repetition: max |val_accuracy difference| {acc_max:.3f}, max |val_loss
-relative difference| {_pct(loss_max)}, the runtime estimate's |error| median {_pct(est_med)}, max
-{_pct(est_max)}.
+relative difference| {_pct(loss_max)}{worst}; the runtime estimate's |error| median {_pct(est_med)},
+max {_pct(est_max)}.
 
 **B. `fuse: auto` vs `fuse: false`**, where fusing may not pay: the quickstart as shipped on the CPU
 (8 shapes of 3 trials, world sizes 1 and 2), and a CNN grid at b 128 (one shape of
@@ -336,11 +388,11 @@ Verdict: the solo-runtime estimate: {_mark(est_med <= ESTIMATE_GOAL)} (median |e
 {_pct(est_max)}; goal a median of {ESTIMATE_GOAL:.0%} or less).
 Verdict: span auto/false: {auto_verdict}.
 
-What it says: fusing the {3 * len(lrs)} configurations of a shape into one model cuts the digits grids'
-span to {" and ".join(f"{r:.2f}x" for _, r in span_ok)} of training them one by one, and each member ends where
-its solo twin ends. Under `auto` the quickstart runs at {quick_ratio:.2f}x of its unfused span; at b 128, where
-a step of the CNN is large enough to keep a core busy alone, `auto` {"declines after timing its first steps" if
-example else "did not decline"} and costs {auto_ok[1][1]:.2f}x.
+What it says: training a shape's configurations as one model takes {" and ".join(f"{r:.2f}x" for _, r in spans_a)}
+of the span of training them one by one on the digits grids (CNN, MLP), and {twins_say}. A member's
+`runtime_s`, what it would take alone, is off from what its twin took by a median of {_pct(est_med)} (on
+average {signed:+.1%}). Under `auto` the quickstart took {spans_b[0][1]:.2f}x of its unfused span, the
+b 128 grid {spans_b[1][1]:.2f}x: {one_group}.{loss_note}
 """
 
 

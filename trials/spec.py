@@ -163,6 +163,8 @@ class TrialSpec:
         return [self.member(k) for k in range(len(self.fused))] if self.fused else [self]
 
     def __post_init__(self) -> None:
+        # A spec read back from JSON (export-trial's trial.json) holds a list.
+        object.__setattr__(self, "fused", tuple(self.fused))
         if self.emulated_ranks < 1 or self.world_size % self.emulated_ranks:
             raise ValueError(f"emulated_ranks must divide world_size {self.world_size}, got {self.emulated_ranks}")
         if "precision" in self.hyperparameters:

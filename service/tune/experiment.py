@@ -67,7 +67,7 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
     ledger = BudgetLedger(plan.budget, plan.spent, plan.run_started if plan.run_started is not None else time.monotonic())
     searcher = StudySearcher(study, space, plan.n_trials, plan.device, plan.runs_dir, max_processes=plan.devices,
-                             on_event=on_event, ledger=ledger)
+                             on_event=on_event, ledger=ledger, slots=plan.max_concurrent)
 
     stopper = InterruptStopper(searcher, on_stop=desk.stop_granting)
     tuner = tune.Tuner(

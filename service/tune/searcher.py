@@ -70,6 +70,7 @@ from hpsearch.tune.trainable import (
     FUSE_DECLINED_KEY,
     MEMBER_KEY,
     MEMBERS_KEY,
+    NOT_RUN_KEY,
     PHASES_KEY,
     REPORT_EVERY_S,
     RESTARTED_KEY,
@@ -128,6 +129,8 @@ class StudySearcher(Searcher):
         runs_dir: Parent of each trial's run folder.
         on_event: Called with each ``SearchEvent`` (progress display).
         ledger: The search's budget account (``hpsearch.budget``); ``None``: no budget kept.
+        slots: How many trials run at once (``SearchPlan.max_concurrent``): fused groups of one
+            shape are sized to keep them busy.
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class StudySearcher(Searcher):
         on_event: Callable[[SearchEvent], None] | None = None,
         ledger: BudgetLedger | None = None,
         max_processes: int | None = None,
+        slots: int = 1,
     ) -> None:
         super().__init__()
         self.study = study
@@ -195,9 +199,14 @@ class StudySearcher(Searcher):
         self._held: list[_Proposal] = []
         self._solo_queue: list[tuple[_Proposal, str]] = []
         self._declined: dict[Hashable, str] = {}
+        # Per shape, the size its groups take (the first group's configurations shared among
+        # the trial slots), and the slots (``max_concurrent``).
+        self._group_size: dict[Hashable, int] = {}
+        self.slots = max(1, slots)
         # Fused groups under ``fuse: auto`` that have not yet reported an evaluation (so may still
         # decline), by Tune trial id.
         self._undecided: set[str] = set()
+        self._said_exhausted = False
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
         trials = study.get_trials(deepcopy=False)
@@ -236,9 +245,10 @@ class StudySearcher(Searcher):
         if self._solo_queue:  # members of a group that did not train fused, each on its own now
             proposal, declined = self._solo_queue.pop(0)
             return self._launch(trial_id, [proposal], declined)
-        first = self._held.pop(0) if self._held else self._propose()
+        first = self._next_held() or self._propose()
         if not isinstance(first, _Proposal):
-            return first
+            # A fused group still timing its first steps may yet hand its members back.
+            return None if first == Searcher.FINISHED and self._undecided else first
         why = self._unfusable(first.spec)
         if why is not None:
             return self._launch(trial_id, [first], why)
@@ -253,8 +263,10 @@ class StudySearcher(Searcher):
             if remaining is not None and not remaining(self.study) and not self._queued():
                 return Searcher.FINISHED  # the grid is used up
             if self._space_size is not None and len(self._seen) >= self._space_size and not self._queued():
-                self._emit("exhausted", -1, detail=f"every one of the space's {self._space_size} configurations "
-                                                   "has been proposed; stopping the search")
+                if not self._said_exhausted:
+                    self._said_exhausted = True
+                    self._emit("exhausted", -1, detail=f"every one of the space's {self._space_size} "
+                                                       "configurations has been proposed; stopping the search")
                 return Searcher.FINISHED
             asked = time.time()
             trial = self.study.ask(self._distributions)
@@ -285,6 +297,35 @@ class StudySearcher(Searcher):
                                            "configurations in a row; stopping the search")
         return Searcher.FINISHED
 
+    def _next_held(self) -> _Proposal | None:
+        """The first configuration asked ahead that still runs (see ``_refreshed``)."""
+        while self._held:
+            proposal = self._refreshed(self._held.pop(0))
+            if proposal is not None:
+                return proposal
+        return None
+
+    def _refreshed(self, proposal: _Proposal) -> _Proposal | None:
+        """A configuration asked ahead, under the memory ceilings learnt since it was asked: as
+        it was, halved (``on_oom: accumulate``), or ``None`` when it is now skipped
+        (``exceeds_memory``, recorded as at the ask)."""
+        memory = self.ceilings.plan(proposal.params, self.on_oom)
+        if memory is None:
+            return proposal
+        if memory[0] == "skip":
+            _write(proposal.trial, {**proposal.derived, record.STATUS_REASON: REASON_EXCEEDS_MEMORY,
+                                    record.STATUS_DETAIL: memory[1]["detail"], PHASES: _phases(proposal.asked, None)})
+            self.study.tell(proposal.trial, state=TrialState.PRUNED)
+            self._emit("skipped", proposal.trial.number, reason=REASON_EXCEEDS_MEMORY, detail=memory[1]["detail"])
+            return None
+        ran_as = memory[1]
+        if RAN_AS in proposal.derived:
+            return proposal
+        spec = trial_spec(self.space, {**proposal.params, **ran_shape(ran_as)}, device=self.device,
+                          max_processes=self.max_processes)
+        return _Proposal(proposal.trial, proposal.params, spec, {**proposal.derived, RAN_AS: ran_as}, proposal.asked,
+                         proposal.announced)
+
     def _unfusable(self, spec: TrialSpec) -> str | None:
         """Why a trial of ``spec`` runs on its own whatever its partners (``None``: it may fuse)."""
         if self.fuse == "false":
@@ -301,11 +342,16 @@ class StudySearcher(Searcher):
         group, and why it is only ``first`` where it is."""
         key = fusion_key(first.spec)
         cap, capped = self._fuse_cap(first)
+        cap = min(cap, self._group_size.get(key, cap))
         group = [first]
         for held in list(self._held):
             if len(group) < cap and fusion_key(held.spec) == key:
-                group.append(held)
                 self._held.remove(held)
+                fresh = self._refreshed(held)
+                if fresh is not None and fusion_key(fresh.spec) == key:
+                    group.append(fresh)
+                elif fresh is not None:
+                    self._held.append(fresh)
         asked = 0
         while (len(group) < cap and asked < 2 * self.fuse_max
                and self._launched + len(group) + len(self._held) < self.n_trials):
@@ -314,6 +360,15 @@ class StudySearcher(Searcher):
                 break
             asked += 1
             (group if fusion_key(proposal.spec) == key else self._held).append(proposal)
+        if key not in self._group_size and len(group) > 1:
+            # Keep the search's trial slots busy: a shape with more configurations than one group
+            # needs is split into as many groups as the slots the other shapes leave (one group of
+            # twelve on one core of two, the other idle, took twice as long when fusing did not pay).
+            others = len({fusion_key(p.spec) for p in self._held} - {key})
+            parts = max(1, min(len(group), self.slots - others))
+            self._group_size[key] = size = -(-len(group) // parts)
+            self._held[:0] = group[size:]
+            group = group[:size]
         if len(group) > 1:
             return group, None
         if capped is not None:
@@ -383,7 +438,8 @@ class StudySearcher(Searcher):
             spec, leader.trial.number, str(self.runs_dir / f"trial-{leader.trial.number:05d}"),
             timeout_s=self.space.search.trial_timeout_s, on_oom=self.on_oom,
             # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
-            report_every_s=None if self.space.search.scheduler == "asha" else REPORT_EVERY_S)}
+            report_every_s=None if self.space.search.scheduler == "asha" else REPORT_EVERY_S,
+            members=tuple(p.trial.number for p in group))}
 
     def _queued(self) -> bool:
         return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
@@ -626,6 +682,12 @@ class StudySearcher(Searcher):
         elif self.budget_ran_out:
             # Likewise, whatever ended it once the budget ran out is the budget's stop.
             self._fail(trial, REASON_BUDGET, f"stopped: {self.budget_stop}")
+        elif result.get(NOT_RUN_KEY):  # a member another of its shape showed cannot fit: skipped, as at the ask
+            _write(trial, {record.STATUS_REASON: REASON_EXCEEDS_MEMORY,
+                           record.STATUS_DETAIL: result.get(record.STATUS_DETAIL) or ""})
+            self.study.tell(trial, state=TrialState.PRUNED)
+            self._launched -= 1  # not counted toward n_trials, as a configuration skipped at the ask
+            self._emit("skipped", trial.number, reason=REASON_EXCEEDS_MEMORY, detail=result.get(record.STATUS_DETAIL))
         elif result.get(FAILED_KEY):
             self._fail(trial, result.get(record.STATUS_REASON) or "error", result.get(record.STATUS_DETAIL) or "")
         elif error:

@@ -32,7 +32,7 @@ from hpsearch.tune.ceilings import halved
 from hpsearch.tune.reservations import DeskClosed, reserved
 
 __all__ = [
-    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "FUSE_DECLINED_KEY", "MEMBERS_KEY", "MEMBER_KEY",
+    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "FUSE_DECLINED_KEY", "MEMBERS_KEY", "MEMBER_KEY", "NOT_RUN_KEY",
     "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY", "STARTED_KEY",
     "TrialTask",
     "trainable",
@@ -67,6 +67,8 @@ REPORT_EVERY_S = 1.0
 #: fused (its members then run as trials of their own).
 MEMBER_KEY = record.FUSED_MEMBER
 MEMBERS_KEY = "hpsearch_members"
+#: A member that was not run (``exceeds_memory``: another member of its shape ran out alone).
+NOT_RUN_KEY = "hpsearch_not_run"
 FUSE_DECLINED_KEY = record.FUSE_DECLINED
 
 #: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
@@ -85,6 +87,8 @@ class TrialTask:
         timeout_s: ``search.trial_timeout_s``.
         on_oom: ``search.on_oom``.
         report_every_s: How often its reports go to Tune (``None``: each at once, for a scheduler).
+        members: A fused group's members' study numbers, in the group's order (``(number,)``
+            for a trial of its own).
     """
 
     spec: TrialSpec
@@ -93,6 +97,7 @@ class TrialTask:
     timeout_s: float | None
     on_oom: str
     report_every_s: float | None
+    members: tuple[int, ...] = ()
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -127,6 +132,8 @@ class _Run:
 
     def __init__(self, task: TrialTask, ranks: Any, gpu_ids: Any, where: dict[str, Any], mps: str | None) -> None:
         self.task, self.ranks, self.gpu_ids, self.where, self.mps = task, ranks, gpu_ids, where, mps
+        # Set when a member of a split group ran out of memory alone: the others are not run.
+        self.alone_out_of_memory: str | None = None
 
     def solo(self, spec: TrialSpec, run_dir: str, phases: dict[str, Any], member: int | None = None) -> None:
         """Run ``spec`` alone; ``member``: it is that member of the task's fused group (its
@@ -153,6 +160,9 @@ class _Run:
                 if exc.reason != REASON_OUT_OF_MEMORY or task.on_oom != "accumulate" or fits is None:
                     failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
                                record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items()), **tag}
+                    if tag and exc.reason == REASON_OUT_OF_MEMORY:
+                        self.alone_out_of_memory = (f"a member of its fused group, of the same shape, ran out of "
+                                                    f"memory alone at per-device batch {spec.per_device_batch_size}")
                     if ran_as is not None:  # halved before it failed: how it ran, and where it last ran out
                         failure[record.DEVICE_SECONDS] = (failed_s + time.monotonic() - began) * spec.processes
                         if exc.reason == REASON_OUT_OF_MEMORY:
@@ -211,7 +221,13 @@ class _Run:
                 half = len(left) // 2
                 for part in (left[:half], left[half:]):
                     folder = os.path.join(run_dir, f"members-{part[0]['member']}-{part[-1]['member']}")
-                    if len(part) == 1:
+                    if self.alone_out_of_memory is not None:
+                        # A member of this shape ran out alone: every member needs what it needed.
+                        for own in part:
+                            tune.report(reports.last({FAILED_KEY: True, NOT_RUN_KEY: True, MEMBER_KEY: int(own["member"]),
+                                                      record.STATUS_REASON: record.REASON_EXCEEDS_MEMORY,
+                                                      record.STATUS_DETAIL: self.alone_out_of_memory}))
+                    elif len(part) == 1:
                         self.solo(spec.member(spec.fused.index(part[0])), folder, {}, member=int(part[0]["member"]))
                     else:
                         self.group(replace(spec, fused=part), folder, {})

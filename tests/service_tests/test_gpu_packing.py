@@ -20,7 +20,8 @@ import optuna
 ROOT = Path(__file__).resolve().parents[2]
 
 # Sleeping trials (benchmarks.workloads.sleepy): about 3 s each whatever the machine, so trials
-# that share a GPU are seen training at once.
+# that share a GPU are seen training at once. Not fused: what is measured is four trials sharing
+# a GPU as processes of their own.
 PACKED_SPACE = """\
 study: packed
 workload: {{name: "benchmarks.workloads.sleepy:sleepy", epochs: 1, options: {{samples: 64, sample_s: 0.05}}}}
@@ -31,7 +32,7 @@ parameters:
   base_lr: {{choices: [0.001, 0.002, 0.004, 0.008]}}
 objectives:
   - {{metric: val_accuracy, direction: maximize}}
-search: {{sampler: grid, n_trials: 4, seed: 0}}
+search: {{sampler: grid, n_trials: 4, seed: 0, fuse: false}}
 resources: {{device: cuda, cpus_per_worker: 1, gpus_per_worker: {share}}}
 """
 

@@ -49,13 +49,20 @@ def test_every_caller_builds_the_same_spec_from_the_same_parameters(tmp_path: Pa
     assert len(grid) == 16
 
     seen = 0
+    members = []
     for i in range(16):
         config = searcher.suggest(f"t{i}")
+        if config is None or config == searcher.FINISHED:
+            break
         assert isinstance(config, dict)
         task = config["trial"]  # what the trial runs, as it crosses to Ray
         assert isinstance(task, TrialTask)
-        proposed = task.spec
-        trial = study.trials[task.number]
+        # A fused group (search.fuse: auto) holds its members' own specs: each is its trial's.
+        members += [(task.spec.member(k) if task.spec.fused else task.spec, number)
+                    for k, number in enumerate(task.members)]
+    assert len(members) == 16
+    for i, (proposed, number) in enumerate(members):
+        trial = study.trials[number]
         built = trial_spec(space, trial.params, device="cpu", max_processes=2)
         assert proposed == built
         assert proposed.per_device_batch_size == trial.params["per_device_batch_size"]
@@ -66,7 +73,7 @@ def test_every_caller_builds_the_same_spec_from_the_same_parameters(tmp_path: Pa
         # The budget counts the processes the trial runs.
         assert trial_devices(trial.params, space, 2) == proposed.processes
         # export-trial writes the same trial, at real ranks and keeping its weights.
-        job = export_trial(study, task.number, tmp_path / f"job-{i}")
+        job = export_trial(study, number, tmp_path / f"job-{i}")
         written = TrialSpec(**json.loads(job.config.read_text())["spec"])
         assert written == dataclasses.replace(built, emulated_ranks=1, save_model=True)
         seen += 1

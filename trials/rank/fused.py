@@ -659,10 +659,12 @@ class _Group:
             self._drop_nonfinite(int(epoch), f"found at the evaluation after step {self.steps}")
             if not self.members:
                 return None
-        if self.ratio is None and self.fused_times:  # fewer steps than the probe's: time what there is
+        if self.ratio is None and self.fused_times:
+            # An evaluation before the probe's last step (an epoch of few steps, a short
+            # evaluation cadence): decide on the steps timed so far, before any member reported.
             self._time_solo(self.workload.loss_reduction == "mean")
             if self.solo_times:
-                self._decide(may_decline=False)
+                self._decide()
         synchronize(self.device)
         began = time.perf_counter()
         epoch_seconds = began - self.epoch_start - self.epoch_eval_seconds
