@@ -342,13 +342,11 @@ def run(quick: bool = False) -> str:
     signed = statistics.mean(t.estimate for _, t in every) if every else float("nan")
     then = ("after declining its members start again on their own"
             if declined_example(studies[(part_b[1].name, "auto")]) else "it did not decline")
-    one_group = ("its one group holds every trial: while the group times its first steps, fused and one member "
-                 f"alone, one core trains and the other waits, and {then}")
+    one_group = ("its groups (one shape, shared among the trial slots) spend their first steps timing fused "
+                 f"against one member alone, and {then}")
     at_a_loss = sum(fused_at_a_loss(studies[(g.name, "auto")]) for g in part_b)
-    loss_note = (f" A fused group that reaches its first evaluation before its timing ends cannot decline any more "
-                 f"(`hpsearch.trials.rank.fused` decides there without declining: shapes with few steps between "
-                 f"evaluations): {at_a_loss} trial{'s' if at_a_loss != 1 else ''} trained fused though their "
-                 "group's own timing said it did not pay."
+    loss_note = (f" {at_a_loss} trial{'s' if at_a_loss != 1 else ''} trained fused though their group's own timing "
+                 "said it did not pay (a group of one member left, which trains on)."
                  if at_a_loss else "")
     reps = f"{repeat_a} repetition{'s' if repeat_a > 1 else ''} of A, {repeat_b} of B"
     epoch_word = "epoch" if epochs == 1 else "epochs"

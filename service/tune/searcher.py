@@ -17,7 +17,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,7 @@ class StudySearcher(Searcher):
         self._held: list[_Proposal] = []
         self._solo_queue: list[tuple[_Proposal, str]] = []
         self._declined: dict[Hashable, str] = {}
+        self._declined_at: dict[tuple[Hashable, int], str] = {}
         # Per shape, the size its groups take (the first group's configurations shared among
         # the trial slots), and the slots (``max_concurrent``).
         self._group_size: dict[Hashable, int] = {}
@@ -334,7 +335,16 @@ class StudySearcher(Searcher):
             return "ASHA judges each trial on its own reports"
         if spec.compile:
             return "a torch.compile'd model is not fused"
-        return self._declined.get(fusion_key(spec))
+        workload = self._declined.get(_workload_key(spec))
+        if workload is not None:
+            return workload
+        for (shape, batch), why in self._declined_at.items():
+            # Vectorizing pays less as the batch grows: where it did not pay at b, not above b.
+            if shape == _batchless_key(spec) and spec.per_device_batch_size >= batch:
+                return why if spec.per_device_batch_size == batch else (
+                    f"fusing did not pay at per-device batch {batch} of this shape, so not at "
+                    f"{spec.per_device_batch_size} ({why.removeprefix('fusing did not pay ')})")
+        return None
 
     def _gather(self, first: _Proposal) -> tuple[list[_Proposal], str | None]:
         """``first`` and the configurations of its shape (``fusion_key``) the search has asked,
@@ -621,7 +631,10 @@ class StudySearcher(Searcher):
         mids = [mid for mid in self._groups.pop(trial_id, ()) if mid in self._trials]
         for mid in mids:
             proposal = self._proposals.pop(mid)
-            self._declined[fusion_key(proposal.spec)] = why
+            if result.get(record.FUSED_STEP_S) is not None:  # timed: not at this batch or above
+                self._declined_at[(_batchless_key(proposal.spec), proposal.spec.per_device_batch_size)] = why
+            else:  # the model itself (vmap refuses it, it trains itself): none of this workload's
+                self._declined[_workload_key(proposal.spec)] = why
             for table in (self._trials, self._curves, self._asked, self._batch, self._last_runtime):
                 table.pop(mid, None)
             _write(proposal.trial, {FUSE: f"off: {why}", FUSED_GROUP: None, FUSED_MEMBERS: None,
@@ -858,6 +871,16 @@ def _phases(asked: float | None, seen: Any) -> dict[str, float]:
     phases.update({name: round(float(times[name]), 4) for name in (record.FAILED_ATTEMPTS, record.FAILED_ATTEMPTS_S)
                    if _is_finite(times.get(name))})
     return phases
+
+
+def _batchless_key(spec: TrialSpec) -> Hashable:
+    """A shape's ``fusion_key`` but for its per-device batch."""
+    return fusion_key(replace(spec, per_device_batch_size=1))
+
+
+def _workload_key(spec: TrialSpec) -> Hashable:
+    """A shape's ``fusion_key`` but for its batch, world size and accumulation: the model's."""
+    return fusion_key(replace(spec, per_device_batch_size=1, world_size=1, grad_accum_steps=1, emulated_ranks=1))
 
 
 def _exact(params: dict[str, Any]) -> Hashable:

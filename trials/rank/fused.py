@@ -69,8 +69,10 @@ __all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "train_fused"]
 # member's failure, and why a group did not train fused.
 MEMBER, MEMBER_FAILED, FUSE_DECLINED = record.FUSED_MEMBER, record.MEMBER_FAILED, record.FUSE_DECLINED
 #: Steps timed fused (after two untimed ones) and then alone, one after another on the same
-#: batches (after one untimed), at the group's start.
+#: batches (after one untimed), at the group's start: ``PROBE_STEPS``, or fewer (three at least)
+#: once they took ``PROBE_SECONDS``.
 PROBE_STEPS = 8
+PROBE_SECONDS = 0.3
 
 
 class FusedModel:
@@ -385,6 +387,7 @@ class _Group:
         self.solo_times: list[float] = []
         self.probe_batches: list[tuple[list[Any], list[tuple[int, int, int]], int]] = []
         self.fetch_times: list[float] = []
+        self.first_fused_s = self.first_solo_s = self.warm_fused_s = self.warm_solo_s = 0.0
         self.ratio: float | None = None  # solo step / fused step, once timed
         self.fused_step_s = self.solo_step_s = None
         every = spec.eval_every_samples
@@ -541,15 +544,28 @@ class _Group:
         between fused steps, a solo step found its caches cold and took 20-30% longer than in a
         solo run on the CPU), and decide (``_decide``). A step's time holds the fetching of its
         batches (``fetch_s``), which a solo step pays as well."""
+        if self.steps == 0:
+            self.first_fused_s = fused_s
         if self.steps >= 1:
             self.probe_batches.append(batches)
         if self.steps >= 2:
             self.fused_times.append(fused_s)
             self.fetch_times.append(fetch_s)
-        if self.steps < PROBE_STEPS + 1:
+        if self.steps < PROBE_STEPS + 1 and not self._timed_enough():
             return
         self._time_solo(mean_loss)
         self._decide()
+
+    def _timed_enough(self) -> bool:
+        """Whether the fused steps timed so far suffice: three, taking ``PROBE_SECONDS`` or more
+        (a large step is timed on fewer: a group at b 128 that declined spent 1.5 s in 8 of them).
+        Every rank decides alike (the slowest process's seconds)."""
+        if len(self.fused_times) < 3:
+            return False
+        seconds = torch.tensor([sum(self.fused_times)], dtype=torch.float64, device=self.device)
+        if self.P > 1:
+            dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+        return float(seconds) >= PROBE_SECONDS
 
     def _time_solo(self, mean_loss: bool) -> None:
         """Time one member alone on the probe's batches (the first step untimed)."""
@@ -558,6 +574,8 @@ class _Group:
             solo_s = self._solo_step(micro_batches, order, step_samples, mean_loss)
             if i > 0:
                 self.solo_times.append(solo_s)
+            else:
+                self.first_solo_s = solo_s
         self.probe_batches = []
         self.probe_seconds += time.perf_counter() - began
 
@@ -570,6 +588,11 @@ class _Group:
         fused_s, solo_s = times.tolist()
         self.fused_step_s, self.solo_step_s = fused_s, solo_s
         self.ratio = solo_s / fused_s if fused_s > 0 else 1.0
+        # A run's first step costs more than the others (the kernels' first calls, the
+        # allocator): a solo run pays its own first step, not the group's scaled (without this the
+        # CNN's estimates came 30% short of what their solo twins took).
+        self.warm_fused_s = max(0.0, self.first_fused_s - statistics.median(self.fused_times))
+        self.warm_solo_s = max(0.0, self.first_solo_s - statistics.median(self.solo_times))
         self.solo_model = None  # type: ignore[assignment]
         self.__dict__.pop("solo_optimizer", None)
         k = len(self.members)
@@ -682,7 +705,6 @@ class _Group:
             self.eval_seconds += now - began
             self.epoch_eval_seconds += now - began
             wall = now - self.start - self.probe_seconds
-            ratio = self.ratio if self.ratio is not None else 1.0
             train_losses = (self.loss_sums / max(self.train_count, 1)).tolist()
             self._account()
             for k, m in enumerate(self.members):
@@ -697,7 +719,8 @@ class _Group:
                     **self.setup,
                     MEMBER: m.index, record.FUSED_MEMBERS: len(self.spec.fused), record.FUSE: "on",
                     record.RUNTIME_BASIS: "solo_estimate", record.FUSED_RUNTIME_S: wall,
-                    record.RUNTIME_S: wall * ratio, record.TRAIN_S: (wall - self.eval_seconds) * ratio,
+                    record.RUNTIME_S: self._solo_estimate(wall),
+                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds),
                     record.FUSED_STEP_S: self.fused_step_s, record.SOLO_STEP_S: self.solo_step_s,
                     record.PEAK_MEMORY_BYTES: peak, record.DEVICE_SHARE_S: m.share,
                 }
@@ -719,6 +742,13 @@ class _Group:
                 self._leave(k, record.REASON_DIVERGED, f"non-finite validation loss after {epoch:g} epochs")
         self._share_removal(diverged)
         return last
+
+    def _solo_estimate(self, seconds: float) -> float:
+        """What ``seconds`` of the group's wall time take one member alone: the group's steps
+        after its first, scaled by ``solo_step_s / fused_step_s``, and a solo run's first step."""
+        if self.ratio is None:
+            return seconds
+        return max(0.0, seconds - self.warm_fused_s) * self.ratio + self.warm_solo_s
 
     def _share_removal(self, diverged: list[int]) -> None:
         """Rank 0 found members whose validation loss is not finite: every rank drops them."""
