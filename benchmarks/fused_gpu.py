@@ -81,6 +81,7 @@ def grid_span(fuse: str, share: float, epochs: int, device: str) -> dict[str, An
         text = re.sub(r"resources: \{.*\}", "resources: {device: cpu, cpus_per_worker: 1}", text)
         text = text.replace("samples: 65536, features: 128, width: 1024, depth: 3",
                             "samples: 4096, features: 32, width: 128, depth: 2")
+        text = text.replace("choices: [64, 256, 1024, 4096]", "choices: [16, 64, 256, 512]")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "space.yaml").write_text(text)
