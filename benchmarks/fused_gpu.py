@@ -99,6 +99,43 @@ def grid_span(fuse: str, share: float, epochs: int, device: str) -> dict[str, An
             "fused": sum(bool(t.user_attrs.get("fused_group") is not None) for t in trials)}
 
 
+def measure(device: str, epochs: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {"throughput": throughput(device)}
+    figures["grid"] = [grid_span(fuse, share, epochs, device)
+                       for fuse, share in (("false", 1.0), ("false", 0.25), ("true", 1.0))]
+    return figures
+
+
+def section(figures: dict[str, Any]) -> str:
+    t = figures["throughput"]
+    lines = [f"## 14. Fused trials on a GPU ({t['device']})", "",
+             f"teacher_mlp {t['options']}, {t['members']} members at b {t['batch']}: fused "
+             f"{t['fused_samples_per_s']:,.0f} samples/s in all, one solo trial {t['solo_samples_per_s']:,.0f}: "
+             f"{t['ratio']:.2f}x (goal {THROUGHPUT_GOAL:g}x: {'met' if t['ratio'] >= THROUGHPUT_GOAL else 'missed'}).",
+             "", "| the 12-trial grid | span | command | trials complete | trained fused |", "| --- | --- | --- | --- | --- |"]
+    for row in figures["grid"]:
+        name = f"fuse: {row['fuse']}, gpus_per_worker: {row['share']:g}"
+        if "error" in row:
+            lines.append(f"| {name} | failed | | | |")
+        else:
+            lines.append(f"| {name} | {row['span_s']:.1f} s | {row['command_s']:.1f} s | {row['complete']} | "
+                         f"{row['fused']} |")
+    return "\n".join(lines) + "\n"
+
+
+NOT_MEASURED = ("## 14. Fused trials on a GPU\n\nNot measured: no CUDA device on this machine "
+                "(`bash benchmarks/gpu_session.sh OUT` runs it on one).\n")
+
+
+def run(quick: bool = False) -> str:
+    """The section for ``python -m benchmarks``: measured on a CUDA device, else said so."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return NOT_MEASURED
+    return section(measure("cuda", 1 if quick else 3))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.fused_gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for fused_gpu.json and fused_gpu.md")
@@ -111,28 +148,14 @@ def main() -> None:
         import torch
 
         if not torch.cuda.is_available():
-            (out / "fused_gpu.md").write_text("No CUDA device: nothing measured.\n")
+            (out / "fused_gpu.md").write_text(NOT_MEASURED)
             print("no CUDA device: nothing measured")
             return
-    figures: dict[str, Any] = {"throughput": throughput(args.device)}
-    figures["grid"] = [grid_span(fuse, share, args.epochs, args.device)
-                       for fuse, share in (("false", 1.0), ("false", 0.25), ("true", 1.0))]
+    figures = measure(args.device, args.epochs)
     (out / "fused_gpu.json").write_text(json.dumps(figures, indent=1) + "\n")
-    t = figures["throughput"]
-    lines = [f"## Fused trials on {t['device']}", "",
-             f"teacher_mlp {t['options']}, {t['members']} members at b {t['batch']}: fused "
-             f"{t['fused_samples_per_s']:,.0f} samples/s in all, one solo trial {t['solo_samples_per_s']:,.0f}: "
-             f"{t['ratio']:.2f}x (goal {THROUGHPUT_GOAL:g}x: {'met' if t['ratio'] >= THROUGHPUT_GOAL else 'missed'}).",
-             "", "| the 12-trial grid | span | command | trials complete | trained fused |", "| --- | --- | --- | --- | --- |"]
-    for row in figures["grid"]:
-        name = f"fuse: {row['fuse']}, gpus_per_worker: {row['share']:g}"
-        if "error" in row:
-            lines.append(f"| {name} | failed | | | |")
-        else:
-            lines.append(f"| {name} | {row['span_s']:.1f} s | {row['command_s']:.1f} s | {row['complete']} | "
-                         f"{row['fused']} |")
-    (out / "fused_gpu.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = section(figures)
+    (out / "fused_gpu.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
