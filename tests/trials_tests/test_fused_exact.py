@@ -49,21 +49,13 @@ def pool() -> Iterator[RankPool]:
     made.close()
 
 
-def _run_solo(spec: TrialSpec, run: Path, pool: RankPool) -> list[dict[str, Any]]:
+def _run(spec: TrialSpec, run: Path, pool: RankPool) -> list[dict[str, Any]]:
+    """Rank 0's reports of ``spec`` (a fused group or a trial of its own): in this process at
+    W = 1, in the pool's warm processes over gloo at W = 2."""
     run.mkdir(parents=True)
-    if spec.world_size == 1:
+    if spec.processes == 1:
         ctx = RankContext(run_dir=run)
-        train(spec, ctx)
-        return ctx.reports
-    run_trial(spec, run, ranks=pool, collective_timeout_s=120)
-    return _lines(run)
-
-
-def _run_group(spec: TrialSpec, run: Path, pool: RankPool) -> list[dict[str, Any]]:
-    run.mkdir(parents=True)
-    if spec.world_size == 1:
-        ctx = RankContext(run_dir=run)
-        train_fused(spec, ctx)
+        (train_fused if spec.fused else train)(spec, ctx)
         return ctx.reports
     run_trial(spec, run, ranks=pool, collective_timeout_s=120)
     return _lines(run)
@@ -78,9 +70,9 @@ def _rel(a: float, b: float) -> float:
 
 
 def _check_exact(members: list[TrialSpec], tmp_path: Path, pool: RankPool, within: float = 1e-4) -> None:
-    group = _run_group(group_spec(members, fuse="true"), tmp_path / "group", pool)
+    group = _run(group_spec(members, fuse="true"), tmp_path / "group", pool)
     for k, member in enumerate(members):
-        solo = _run_solo(member, tmp_path / f"solo{k}", pool)
+        solo = _run(member, tmp_path / f"solo{k}", pool)
         mine = [r for r in group if r.get(record.FUSED_MEMBER) == k]
         assert len(mine) == len(solo) >= min(STEPS, len(solo))
         # The running training loss after each of the first steps (one evaluation a step), so
