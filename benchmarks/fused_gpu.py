@@ -75,8 +75,7 @@ def grid_span(fuse: str, share: float, epochs: int, device: str) -> dict[str, An
 
     text = GRID_SPACE.format(epochs=epochs)
     text = text.replace("gpus_per_worker: 1}", f"gpus_per_worker: {share:g}}}")
-    text = text.replace("search: {sampler: grid, n_trials: 12, seed: 0}",
-                        f"search: {{sampler: grid, n_trials: 12, seed: 0, fuse: {fuse}}}")
+    text = text.replace("fuse: false}", f"fuse: {fuse}}}")
     if device == "cpu":  # the smoke run: small, on the CPU
         text = re.sub(r"resources: \{.*\}", "resources: {device: cpu, cpus_per_worker: 1}", text)
         text = text.replace("samples: 65536, features: 128, width: 1024, depth: 3",

@@ -57,7 +57,7 @@ parameters:
   base_lr: 0.001
 objectives:
   - {{metric: val_accuracy, direction: maximize}}
-search: {{sampler: grid, n_trials: 9, seed: 0, on_oom: {on_oom}}}
+search: {{sampler: grid, n_trials: 9, seed: 0, on_oom: {on_oom}, fuse: false}}
 resources: {{device: cuda, cpus_per_worker: 2}}
 """
 
