@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -200,6 +200,8 @@ class StudySearcher(Searcher):
         self._solo_queue: list[tuple[_Proposal, str]] = []
         self._declined: dict[Hashable, str] = {}
         self._declined_at: dict[tuple[Hashable, int], str] = {}
+        # Per shape, the largest peak memory a member of its completed trials held (``_fuse_cap``).
+        self._peaks: dict[Hashable, float] = {}
         # Per shape, the size its groups take (the first group's configurations shared among
         # the trial slots), and the slots (``max_concurrent``).
         self._group_size: dict[Hashable, int] = {}
@@ -214,6 +216,9 @@ class StudySearcher(Searcher):
         #: Per configuration, the smallest per-device batch that ran out of memory (on this kind of device).
         self.ceilings = MemoryCeilings.of_trials(trials, device=device)
         for t in trials:
+            if t.state == TrialState.COMPLETE and space.resources.memory_per_worker is not None and device == "cpu":
+                self._note_peak(trial_spec(space, {**t.params, **ran_shape(t.user_attrs.get(RAN_AS))}, device=device,
+                                           max_processes=max_processes), t.user_attrs)
             if t.params and occupies_its_configuration(t) and t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS:
                 self._ran.setdefault(_exact(t.params), t.number)
             if t.params and occupies_its_configuration(t):
@@ -387,28 +392,27 @@ class StudySearcher(Searcher):
 
     def _fuse_cap(self, first: _Proposal) -> tuple[int, str | None]:
         """The most members a group of ``first``'s shape may hold: ``search.fuse_max``, and on
-        the CPU under ``resources.memory_per_worker`` as many as one member's peak memory (from
-        the completed trials of that shape) fits K times; with why it is 1 where it is."""
-        cap = self.fuse_max
+        the CPU under ``resources.memory_per_worker`` as many as one member's peak memory (the
+        largest of the completed trials of that shape, ``_peaks``) fits K times; with why it is 1
+        where it is."""
         limit = first.spec.memory_limit_bytes
-        if limit is None:
-            return cap, None
-        key = fusion_key(first.spec)
-        peaks = [float(t.user_attrs[record.PEAK_MEMORY_BYTES]) / (1 if t.user_attrs.get(record.FUSED_MEMBERS) is None
-                                                                  else float(t.user_attrs[record.FUSED_MEMBERS]))
-                 for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                 if isinstance(t.user_attrs.get(record.PEAK_MEMORY_BYTES), (int, float))
-                 and fusion_key(self._spec_of(t)) == key]
-        if not peaks:
-            return cap, None
-        fits = max(1, int(limit // max(peaks)))
-        why = (f"one member's peak memory ({record.format_bytes(max(peaks))}) fits "
+        peak = self._peaks.get(fusion_key(first.spec)) if limit is not None else None
+        if limit is None or peak is None:
+            return self.fuse_max, None
+        fits = max(1, int(limit // peak))
+        why = (f"one member's peak memory ({record.format_bytes(peak)}) fits "
                f"resources.memory_per_worker ({record.format_bytes(limit)}) once") if fits == 1 else None
-        return min(cap, fits), why
+        return min(self.fuse_max, fits), why
 
-    def _spec_of(self, trial: optuna.trial.FrozenTrial) -> TrialSpec:
-        return trial_spec(self.space, {**trial.params, **ran_shape(trial.user_attrs.get(RAN_AS))}, device=self.device,
-                          max_processes=self.max_processes)
+    def _note_peak(self, spec: TrialSpec, attrs: Mapping[str, Any]) -> None:
+        """A completed trial's peak memory a member (a fused one's group peak over its members),
+        kept per shape for ``_fuse_cap``."""
+        peak = attrs.get(record.PEAK_MEMORY_BYTES)
+        if spec.memory_limit_bytes is None or not isinstance(peak, (int, float)):
+            return
+        per_member = float(peak) / float(attrs.get(record.FUSED_MEMBERS) or 1)
+        key = fusion_key(spec)
+        self._peaks[key] = max(per_member, self._peaks.get(key, 0.0))
 
     def _launch(self, trial_id: str, group: list[_Proposal], why: str | None) -> dict[str, Any] | str:
         """Start ``group`` as one Tune trial: a trial of its own, or the members of a fused group
@@ -677,7 +681,7 @@ class StudySearcher(Searcher):
         self._record(trial_id, result, skip=mid)
         attrs, intermediates, _ = self._epoch_records(mid, self._routed(trial_id, result).get(mid, []))
         del self._trials[mid], self._curves[mid]
-        self._proposals.pop(mid, None)
+        proposal = self._proposals.pop(mid, None)
         attrs[PHASES] = _phases(self._asked.pop(mid, None), result.get(PHASES_KEY))
         ran_as = dict(result[RAN_AS]) if isinstance(result.get(RAN_AS), list) else None
         if ran_as is not None:  # its own process halved it (search.on_oom: accumulate)
@@ -687,6 +691,8 @@ class StudySearcher(Searcher):
         self._end_device_time(mid, trial, attrs, final=bool(result.get(FINAL_KEY)))
         _write(trial, attrs, intermediates)
         if result.get(FINAL_KEY):
+            if proposal is not None:
+                self._note_peak(proposal.spec, result)
             self._complete(trial, result)
         elif self.interrupted:
             # Whatever ended it after Ctrl-C (a terminal sends SIGINT to every process of the
