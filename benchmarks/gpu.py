@@ -221,15 +221,17 @@ class Utilisation:
         return sum(seen) / len(seen) if seen else None
 
 
-def run_grid(epochs: int, share: float = 1) -> dict[str, Any]:
+def run_grid(epochs: int, share: float = 1, fuse: str = "false") -> dict[str, Any]:
     """Part 2: the grid as a whole ``hpsearch start`` command, and its study's timeline;
-    ``share``: each trial's ``gpus_per_worker`` (0.5, 0.25: trials packed on a GPU)."""
+    ``share``: each trial's ``gpus_per_worker`` (0.5, 0.25: trials packed on a GPU); ``fuse``:
+    the space's ``search.fuse`` (true: the grid's trials of one shape trained as one model)."""
     import hpsearch
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         text = GRID_SPACE.format(epochs=epochs)
         text = text.replace("gpus_per_worker: 1}", f"gpus_per_worker: {share:g}}}")
+        text = text.replace("fuse: false}", f"fuse: {fuse}}}")
         (folder / "space.yaml").write_text(text)
         with Utilisation() as gpu:
             began = time.time()
@@ -248,7 +250,13 @@ def run_grid(epochs: int, share: float = 1) -> dict[str, Any]:
     overhead = [t - r - rt for t, r, rt in zip(told, reserved, runtime)]
     share = [(rt - tr) / rt for rt, tr in zip(runtime, train) if rt > 0]
     first, last = min(asked), max(told)
+    fused = frame["fused_group"].notna() if "fused_group" in frame else frame["state"] != frame["state"]
+    per_trial = [{"b": int(b), "rule": rule, "state": state, "runtime_s": rt, "train_s": tr, "overhead_s": oh,
+                  "fused": bool(f)}
+                 for b, rule, state, rt, tr, oh, f in zip(frame["per_device_batch_size"], frame["lr_rule"],
+                                                          frame["state"], runtime, train, overhead, fused)]
     return {
+        "fuse": fuse, "share": share, "fused": int(fused.sum()), "per_trial": per_trial,
         "trials": len(frame), "complete": len(complete), "command_s": ended - began, "span_s": last - first,
         "training_s": float(frame["train_s"].sum()), "overhead_median_s": median(overhead),
         "overhead_max_s": max(overhead), "eval_share_median": median(share), "eval_share_max": max(share),
