@@ -207,3 +207,24 @@ def test_uint8_images_are_kept_as_uint8_on_the_device_and_train_as_the_loader_tr
     _assert_same_training(device, loader)
     # 240 uint8 images of 3,072 bytes and their int64 labels: 739,200 bytes.
     assert device[0][-1]["data_path_reason"] == "workload.data is device (722 KiB of tensors)"
+
+
+@pytest.mark.parametrize(("samples", "world_size"), [(1438, 1), (1438, 3), (1000, 4), (3, 8), (52429, 2)])
+def test_every_rank_reads_what_distributed_sampler_gives_it(samples: int, world_size: int) -> None:
+    """The plan's order is DistributedSampler's (a seeded shuffle, padded by repeating it, every
+    W-th from the rank), epoch by epoch: what a plain DDP script with that sampler reads."""
+    from torch.utils.data import DistributedSampler
+
+    from hpsearch.trials.rank.data import EpochPlan
+
+    for first_rank in range(world_size):
+        plan = EpochPlan(samples, world_size=world_size, first_rank=first_rank, virtual_ranks=world_size - first_rank,
+                         batch_size=64, accum=1, seed=7)
+        for epoch in (0, 1, 5):
+            expected = []
+            for rank in range(first_rank, world_size):
+                sampler = DistributedSampler(range(samples), num_replicas=world_size, rank=rank, shuffle=True, seed=7)
+                sampler.set_epoch(epoch)
+                expected.append(list(sampler))
+            assert plan.indices(epoch) == expected
+            assert [t.dtype for t in plan.index_tensors(epoch)] == [torch.int64] * len(expected)
