@@ -248,18 +248,21 @@ def run_grid(epochs: int, share: float = 1, fuse: str = "false") -> dict[str, An
     runtime = frame["runtime_s"].astype(float).tolist()
     train = frame["train_s"].astype(float).tolist()
     overhead = [t - r - rt for t, r, rt in zip(told, reserved, runtime)]
-    share = [(rt - tr) / rt for rt, tr in zip(runtime, train) if rt > 0]
+    eval_share = [(rt - tr) / rt for rt, tr in zip(runtime, train) if rt > 0]
     first, last = min(asked), max(told)
     fused = frame["fused_group"].notna() if "fused_group" in frame else frame["state"] != frame["state"]
+    # Seconds from the first ask: when each trial's devices were reserved and when it was told
+    # (which trials overlapped, where several share a GPU).
     per_trial = [{"b": int(b), "rule": rule, "state": state, "runtime_s": rt, "train_s": tr, "overhead_s": oh,
-                  "fused": bool(f)}
-                 for b, rule, state, rt, tr, oh, f in zip(frame["per_device_batch_size"], frame["lr_rule"],
-                                                          frame["state"], runtime, train, overhead, fused)]
+                  "fused": bool(f), "reserved_at": r - first, "told_at": t - first}
+                 for b, rule, state, rt, tr, oh, f, r, t in zip(frame["per_device_batch_size"], frame["lr_rule"],
+                                                                frame["state"], runtime, train, overhead, fused,
+                                                                reserved, told)]
     return {
         "fuse": fuse, "share": share, "fused": int(fused.sum()), "per_trial": per_trial,
         "trials": len(frame), "complete": len(complete), "command_s": ended - began, "span_s": last - first,
         "training_s": float(frame["train_s"].sum()), "overhead_median_s": median(overhead),
-        "overhead_max_s": max(overhead), "eval_share_median": median(share), "eval_share_max": max(share),
+        "overhead_max_s": max(overhead), "eval_share_median": median(eval_share), "eval_share_max": max(eval_share),
         "setup_median_s": median(frame["setup_s"].astype(float).tolist()) if "setup_s" in frame else None,
         "data_paths": sorted(set(frame.get("data_path", []))),
         "data_kept": int((frame["data_cache"] == "kept").sum()) if "data_cache" in frame else None,

@@ -89,7 +89,14 @@ def _timeline(frame: Any, cores: int | None = None) -> dict[str, Any]:
     out = {"trials": len(frame), "complete": len(ok), "span_s": max(told) - min(asked),
            "overhead_median_s": median(overhead) if overhead else None,
            "overhead_max_s": max(overhead) if overhead else None,
-           "emulated": int((ok.get("emulated_ranks", 1) > 1).sum()) if "emulated_ranks" in ok else 0}
+           "emulated": int((ok.get("emulated_ranks", 1) > 1).sum()) if "emulated_ranks" in ok else 0,
+           # Each trial's own figures, to tell where a span went (fused or not, and why).
+           "per_trial": [{k: (None if str(t.get(k)) == "nan" else t.get(k)) for k in (
+               "number", "state", "per_device_batch_size", "world_size", "lr_rule", "fuse", "fused_group",
+               "runtime_s", "device_seconds", "status_reason")} | {
+               "asked_at": t["datetime_start"].timestamp() - min(asked),
+               "told_at": t["datetime_complete"].timestamp() - min(asked)}
+               for _, t in frame.iterrows()]}
     if cores:
         out["ideal_s"] = max(float(ok["runtime_s"].max()), float(ok["device_seconds"].sum()) / cores)
     return out

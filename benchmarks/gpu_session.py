@@ -36,8 +36,9 @@ EPOCHS = 3  # the 12-trial grid's epochs, as benchmarks.gpu runs it
 
 
 def profile_trial(out: Path, batch: int = 4096, epochs: int = EPOCHS, device: str = "cuda") -> dict[str, Any]:
-    """One grid trial at ``batch`` (the loop's worst against the hand-written loop) under
-    ``torch.profiler``, after a warm-up run: its operators by CUDA and by CPU time."""
+    """One grid trial at ``batch`` (the loop's worst against the hand-written loop) and the
+    hand-written loop on the same batches, each under ``torch.profiler`` after a warm-up run:
+    their operators by device and by CPU time, side by side in ``profile.txt``."""
     from torch.profiler import ProfilerActivity, profile
 
     from hpsearch.trials.rank.context import RankContext
@@ -46,18 +47,28 @@ def profile_trial(out: Path, batch: int = 4096, epochs: int = EPOCHS, device: st
     case = gpu.GPU_CASES[0]
     spec = gpu._spec(case, batch, epochs, device, "device")
     where = "cuda:0" if device == "cuda" else device
-    train(spec, RankContext(device=where))  # warm: kernels, the allocator, the kept data
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        final = train(spec, RankContext(device=where))
-    table = prof.key_averages()
-    text = (f"one trial: teacher_mlp {case.options}, b {batch}, {epochs} epochs, data on the device\n"
-            f"final: {json.dumps({k: v for k, v in (final or {}).items() if isinstance(v, (int, float))})}\n\n"
-            "by device time:\n" + table.table(sort_by="device_time_total", row_limit=25) +
-            "\n\nby CPU time:\n" + table.table(sort_by="cpu_time_total", row_limit=25) + "\n")
-    (out / "profile.txt").write_text(text)
-    keys = ("runtime_s", "train_s", "eval_s", "setup_s", "samples_seen")
-    return {k: (final or {}).get(k) for k in keys}
+    sides: dict[str, Callable[[], Any]] = {
+        "ours": lambda: train(spec, RankContext(device=where)),
+        "hand-written": lambda: gpu._hand_written(case, batch, epochs, device),
+    }
+    text, figures = [], {}
+    for name, side in sides.items():
+        side()  # warm: kernels, the allocator, the kept data
+        with profile(activities=activities) as prof:
+            began = time.perf_counter()
+            result = side()
+            seconds = time.perf_counter() - began
+        table = prof.key_averages()
+        figures[name] = {"seconds_profiled": seconds, **(
+            {k: result.get(k) for k in ("runtime_s", "train_s", "samples_seen", "steps")} if isinstance(result, dict)
+            else {"samples_per_s": result})}
+        text.append(f"=== {name}: teacher_mlp {case.options}, b {batch}, {epochs} epochs, data on the device; "
+                    f"{json.dumps(figures[name])}\n\nby device time:\n"
+                    + table.table(sort_by="device_time_total", row_limit=25)
+                    + "\n\nby CPU time:\n" + table.table(sort_by="cpu_time_total", row_limit=25) + "\n")
+    (out / "profile.txt").write_text("\n\n".join(text))
+    return figures
 
 
 def parts(out: Path) -> list[tuple[str, float, Callable[[], Any]]]:

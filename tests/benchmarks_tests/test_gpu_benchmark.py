@@ -30,3 +30,11 @@ def test_the_gpu_benchmark_runs_its_cpu_half_where_there_is_no_gpu(tmp_path: Pat
     if not figures["cuda"]:
         assert "digits_cnn" in workloads
         assert "**No CUDA device here**" in section and "Verdict: CPU only" in section
+
+
+def test_the_gpu_session_says_there_is_no_gpu_and_exits_0(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_session", "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no CUDA device" in done.stdout
+    assert not (tmp_path / "session.json").exists()
