@@ -93,7 +93,7 @@ def _timeline(frame: Any, cores: int | None = None) -> dict[str, Any]:
            # Each trial's own figures, to tell where a span went (fused or not, and why).
            "per_trial": [{k: (None if str(t.get(k)) == "nan" else t.get(k)) for k in (
                "number", "state", "per_device_batch_size", "world_size", "lr_rule", "fuse", "fused_group",
-               "runtime_s", "device_seconds", "status_reason")} | {
+               "runtime_s", "device_seconds", "status_reason", "phases")} | {
                "asked_at": t["datetime_start"].timestamp() - min(asked),
                "told_at": t["datetime_complete"].timestamp() - min(asked)}
                for _, t in frame.iterrows()]}
