@@ -251,18 +251,19 @@ def run_grid(epochs: int, share: float = 1, fuse: str = "false") -> dict[str, An
     overhead = [t - r - rt for t, r, rt in zip(told, reserved, runtime)]
     eval_share = [(rt - tr) / rt for rt, tr in zip(runtime, train) if rt > 0]
     first, last = min(asked), max(told)
-    fused = frame["fused_group"].notna() if "fused_group" in frame else frame["state"] != frame["state"]
+    def column(name: str) -> list[Any]:
+        return frame[name].tolist() if name in frame else [None] * len(frame)
+
+    fused = [g is not None and g == g for g in column("fused_group")]  # NaN != NaN: not fused
     # Seconds from the first ask: when each trial's devices were reserved and when it was told
     # (which trials overlapped, where several share a GPU); its phases, from its own ask.
     per_trial = [{"b": int(b), "rule": rule, "state": state, "runtime_s": rt, "train_s": tr, "overhead_s": oh,
-                  "fused": bool(f), "fused_runtime_s": fr, "reserved_at": r - first, "told_at": t - first,
-                  "phases": ph}
+                  "fused": f, "fused_runtime_s": fr, "reserved_at": r - first, "told_at": t - first, "phases": ph}
                  for b, rule, state, rt, tr, oh, f, fr, r, t, ph in zip(
-                     frame["per_device_batch_size"], frame["lr_rule"], frame["state"], runtime, train, overhead,
-                     fused, frame["fused_runtime_s"] if "fused_runtime_s" in frame else [None] * len(frame),
-                     reserved, told, frame["phases"] if "phases" in frame else [None] * len(frame))]
+                     column("per_device_batch_size"), column("lr_rule"), column("state"), runtime, train, overhead,
+                     fused, column("fused_runtime_s"), reserved, told, column("phases"))]
     return {
-        "fuse": fuse, "share": share, "fused": int(fused.sum()), "per_trial": per_trial,
+        "fuse": fuse, "share": share, "fused": sum(fused), "per_trial": per_trial,
         "trials": len(frame), "complete": len(complete), "command_s": ended - began, "span_s": last - first,
         "training_s": float(frame["train_s"].sum()), "overhead_median_s": median(overhead),
         "overhead_max_s": max(overhead), "eval_share_median": median(eval_share), "eval_share_max": max(eval_share),

@@ -78,6 +78,11 @@ def _frame(folder: Path, study: str) -> Any:
     return hpsearch.load(study, storage=f"sqlite:///{folder / 'hpsearch.db'}").trials_dataframe()
 
 
+def _row(trial: Any, *keys: str) -> dict[str, Any]:
+    """A trial's ``keys`` from its frame row, ``None`` where the frame holds NaN or nothing."""
+    return {k: (None if str(trial.get(k)) == "nan" else trial.get(k)) for k in keys}
+
+
 def _timeline(frame: Any, cores: int | None = None) -> dict[str, Any]:
     """Span (first asked to last told), overhead after reservation, and the ideal on ``cores``."""
     ok = frame[frame["state"] == "COMPLETE"]
@@ -91,9 +96,8 @@ def _timeline(frame: Any, cores: int | None = None) -> dict[str, Any]:
            "overhead_max_s": max(overhead) if overhead else None,
            "emulated": int((ok.get("emulated_ranks", 1) > 1).sum()) if "emulated_ranks" in ok else 0,
            # Each trial's own figures, to tell where a span went (fused or not, and why).
-           "per_trial": [{k: (None if str(t.get(k)) == "nan" else t.get(k)) for k in (
-               "number", "state", "per_device_batch_size", "world_size", "lr_rule", "fuse", "fused_group",
-               "runtime_s", "device_seconds", "status_reason", "phases")} | {
+           "per_trial": [_row(t, "number", "state", "per_device_batch_size", "world_size", "lr_rule", "fuse",
+                              "fused_group", "runtime_s", "device_seconds", "status_reason", "phases") | {
                "asked_at": t["datetime_start"].timestamp() - min(asked),
                "told_at": t["datetime_complete"].timestamp() - min(asked)}
                for _, t in frame.iterrows()]}
@@ -122,11 +126,9 @@ def out_of_memory() -> dict[str, Any]:
             (folder / "space.yaml").write_text(OOM_SPACE.format(on_oom=on_oom))
             wall, done = _start(folder, "space.yaml")
             frame = _frame(folder, "oom")
-            rows = []
-            for _, t in frame.sort_values("number").iterrows():
-                rows.append({k: (None if str(t.get(k)) == "nan" else t.get(k)) for k in (
-                    "number", "state", "per_device_batch_size", "lr_rule", "status_reason", "peak_memory_bytes",
-                    "ran_as", "runtime_s")})
+            rows = [_row(t, "number", "state", "per_device_batch_size", "lr_rule", "status_reason",
+                         "peak_memory_bytes", "ran_as", "runtime_s")
+                    for _, t in frame.sort_values("number").iterrows()]
             result[on_oom] = {"wall_s": wall, "exit": done.returncode, "trials": rows,
                               "stderr": done.stderr[-1500:] if done.returncode not in (0, 4) else ""}
             if on_oom == "skip":
