@@ -207,6 +207,27 @@ def test_a_diverging_member_leaves_and_the_others_train_on_exactly(tmp_path: Pat
     assert finals[0][record.FUSED_RUNTIME_S] > 0 and math.isfinite(finals[0][record.RUNTIME_S])
 
 
+def test_after_a_member_leaves_the_others_match_their_solo_runs_step_by_step(tmp_path: Path) -> None:
+    # A report every step: the survivor's losses are its solo run's before the other member
+    # left (at its second or third step) and at every step after, not only at the end.
+    common: dict[str, Any] = dict(per_device_batch_size=B, workload="digits_mlp", epochs=2,
+                                  hyperparameters={"momentum": 0.9}, seed=1, eval_every_samples=B)
+    steady, wild = TrialSpec(base_lr=0.01, **common), TrialSpec(base_lr=1e12, **common)
+    ctx = RankContext(run_dir=tmp_path)
+    train_fused(group_spec([steady, wild], fuse="true"), ctx)
+    (left,) = [r for r in ctx.reports if r.get(record.MEMBER_FAILED)]
+    assert (left[record.FUSED_MEMBER], left[record.MEMBER_FAILED]) == (1, record.REASON_DIVERGED)
+    mine = [r for r in ctx.reports if r.get(record.FUSED_MEMBER) == 0 and not r.get(record.MEMBER_FAILED)]
+    assert ctx.reports.index(mine[0]) < ctx.reports.index(left) < ctx.reports.index(mine[-1])
+    alone = RankContext()
+    train(steady, alone)
+    assert len(mine) == len(alone.reports) > 150  # about one a step over two epochs
+    for ours, theirs in zip(mine, alone.reports):
+        assert ours[record.STEPS] == theirs[record.STEPS]
+        assert _rel(ours[record.TRAIN_LOSS], theirs[record.TRAIN_LOSS]) <= 1e-4
+        assert _rel(ours[record.VAL_LOSS], theirs[record.VAL_LOSS]) <= 1e-4
+
+
 def test_a_model_vmap_refuses_declines_to_fuse_and_says_why(tmp_path: Path, plugins: Path) -> None:
     spec = TrialSpec(per_device_batch_size=B, base_lr=0.01, workload="fused_plugins:reads_a_number", epochs=1, seed=1)
     ctx = RankContext(run_dir=tmp_path)
