@@ -55,6 +55,7 @@ from hpsearch.study import (
     fused_summary,
     group_label,
     is_solo_estimate,
+    learned_nothing,
     param_names,
     ran_as_text,
     searched_params,
@@ -252,6 +253,9 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
         _print_table(console, _marked(front, group=_GROUP in shown), shown, title=f"frontier: {x} vs {y} (non-dominated trials)")
     for line in _legend(df, shown):
         click.echo(line)
+    chance = _at_chance(df)
+    if chance:
+        click.echo(chance)
     if len(shown) < len(columns):
         left_out = [_HEADERS.get(c, c) for c in columns if c not in shown]
         click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
@@ -722,6 +726,8 @@ def _count(n: int, noun: str) -> str:
 _GROUP = "group"  # not a record name: the table's own column
 #: The mark after a runtime that is an estimate of the trial alone (``runtime_basis: solo_estimate``).
 _ESTIMATE = "~"
+#: The mark after the per-device batch of a trial the search ran halved (``ran_as``).
+_HALVED = "*"
 _TABLE_COLUMNS = ("number", "state", _GROUP, record.LR_RULE, record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS,
                   record.EFFECTIVE_BATCH_SIZE, record.BASE_LR, "lr", record.VAL_ACCURACY, record.RUNTIME_S, record.DEVICE_SECONDS,
                   PEAK_MEMORY_BYTES, record.STATUS_REASON)
@@ -753,15 +759,18 @@ def _table_columns(df: Any, metrics: list[str], searched: list[str] | None = Non
 
 
 def _marked(df: Any, *, group: bool | None = None) -> Any:
-    """The trial table as it is shown, for a study with fused trials: a ``group`` column
-    (``g<group>/<members at its start>``, ``-`` for a trial of its own) and each fused member's
-    runtime marked as an estimate of it alone (``12.3~``); ``df`` itself for a study without.
+    """The trial table as it is shown: the per-device batch of a trial the search ran halved
+    marked (``1024*``: it ran as a smaller b with accumulation, ``ran_as``); for a study with
+    fused trials, a ``group`` column (``g<group>/<members at its start>``, ``-`` for a trial of
+    its own) and each fused member's runtime marked as an estimate of it alone (``12.3~``).
     ``group``: whether to add the column whatever the rows (the frontier's rows may all be trials
     of their own, under the trial table's columns); ``None``: where a row is a fused member.
 
     A fused member's ``runtime_s`` is not its wall time: unmarked, a group of twelve read as twelve
     trials that each took what the group's estimate says, beside trials of their own that did.
+    Nor is a halved trial's b what its ranks held: unmarked, b 1024 read as a batch that fit.
     """
+    df = _halved_marked(df)
     fused = len(df) > 0 and record.FUSED_GROUP in df.columns and bool(df[record.FUSED_GROUP].notna().any())
     if not (fused if group is None else group):
         return df
@@ -775,9 +784,44 @@ def _marked(df: Any, *, group: bool | None = None) -> Any:
     return df
 
 
+def _at_chance(df: Any) -> str | None:
+    """The line that says which completed trials learned nothing and so stand on no frontier,
+    however fast (``hpsearch.study.learned_nothing``); ``None`` where none."""
+    if not len(df) or "state" not in df.columns:
+        return None
+    done = df[df["state"].astype(str) == "COMPLETE"]
+    nothing = done[learned_nothing(done)]
+    if not len(nothing):
+        return None
+    numbers = ", ".join(f"#{n}" for n in nothing["number"])
+    chance = sorted({_fmt(float(v)) for v in nothing[record.CHANCE_ACCURACY]})
+    return (f"on no frontier, having learned nothing: {numbers} (val_accuracy at or below {' or '.join(chance)}, "
+            "what always answering the validation set's commonest class scores)")
+
+
+def _halved_marked(df: Any) -> Any:
+    """``df`` with the per-device batch of each trial that ran halved (``ran_as``) as ``1024*``;
+    ``df`` itself where none did."""
+    if not len(df) or record.RAN_AS not in df.columns or record.PER_DEVICE_BATCH_SIZE not in df.columns:
+        return df
+    halved = [isinstance(ran, Mapping) for ran in df[record.RAN_AS]]
+    if not any(halved):
+        return df
+    df = df.copy()
+    df[record.PER_DEVICE_BATCH_SIZE] = [_fmt(b) + (_HALVED if mark else "")
+                                        for b, mark in zip(df[record.PER_DEVICE_BATCH_SIZE], halved)]
+    return df
+
+
 def _legend(df: Any, shown: Sequence[str]) -> list[str]:
-    """The lines under the trial table that say what its fused marks mean, where it shows them."""
+    """The lines under the trial table that say what its marks mean, where it shows them."""
     lines = []
+    if record.PER_DEVICE_BATCH_SIZE in shown and record.RAN_AS in df.columns:
+        halved = [f"#{n} {ran_as_text({record.RAN_AS: ran})}" for n, ran in zip(df["number"], df[record.RAN_AS])
+                  if isinstance(ran, Mapping)]
+        if halved:
+            lines.append(f"{_HALVED} after b: ran halved with accumulation, the same effective batch, after running out "
+                         f"of memory (search.on_oom: accumulate): {'; '.join(halved)}")
     if _GROUP in shown:
         lines.append("group gN/K: trained fused, as one model, with the other trials of group N (K members at its "
                      "start); '-' trained on its own")
@@ -845,9 +889,16 @@ def _shape(trial: Mapping[str, Any]) -> str:
 
 
 def _fmt(v: Any) -> str:
+    """A table cell's number: ``-`` for none; a whole number as it is (a column that also holds a
+    trial not yet run is float, and printed b 1024 as ``1.02e+03``); others to three significant
+    digits, without an exponent from 1,000 on (``2,050`` samples/s, not ``2.05e+03``)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        if math.isfinite(v) and abs(v) >= 1000:
+            return f"{float(f'{v:.3g}'):,.0f}"
         return f"{v:.3g}"
     return str(v)
 

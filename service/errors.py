@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
-from hpsearch.trials.errors import TrialFailed, WorkloadError
+from hpsearch.trials.errors import TrialFailed, UnknownWorkloadError, WorkloadError
 
 __all__ = [
     "AnalysisError",
@@ -28,6 +28,7 @@ __all__ = [
     "StudyNotFoundError",
     "TrialFailed",
     "TrialNotFoundError",
+    "UnknownWorkloadError",
     "WorkloadError",
 ]
 

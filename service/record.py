@@ -64,6 +64,7 @@ LR_SCHEDULE = "lr_schedule"
 
 # ---- measured by the trial (rank 0's reports) ----
 VAL_ACCURACY = "val_accuracy"
+CHANCE_ACCURACY = "chance_accuracy"
 VAL_LOSS = "val_loss"
 TRAIN_LOSS = "train_loss"
 EPOCHS_COMPLETED = "epochs_completed"
@@ -276,6 +277,9 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(LR_SCHEDULE, "LR schedule", "derived", doc="after warmup: none (lr held), cosine (to 0) or step (x0.1 at 50%, 75%)"),
     Field(VAL_ACCURACY, "validation accuracy", "measured", _MAX, objective=True, curve=True),
     Field(VAL_LOSS, "validation loss", "measured", _MIN, objective=True, curve=True),
+    Field(CHANCE_ACCURACY, "chance accuracy", "measured",
+          doc="a classifier's validation accuracy when it always answers the validation set's commonest class; "
+              "a trial at or below it learned nothing and stands on no frontier"),
     Field(TRAIN_LOSS, "training loss", "measured", _MIN, objective=True, curve=True),
     Field(EPOCHS_COMPLETED, "epochs completed", "measured"),
     Field(LAST_LR, "LR of the last step", "measured", curve=True,
@@ -330,7 +334,7 @@ CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, T
                                   COMM_FRACTION, NOISE_SCALE)
 #: Result keys the searcher copies to a trial's user attrs when it ends.
 RECORDED_METRICS: tuple[str, ...] = (
-    VAL_ACCURACY, VAL_LOSS, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
+    VAL_ACCURACY, VAL_LOSS, CHANCE_ACCURACY, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
     NODE_ID, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
     MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS, FUSED_GROUP, FUSED_MEMBERS, FUSE, RUNTIME_BASIS, FUSED_RUNTIME_S,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpsearch import record
-from hpsearch.errors import WorkloadError
+from hpsearch.errors import UnknownWorkloadError, WorkloadError
 from hpsearch.search_spaces import (
     ENGINE_PARAMETERS,
     OPTIMIZER_PARAMETERS,
@@ -88,7 +88,10 @@ def check_space_workload(space: SearchSpace) -> WorkloadCheck:
         hpsearch.search_spaces.errors.SpaceError: <space> at 'parameters.hiden': 'hiden' is neither a parameter of the engine nor an option of workload 'digits_mlp'; did you mean 'hidden'? digits_mlp takes: hidden, loss_reduction, split_seed, val_fraction; the engine takes: per_device_batch_size, world_size, grad_accum_steps, lr_rule, base_lr, optimizer, momentum, nesterov, weight_decay, precision
     """
     name = space.workload.name
-    factory = resolve_workload(name)
+    try:
+        factory = resolve_workload(name)
+    except UnknownWorkloadError as exc:
+        raise space_error(space, ("workload", "name"), str(exc)) from exc
     if name == "lightning":
         _check_lightning_parameters(space)
     taken = accepted_options(factory, space.workload.options)

@@ -7,7 +7,7 @@ from typing import Any
 
 from hpsearch.search_spaces.errors import HPSearchError
 
-__all__ = ["TrialFailed", "WorkloadError"]
+__all__ = ["TrialFailed", "UnknownWorkloadError", "WorkloadError"]
 
 
 class WorkloadError(HPSearchError):
@@ -15,6 +15,12 @@ class WorkloadError(HPSearchError):
 
     exit_code = 2
     http_status = 400
+
+
+class UnknownWorkloadError(WorkloadError):
+    """The workload's name names nothing: no built-in of that name, or no callable of that name
+    in its module (whose import worked). The space's ``workload.name`` is what to fix, so the
+    space check reports it at that key and line."""
 
 
 class TrialFailed(HPSearchError):

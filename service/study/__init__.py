@@ -37,6 +37,7 @@ from hpsearch.study._pareto import (
     frontier_axes,
     frontier_candidates,
     frontier_numbers,
+    learned_nothing,
     pareto_front,
 )
 from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
@@ -102,6 +103,7 @@ __all__ = [
     "group_members",
     "is_finished",
     "is_solo_estimate",
+    "learned_nothing",
     "list_studies",
     "number_ranges",
     "off_reason",

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-__all__ = ["check_direction", "direction", "frontier_axes", "frontier_candidates", "frontier_numbers", "pareto_front"]
+__all__ = ["check_direction", "direction", "frontier_axes", "frontier_candidates", "frontier_numbers", "learned_nothing",
+           "pareto_front"]
 
 _DIRECTIONS: tuple[str, ...] = ("minimize", "maximize")
 
@@ -146,23 +147,28 @@ _LOSSES = (record.VAL_LOSS, record.TRAIN_LOSS)
 
 def frontier_candidates(frame: pd.DataFrame) -> pd.Series:
     """Which trials may stand on a frontier: COMPLETE, with no ``status_reason`` (a trial that
-    diverged or failed carries one), and a finite loss wherever the study's completed trials
-    record that loss.
+    diverged or failed carries one), a finite loss wherever the study's completed trials
+    record that loss, and, for a classifier, a validation accuracy above its
+    ``chance_accuracy`` (:func:`learned_nothing`).
 
     A diverged trial (val_accuracy 0.078, its loss NaN) that Optuna held as COMPLETE stayed on
     the runtime frontier, 0.27 ms faster than the first trial that learned: it reads as the
-    cheapest configuration, and it is no configuration anyone should run.
+    cheapest configuration, and it is no configuration anyone should run. So does one whose loss
+    stayed finite while it answered one class for every image (the quickstart's linear rule at
+    B 512).
 
     Returns:
         A boolean Series aligned with ``frame``.
 
     Example:
         >>> import pandas as pd
-        >>> frame = pd.DataFrame({"state": ["COMPLETE", "COMPLETE", "COMPLETE", "FAIL"],
-        ...                       "status_reason": [None, "diverged", None, "diverged"],
-        ...                       "val_loss": [0.3, 2.3, float("nan"), None]})
+        >>> frame = pd.DataFrame({"state": ["COMPLETE", "COMPLETE", "COMPLETE", "FAIL", "COMPLETE"],
+        ...                       "status_reason": [None, "diverged", None, "diverged", None],
+        ...                       "val_loss": [0.3, 2.3, float("nan"), None, 2.4],
+        ...                       "val_accuracy": [0.9, 0.1, 0.1, None, 0.078],
+        ...                       "chance_accuracy": [0.1, 0.1, 0.1, None, 0.1]})
         >>> frontier_candidates(frame).tolist()
-        [True, False, False, False]
+        [True, False, False, False, False]
     """
     import numpy as np
     import pandas as pd
@@ -177,7 +183,32 @@ def frontier_candidates(frame: pd.DataFrame) -> pd.Series:
             finite = pd.Series(np.isfinite(values), frame.index)
             if (finite & keep).any():  # the completed trials record it: a missing one diverged
                 keep &= finite
-    return keep
+    return keep & ~learned_nothing(frame)
+
+
+def learned_nothing(frame: pd.DataFrame) -> pd.Series:
+    """Which trials ended no better than chance: a validation accuracy at or below the trial's
+    ``chance_accuracy``, what always answering the validation set's commonest class scores. Such
+    a trial learned nothing, whatever its loss says; trials without both figures (a regression,
+    a study recorded before chance_accuracy) are not.
+
+    Returns:
+        A boolean Series aligned with ``frame``.
+
+    Example:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"val_accuracy": [0.078, 0.1003, 0.111, 0.9],
+        ...                       "chance_accuracy": [0.1003, 0.1003, 0.1003, None]})
+        >>> learned_nothing(frame).tolist()
+        [True, True, False, False]
+    """
+    import pandas as pd
+
+    if record.VAL_ACCURACY not in frame.columns or record.CHANCE_ACCURACY not in frame.columns:
+        return pd.Series(False, frame.index)
+    accuracy = pd.to_numeric(frame[record.VAL_ACCURACY], errors="coerce")
+    chance = pd.to_numeric(frame[record.CHANCE_ACCURACY], errors="coerce")
+    return (accuracy <= chance).fillna(False).astype(bool)
 
 
 def frontier_numbers(frame: pd.DataFrame, x: str, y: str, *, x_direction: Direction = "minimize",

@@ -388,7 +388,13 @@ class StudySearcher(Searcher):
             return group, None
         if capped is not None:
             return group, capped
-        return group, f"no partner of its shape: none among the {asked + len(self._held)} asked ahead"
+        # Those asked here and not of its shape wait in _held: they are the configurations it
+        # could have been grouped with (counting ``asked`` too counted them twice).
+        waiting = len(self._held)
+        if not waiting:
+            return group, "no partner of its shape: no other configuration was waiting to start"
+        return group, (f"no partner of its shape among the {waiting} other configuration"
+                       f"{'' if waiting == 1 else 's'} waiting to start")
 
     def _fuse_cap(self, first: _Proposal) -> tuple[int, str | None]:
         """The most members a group of ``first``'s shape may hold: ``search.fuse_max``, and on

@@ -49,7 +49,7 @@ OBJECTIVES = [r.VAL_ACCURACY, r.RUNTIME_S]
 #: Why trials #7 and #8 ran on their own, as the fused engine writes it, and why #9 did.
 DID_NOT_PAY = ("fusing did not pay on cpu: a step of 3 members fused took 40.2 ms (13.4 ms a member), "
                "one member alone 9.1 ms")
-NO_PARTNER = "no other configuration of its shape among the 2 asked ahead"
+NO_PARTNER = "no partner of its shape among the 2 other configurations waiting to start"
 
 
 def _trial(b: int, rule: str, base_lr: float, accuracy: float, runtime: float, **attrs: Any) -> Any:

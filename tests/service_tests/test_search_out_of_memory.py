@@ -59,7 +59,9 @@ resources: {{device: cpu, memory_per_worker: 600MiB}}
 """
 
 
-def _search(tmp_path: Path, *, study: str, on_oom: str, n_trials: int) -> tuple[str, list[optuna.trial.FrozenTrial]]:
+def _search(tmp_path: Path, *, study: str, on_oom: str,
+            n_trials: int) -> tuple[str, list[optuna.trial.FrozenTrial], str]:
+    """Run the search through the CLI: the space's text, the study's trials, what it printed."""
     text = SPACE.format(study=study, on_oom=on_oom, n_trials=n_trials)
     (tmp_path / "space.yaml").write_text(text)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -67,7 +69,7 @@ def _search(tmp_path: Path, *, study: str, on_oom: str, n_trials: int) -> tuple[
                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     storage = f"sqlite:///{tmp_path / 'hpsearch.db'}"
-    return text, optuna.load_study(study_name=study, storage=storage).get_trials()
+    return text, optuna.load_study(study_name=study, storage=storage).get_trials(), result.stdout
 
 
 def _attr(t: optuna.trial.FrozenTrial, key: str) -> Any:
@@ -75,7 +77,7 @@ def _attr(t: optuna.trial.FrozenTrial, key: str) -> Any:
 
 
 def test_a_batch_that_ran_out_of_memory_is_not_run_again_at_or_above_it(tmp_path: Path) -> None:
-    _, trials = _search(tmp_path, study="oom-skip", on_oom="skip", n_trials=3)
+    _, trials, _ = _search(tmp_path, study="oom-skip", on_oom="skip", n_trials=3)
     State = optuna.trial.TrialState
 
     first, larger, small = trials[:3]
@@ -109,7 +111,7 @@ def test_a_batch_that_ran_out_of_memory_is_not_run_again_at_or_above_it(tmp_path
 
 
 def test_on_oom_accumulate_runs_the_batch_halved_and_trains_what_b_half_times_2a_trains(tmp_path: Path) -> None:
-    text, trials = _search(tmp_path, study="oom-accumulate", on_oom="accumulate", n_trials=2)
+    text, trials, printed = _search(tmp_path, study="oom-accumulate", on_oom="accumulate", n_trials=2)
     State = optuna.trial.TrialState
 
     first, larger = trials[:2]
@@ -121,6 +123,11 @@ def test_on_oom_accumulate_runs_the_batch_halved_and_trains_what_b_half_times_2a
     assert larger.state == State.COMPLETE, _attr(larger, "status_detail")
     assert _attr(larger, "ran_as") == {"per_device_batch_size": 256, "grad_accum_steps": 4, "out_of_memory_at": 512}
     assert all(_attr(t, "status_reason") != "exceeds_memory" for t in trials)
+    # The trial table marks the b no rank held, and says how each such trial ran.
+    rows = {line.split("│")[1].strip(): line for line in printed.splitlines() if line.startswith("│")}
+    assert "512*" in rows[str(first.number)] and "1024*" in rows[str(larger.number)], printed
+    assert (f"#{first.number} ran as b 256 x A 2 (b 512 ran out of memory); "
+            f"#{larger.number} ran as b 256 x A 4 (b 512 ran out of memory)") in printed, printed
 
     # The weights the halved trial kept are those of a run at b/2 x 2A, bit for bit.
     space = parse_space(text)

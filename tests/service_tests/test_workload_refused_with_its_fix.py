@@ -56,10 +56,13 @@ CASES = {
         '"wine:make_workload"',
         ["error: objective val_accuracy (objectives[0]): workload 'wine:make_workload' does not record it",
          "num_classes=None, which means regression", "pass num_classes=<the number of classes> to Workload(...)"]),
-    "a misspelt built-in": ("digits_mpl", ["error: workload must be one of", "did you mean 'digits_mlp'?"]),
+    # A name that names nothing is the space's to fix: the error says where in it.
+    "a misspelt built-in": ("digits_mpl", ["error: space.yaml:2 at 'workload.name': workload must be one of",
+                                           "did you mean 'digits_mlp'?"]),
     "a module without the function": (
         '"wine:make_wine"',
-        ["error: workload 'wine:make_wine': module 'wine' has no callable 'make_wine'; did you mean 'make_wines'?"]),
+        ["error: space.yaml:2 at 'workload.name': workload 'wine:make_wine': module 'wine' has no callable "
+         "'make_wine'; did you mean 'make_wines'?"]),
 }
 
 

@@ -56,7 +56,7 @@ from hpsearch.trials.rank.compute import set_precision, synchronize
 from hpsearch.trials.rank.context import RankContext
 from hpsearch.trials.rank.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
 from hpsearch.trials.rank.data_cache import kept_data, warm_workload
-from hpsearch.trials.rank.loop import build_optimizer
+from hpsearch.trials.rank.loop import ClassCounts, build_optimizer
 from hpsearch.trials.rank.measure import NoiseScale
 from hpsearch.trials.rank.memory import RankMemory, is_out_of_memory
 from hpsearch.trials.scaling import lr_at
@@ -133,19 +133,24 @@ class FusedModel:
         device = next(iter(self.params.values())).device
         loss_sum = torch.zeros(self.k, dtype=torch.float64, device=device)
         correct = torch.zeros(self.k, dtype=torch.int64, device=device)
+        seen = ClassCounts(workload.num_classes, device)  # the members share the targets
         count = 0
         for x, y in batches:
             loss, right = run(self.params, self.buffers, x, y)
             loss_sum += loss.detach().double() * (len(y) if workload.loss_reduction == "mean" else 1)
             correct += right.to(device)
+            if classes:
+                seen.add(y)
             count += len(y)
         module.train()
         losses, rights = loss_sum.tolist(), correct.tolist()
+        chance = seen.chance(count) if classes else {}
         out = []
         for k in range(self.k):
             metrics = {record.VAL_LOSS: losses[k] / max(count, 1)}
             if classes:
                 metrics[record.VAL_ACCURACY] = rights[k] / max(count, 1)
+                metrics.update(chance)
             out.append(metrics)
         return out
 

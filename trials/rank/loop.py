@@ -47,7 +47,7 @@ from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["MODEL_FILE", "build_optimizer", "evaluate", "train"]
+__all__ = ["MODEL_FILE", "ClassCounts", "build_optimizer", "evaluate", "train"]
 
 #: The file rank 0 writes the final weights to, in the run folder (``TrialSpec.save_model``).
 MODEL_FILE = "model.pt"
@@ -95,6 +95,7 @@ def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
     # float64 sums of float32 losses: the same numbers as summing Python floats.
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
+    classes = ClassCounts(workload.num_classes, device)
     count = 0
     for x, y in batches:
         with _compiling(clock, ("eval", tuple(x.shape))), autocast():
@@ -104,12 +105,47 @@ def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
         loss_sum += loss.detach().double() * (len(y) if workload.loss_reduction == "mean" else 1)
         if workload.num_classes is not None:
             correct += (out.argmax(dim=1) == y).sum()
+            classes.add(y)
         count += len(y)
     model.train()
     metrics = {record.VAL_LOSS: float(loss_sum) / max(count, 1)}
     if workload.num_classes is not None:
         metrics[record.VAL_ACCURACY] = int(correct) / max(count, 1)
+        metrics.update(classes.chance(count))
     return metrics
+
+
+class ClassCounts:
+    """How often each class occurs among an evaluation's targets, for ``chance_accuracy``: the
+    accuracy of always answering the validation set's commonest class. A classifier at or below
+    it learned nothing (the quickstart's linear rule at B 512 ends at accuracy 0.078: one class
+    answered for every image), and such a trial stands on no frontier
+    (``hpsearch.study.frontier_candidates``).
+
+    Counted on the device without a read per batch (targets outside ``0..num_classes-1``, an
+    ignore index, are not counted); targets that are not one class index per sample (soft labels)
+    give no figure.
+    """
+
+    def __init__(self, num_classes: int | None, device: torch.device) -> None:
+        self.counts = torch.zeros(num_classes or 1, dtype=torch.int64, device=device)
+        self.classes = num_classes or 0
+        self.usable = num_classes is not None
+
+    def add(self, y: Any) -> None:
+        if not self.usable:
+            return
+        if not (isinstance(y, torch.Tensor) and y.dim() == 1 and not y.is_floating_point() and not y.is_complex()):
+            self.usable = False
+            return
+        inside = ((y >= 0) & (y < self.classes)).long()
+        self.counts.scatter_add_(0, y.long().clamp(0, self.classes - 1), inside)
+
+    def chance(self, count: int) -> dict[str, float]:
+        """``{chance_accuracy: ...}`` over ``count`` samples, or nothing where it cannot be told."""
+        if not self.usable or count <= 0:
+            return {}
+        return {record.CHANCE_ACCURACY: int(self.counts.max()) / count}
 
 
 def _compiling(clock: CompileClock | None, key: Any) -> contextlib.AbstractContextManager[None]:

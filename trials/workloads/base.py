@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from hpsearch import record
 from hpsearch.search_spaces._checks import suggest  # the space loader's did-you-mean, for the same names
-from hpsearch.trials.errors import WorkloadError
+from hpsearch.trials.errors import UnknownWorkloadError, WorkloadError
 
 if TYPE_CHECKING:
     import torch
@@ -369,9 +369,9 @@ def resolve_workload(name: str) -> WorkloadFactory:
     """The factory for a built-in name or a ``"pkg.module:function"`` plugin reference.
 
     Raises:
-        WorkloadError: unknown built-in, module not importable (whatever its import raised:
-            a missing dependency, a ``SyntaxError``, an exception of its own), or attribute
-            missing.
+        UnknownWorkloadError: unknown built-in, or no such callable in the module.
+        WorkloadError: the module is not importable (whatever its import raised: a missing
+            dependency, a ``SyntaxError``, an exception of its own).
 
     Example:
         >>> resolve_workload("digits_cnn").__name__
@@ -381,7 +381,7 @@ def resolve_workload(name: str) -> WorkloadFactory:
     if name in builtins:
         return builtins[name]
     if not _PLUGIN.match(name):
-        raise WorkloadError(
+        raise UnknownWorkloadError(
             f"workload must be one of {', '.join(sorted(builtins))} or 'pkg.module:function', got {name!r}"
             + suggest(name, sorted(builtins), prefix=False)
         )
@@ -393,7 +393,7 @@ def resolve_workload(name: str) -> WorkloadFactory:
         # say which setting named it.
         callables = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
                            and getattr(v, "__module__", None) == module.__name__)
-        raise WorkloadError(f"workload {name!r}: module {module_name!r} has no callable {attr!r}"
+        raise UnknownWorkloadError(f"workload {name!r}: module {module_name!r} has no callable {attr!r}"
                             + suggest(attr, callables, prefix=False))
     return cast("Callable[[Mapping[str, Any]], Workload]", factory)
 
