@@ -40,6 +40,7 @@ import html
 import json
 import os
 import re
+import threading
 from collections.abc import AsyncIterator, Callable
 from functools import cache
 from importlib import resources
@@ -244,12 +245,17 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
 
 @contextlib.asynccontextmanager
 async def _warm_up(app: Starlette) -> AsyncIterator[None]:
-    """At server start-up, before the first request: imports now, not on the first page."""
+    """At server start-up, before the first request: imports now, not on the first page; then,
+    in the background while the server answers, the studies' tables and first figures
+    (``api.prefetch``)."""
     await run_in_threadpool(api.warm_up)
+    if app.state.prefetch:
+        threading.Thread(target=api.prefetch, args=(app.state.cache,), name="hpsearch-dashboard-prefetch",
+                         daemon=True).start()
     yield
 
 
-def create_app(storage: str, *, token: str | None = None) -> Starlette:
+def create_app(storage: str, *, token: str | None = None, prefetch: bool = True) -> Starlette:
     """The dashboard of ``storage`` as an ASGI application, for any ASGI server.
 
     ``serve`` (``hpsearch dashboard``) runs it on uvicorn; to run it yourself, see
@@ -262,6 +268,8 @@ def create_app(storage: str, *, token: str | None = None) -> Starlette:
             cookie a ``?token=TOKEN`` request gets, or ``?token=TOKEN`` itself); others get 401.
             Without one, requests that reach the server on an address other than a loopback
             one get 403.
+        prefetch: Read the studies ahead once the server starts (``api.prefetch``), so the
+            first page a person opens is answered from memory.
 
     Returns:
         A Starlette application.
@@ -284,6 +292,7 @@ def create_app(storage: str, *, token: str | None = None) -> Starlette:
         lifespan=_warm_up,
     )
     app.state.cache = api.StudyCache(storage)
+    app.state.prefetch = prefetch
     app.state.shared_reads = SharedReads()
     app.state.page_template = (resources.files("hpsearch.dashboards") / "static" / "page.html").read_text("utf-8")
     return app

@@ -753,7 +753,10 @@ def _table_columns(df: Any, metrics: list[str], searched: list[str] | None = Non
     at = wanted.index(record.LR) + 1
     wanted[at:at] = [p for p in searched or [] if p not in wanted]
     metrics = list(dict.fromkeys(metrics))
-    wanted[-1:-1] = [m for m in metrics if m not in wanted]
+    # The study's own metrics beside the accuracy, after the configuration: a regression study's
+    # val_loss came last, after the peak memory.
+    at = wanted.index(record.VAL_ACCURACY)
+    wanted[at:at] = [m for m in metrics if m not in wanted]
     always = {"number", "state", _GROUP, *metrics}
     return [c for c in wanted if c in df.columns and (c in always or df[c].nunique(dropna=False) > 1)]
 

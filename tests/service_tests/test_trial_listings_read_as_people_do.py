@@ -63,3 +63,20 @@ def test_trials_dataframe_gives_each_trials_evaluations_when_asked(store: str) -
     assert [e["samples_seen"] for e in evaluations] == sorted(e["samples_seen"] for e in evaluations)
     assert evaluations[-1]["val_accuracy"] == pytest.approx(done["val_accuracy"])
     assert df["curves"].iloc[-1] == []  # the added trial reported none
+
+
+def test_the_trial_table_puts_a_regression_studys_loss_with_the_results_not_last() -> None:
+    import pandas as pd
+
+    from hpsearch.cli import _fmt, _table_columns
+
+    df = pd.DataFrame({"number": [0, 1], "state": ["COMPLETE", "WAITING"], "lr_rule": ["sqrt", None],
+                       "per_device_batch_size": [1024.0, float("nan")], "lr": [0.1, 0.2],
+                       "runtime_s": [1.5, None], "device_seconds": [1.5, None],
+                       "peak_memory_bytes": [3e8, None], "val_loss": [0.49, None]})
+    columns = _table_columns(df, ["val_loss", "runtime_s"])
+    # Measured: the loss came after the peak memory, the last column of an 80-column terminal.
+    assert columns.index("val_loss") == columns.index("lr") + 1 < columns.index("runtime_s")
+    # A column that also holds a trial not yet run is float: b 1024 printed 1.02e+03.
+    assert [_fmt(v) for v in df["per_device_batch_size"]] == ["1024", "-"]
+    assert _fmt(2048.3) == "2,050" and _fmt(0.01131) == "0.0113"
