@@ -164,19 +164,26 @@ def test_thinning_keeps_what_it_must_within_its_budget_and_is_deterministic() ->
     assert thin_points(xs[:100], ys[:100], max_points=1500).tolist() == list(range(100))
 
 
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The study names whose trials table the dashboard read from the store, in order."""
+    from hpsearch.dashboards import api
+
+    names: list[str] = []
+    real_read = api._read_table
+    monkeypatch.setattr(api, "_read_table", lambda search: (names.append(search.study_name), real_read(search))[1])
+    return names
+
+
 def test_a_started_dashboard_reads_its_studies_ahead_so_the_first_page_is_answered_from_memory(
-        big: tuple[str, Search], monkeypatch: pytest.MonkeyPatch) -> None:
+        big: tuple[str, Search], reads: list[str]) -> None:
     import threading
     import time
 
     from starlette.testclient import TestClient
 
-    from hpsearch.dashboards import api
-
     url, _ = big
-    reads: list[str] = []
-    real_read = api._read_table
-    monkeypatch.setattr(api, "_read_table", lambda search: (reads.append(search.study_name), real_read(search))[1])
     with TestClient(create_app(url)) as client:  # as a server runs it: its start-up runs first
         deadline = time.monotonic() + 120
         while any(t.name == "hpsearch-dashboard-prefetch" for t in threading.enumerate()):
@@ -189,16 +196,10 @@ def test_a_started_dashboard_reads_its_studies_ahead_so_the_first_page_is_answer
     assert reads == ["big"]  # the page's summary and figures came from memory
 
 
-def test_a_dashboard_told_not_to_read_ahead_reads_when_asked(
-        big: tuple[str, Search], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dashboard_told_not_to_read_ahead_reads_when_asked(big: tuple[str, Search], reads: list[str]) -> None:
     from starlette.testclient import TestClient
 
-    from hpsearch.dashboards import api
-
     url, _ = big
-    reads: list[str] = []
-    real_read = api._read_table
-    monkeypatch.setattr(api, "_read_table", lambda search: (reads.append(search.study_name), real_read(search))[1])
     with TestClient(create_app(url, prefetch=False)) as client:
         assert reads == []
         assert client.get("/api/studies/big").status_code == 200
