@@ -60,7 +60,7 @@ from hpsearch.dashboards.style import (
     with_note,
 )
 from hpsearch.record import Direction
-from hpsearch.study import check_direction, frontier_candidates, pareto_front
+from hpsearch.study import check_direction, frontier_candidates, learned_nothing, pareto_front
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -255,7 +255,9 @@ def frontier_info(
                                                      y_direction=y_direction)]
     shown = _shown_positions(xs, ys, sizes, names, front, max_points)
     hover_columns = config_columns([str(c) for c in completed.columns], x, y)
-    points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], hover_columns)
+    notes = _off_front_notes(completed)
+    points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], hover_columns,
+                     [notes[i] for i in shown.tolist()])
     point_at = dict(zip(shown.tolist(), points))  # position in ``completed`` -> its point
     front_points = tuple(point_at[i] for i in front)
     x_min, x_max = float(xs.min()), float(xs.max())
@@ -321,11 +323,26 @@ def _shown_positions(
                        log_x=log_axis(xs), log_y=log_axis(ys))
 
 
+#: The hover's line for a trial no frontier counts (``_off_front_notes``).
+OFF_FRONT = "on no front"
+
+
+def _off_front_notes(completed: pd.DataFrame) -> list[str | None]:
+    """Per completed trial, why it stands on no front, in words (``None`` where it may): a
+    faster trial left off the front with nothing said read as a drawing error."""
+    nothing = learned_nothing(completed).to_numpy(dtype=bool)
+    chance = floats(completed, record.CHANCE_ACCURACY)
+    return [f"learned nothing: accuracy at or below chance, {chance[i]:.3g} (always the commonest class)"
+            if nothing[i] else None for i in range(len(completed))]
+
+
 def _points(
-    shown: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, hover_columns: list[str]
+    shown: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, hover_columns: list[str],
+    notes: Sequence[str | None] = (),
 ) -> list[FrontierPoint]:
     """The rows of ``shown`` as points, with their ``xs``, ``ys`` and ``sizes`` (one each, in
-    the same order) and their configuration for hover."""
+    the same order), their configuration for hover and, where given, why a point stands on no
+    front (``notes``, one per row or none)."""
     points: list[FrontierPoint] = []
     # Only the columns the hover shows: the rest of a 2,000-row slice cost as much to convert.
     for i, row in enumerate(shown[["number", *[c for c in hover_columns if c != "number"]]].to_dict("records")):
@@ -334,6 +351,8 @@ def _points(
             for column in hover_columns
             if (value := plain_value(row[column])) is not None
         }
+        if i < len(notes) and notes[i]:
+            config[OFF_FRONT] = notes[i]
         points.append(
             FrontierPoint(
                 number=int(row["number"]),

@@ -335,6 +335,9 @@ def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
         s.out_of_memory_at[0] for s in info.series if s.out_of_memory_at is not None] + [
         b for s in info.series for b, _ in s.contradicted]
     low, high = min(batches), max(batches)
+    # What a rank may hold is the device kind's, not a configuration's: one line for each, in
+    # its first series' colour (two configurations of one cap wrote "cpu may hold 600 MiB" twice).
+    limits_drawn: set[tuple[str, float]] = set()
     for k, s in enumerate(info.series):
         color = _COLORS[k % len(_COLORS)]
         if s.peaks:
@@ -379,7 +382,8 @@ def memory_figure(df: pd.DataFrame, limits: MemoryLimits | None = None,
                            f"{s.largest_fit} ran to the end on this device kind: not a ceiling"
                            for b, ns in s.contradicted],
                 hovertemplate="%{hovertext}<extra></extra>"))
-        if s.limit_bytes is not None:
+        if s.limit_bytes is not None and (s.device, s.limit_bytes) not in limits_drawn:
+            limits_drawn.add((s.device, s.limit_bytes))
             # In the legend, not written over the plot: an annotation on the line sat on the
             # points of the small batches.
             fig.add_trace(go.Scatter(

@@ -242,7 +242,9 @@ def throughput_figure(df: pd.DataFrame) -> go.Figure:
 
     info = throughput_info(df)
     # The house template as data, unvalidated (style.new_figure says why).
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+    # The gap holds the right panel's axis title and its "100%" ticks: at 0.12 the title lay on
+    # the left panel's points.
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
                         figure=go.Figure(layout={"template": white_template()}, _validate=False))
     fig.update_layout(
         title={"text": "Throughput per device and communication share vs world size"},
@@ -272,7 +274,9 @@ def _add_world_size_panel(fig: go.Figure, series: WorldSizeSeries, col: int, log
     fig.update_xaxes(**count_ticks([s.world_size for s in series.stats], log=log_x).layout(), row=1, col=col)
     if series.metric == record.COMM_FRACTION:
         # A share of step time: 0 to 100%. plotly drew -1 to 1 when every trial's share was 0.
-        fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=col)
+        # A little room past both ends: a point at exactly 0% (one device) was cut in half.
+        fig.update_yaxes(range=[-0.03, 1.03], tickformat=".0%", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0],
+                         row=1, col=col)
 
 
 def _range_band(series: WorldSizeSeries, *, showlegend: bool) -> go.Scatter:

@@ -46,7 +46,12 @@ def test_throughput_ticks_at_the_world_sizes_run_and_draws_the_comm_share_from_0
     fig = throughput_figure(df)
     for axis in (fig.layout.xaxis, fig.layout.xaxis2):
         assert list(axis.tickvals) == [1, 2]  # never W 1.5
-    assert tuple(fig.layout.yaxis2.range) == (0, 1) and fig.layout.yaxis2.tickformat == ".0%"
+    # 0 to 100% with a little room past both ends (a point at 0% was cut in half), ticks within.
+    low, high = fig.layout.yaxis2.range
+    assert -0.05 < low < 0 and 1 < high < 1.05 and fig.layout.yaxis2.tickformat == ".0%"
+    assert list(fig.layout.yaxis2.tickvals) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    # The right panel's axis title sits in the gap between the panels, not on the left one's points.
+    assert fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1] >= 0.2 - 1e-9
 
 
 def test_a_front_of_one_trial_is_named_for_what_it_is_and_no_legend_entry_draws_nothing() -> None:
@@ -109,3 +114,14 @@ def test_the_memory_axis_and_what_a_rank_may_hold_share_one_unit() -> None:
     assert limit.name == "cpu may hold 600 MiB" and set(limit.y) == {600.0}
     assert max(y for t in fig.data if t.name == "cpu" for y in t.y) == 456.0  # 200 + 4 x 64 MiB, in MiB
     assert not fig.layout.annotations  # named in the legend, not written over the points
+
+
+def test_a_faster_trial_that_learned_nothing_is_off_the_front_and_its_hover_says_why() -> None:
+    df = pd.DataFrame({"number": [0, 1, 2], "state": ["COMPLETE"] * 3, "lr_rule": ["linear", "sqrt", "constant"],
+                       "runtime_s": [0.5, 1.0, 2.0], "val_accuracy": [0.078, 0.889, 0.95],
+                       "val_loss": [2.43, 0.4, 0.2], "chance_accuracy": [0.117] * 3})
+    info = frontier_info(df, x="runtime_s", y="val_accuracy")
+    assert info.front == (1, 2)  # the fastest, at chance, is not its first step
+    notes = {p.number: p.config.get("on no front") for g in info.groups for p in g.points}
+    assert notes[0] == "learned nothing: accuracy at or below chance, 0.117 (always the commonest class)"
+    assert notes[1] is None and notes[2] is None

@@ -50,10 +50,10 @@ def test_one_series_per_kind_and_configuration_with_its_peaks_line_and_ceiling(s
 def test_the_figure_draws_the_peaks_the_line_the_ceiling_and_what_a_rank_may_hold(search: Search) -> None:
     fig = plot_memory(search)
     names = [t.name for t in fig.data]
+    # What a rank may hold is the device kind's: named once, not once per configuration.
     assert names == ["cpu, hidden 16", "cpu, hidden 16: fitted line", "cpu, hidden 16: ran out of memory",
                      "cpu may hold 3 GiB",
-                     "cpu, hidden 64", "cpu, hidden 64: fitted line", "cpu, hidden 64: ran out of memory",
-                     "cpu may hold 3 GiB"]
+                     "cpu, hidden 64", "cpu, hidden 64: fitted line", "cpu, hidden 64: ran out of memory"]
     assert fig.layout.yaxis.title.text == "peak memory per rank (GiB)"
     assert fig.layout.xaxis.title.text == "per-device batch size"
     crosses = [t for t in fig.data if t.name.endswith("ran out of memory")]
@@ -120,3 +120,30 @@ def test_the_trial_table_and_page_carry_the_peak(app: Any, get_json: Callable[[A
     skipped = get_json(app, "/api/studies/mem/trials?q=exceeds_memory&limit=1&columns=status_reason")["rows"][0]
     trial = get_json(app, f"/api/studies/mem/trials/{skipped['number']}")
     assert trial["memory"] is None and trial["status_meaning"].startswith("not started")
+
+
+def test_fused_trials_bookkeeping_is_no_configuration_of_the_memory_figure_or_a_hover() -> None:
+    """A study that fused (search.fuse: auto, the default) drew one memory series per fused
+    group, each named with its group's raw step times, and the frontier's hover listed them as
+    configuration: every record name is the engine's, never a study parameter."""
+    from hpsearch import record
+    from hpsearch.dashboards.peak_memory import memory_parameters
+    from hpsearch.dashboards.points import config_columns
+
+    rows = []
+    for number, (b, fused) in enumerate([(8, True), (8, True), (32, False), (32, True), (128, False)]):
+        rows.append({"number": number, "state": "COMPLETE", "per_device_batch_size": b, "device": "cpu",
+                     "lr_rule": "linear", "hidden": 64, "val_accuracy": 0.9, "runtime_s": 1.0 + number,
+                     "peak_memory_bytes": (300 + b) * MIB, "memory_limit_bytes": 600 * MIB,
+                     record.FUSE: "on" if fused else f"off: fusing did not pay on cpu ({number} ms)",
+                     record.FUSED_GROUP: number // 2 if fused else None, record.FUSED_MEMBERS: 2 if fused else None,
+                     record.RUNTIME_BASIS: "solo_estimate" if fused else "solo",
+                     record.FUSED_RUNTIME_S: 2.0 + number / 7 if fused else None,
+                     record.FUSED_STEP_S: 0.01 + number / 1000, record.SOLO_STEP_S: 0.006 + number / 1000,
+                     record.FAILED_ATTEMPTS: None, record.FAILED_ATTEMPTS_S: None})
+    df = pd.DataFrame(rows)
+    assert memory_parameters(df) == ["hidden"]  # a study parameter, here one value for all
+    assert [s.name for s in memory_info(df).series] == ["cpu"]
+    hover = config_columns([str(c) for c in df.columns], "runtime_s", "val_accuracy")
+    assert not any(c.startswith(("fuse", "fused", "solo", "runtime_basis", "failed")) for c in hover), hover
+    assert "hidden" in hover
