@@ -366,8 +366,28 @@ CURVE_STATES: tuple[str, ...] = COUNTED
 ANALYSIS_ATTRS: tuple[str, ...] = (
     r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
     r.COMPILE_S, r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES,
-    r.RAN_AS, r.NODE_ID, r.RUNTIME_BASIS, r.SOLO_STEP_S,
+    r.RAN_AS, r.NODE_ID, r.RUNTIME_BASIS, r.SOLO_STEP_S, r.CHANCE_ACCURACY,
 )
+
+
+def _refuse_a_target_at_chance(frame: pd.DataFrame, target: Target) -> None:
+    """A derived accuracy target no better than chance is no target: a study whose trials
+    learned nothing (random labels, an LR far too large everywhere) was answered with "reach
+    val_accuracy >= 0.261" where always answering the commonest class scores 0.264.
+
+    Raises:
+        NoAnswerError: ``target`` is an accuracy at or below the trials' ``chance_accuracy``.
+    """
+    if target.metric != r.VAL_ACCURACY or r.CHANCE_ACCURACY not in frame.columns:
+        return
+    chance = pd.to_numeric(frame[r.CHANCE_ACCURACY], errors="coerce").max()
+    if not (math.isfinite(chance) and target.value <= chance):
+        return
+    raise NoAnswerError(
+        f"no target can be derived: the best trials of most batch sizes reach val_accuracy {target.value:.3g}, "
+        f"no better than chance ({chance:.3g}: always answering the validation set's commonest class), so the "
+        "trials learned nothing to recommend from; check the workload's labels and the LRs searched, or give a "
+        "target (analysis.target in the space, or --target METRIC=VALUE)")
 
 
 def resolve_target(study: StudyInfo | StudyHandle, target: Target | tuple[str, float] | None,
@@ -487,6 +507,7 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         target = default_target([b for b, u in zip(sizes, usable) if u],
                                 [float(v) for v, u in zip(arrays.best(sense), usable) if u], metric, sense,
                                 ignored=int(diverging.sum()))
+        _refuse_a_target_at_chance(frame, target)
     shapes = ran_shapes(frame)
     trials = _trial_costs(frame, crossings(arrays, target), others, shapes)
     step_s, startup_s = arrays.step_lines()
