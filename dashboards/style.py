@@ -215,6 +215,10 @@ def with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "pa
     # On a white ground: a note over a subplot that still draws points (a refused fit) stays legible.
     fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
                        font={"size": 16}, bgcolor="rgba(255, 255, 255, 0.85)")
+    if xref == "paper" and not fig.data:
+        # Nothing drawn: plotly's default ranges labelled an empty batch axis from -1 to 6.
+        fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+        fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     return fig
 
 

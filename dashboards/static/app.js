@@ -69,8 +69,10 @@ function bytes(value) {
   return `${text} ${units[unit]}`;
 }
 
+// One decimal for every share, so a column reads evenly ("42.0%" beside "27.3%", not "42%").
 function percent(value) {
-  return typeof value === "number" && Number.isFinite(value) ? `${Number((value * 100).toPrecision(3))}%` : fmt(value);
+  if (value === 0) return "0%";
+  return typeof value === "number" && Number.isFinite(value) ? `${(value * 100).toFixed(1)}%` : fmt(value);
 }
 
 // Seconds since the epoch as a local date and time.

@@ -188,7 +188,8 @@ def test_concurrent_identical_requests_share_a_read_that_began_after_they_arrive
         return {"study": name, "value": value}
 
     monkeypatch.setattr(api, "study_detail", slow_summary)
-    with _uvicorn(create_app(storage)) as address:
+    # No read-ahead: it would be the first read, before the first request.
+    with _uvicorn(create_app(storage, prefetch=False)) as address:
         def get(out: list[Any]) -> None:
             status, _, body = _request(address, "/api/studies/plain")
             out.append((status, json.loads(body)))

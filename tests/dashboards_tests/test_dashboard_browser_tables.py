@@ -55,7 +55,8 @@ def test_the_trial_table_stays_in_the_page_and_writes_numbers_for_people(
     shown = [row[speed] for row in table["rows"] if row[speed] != "-"]
     assert shown and all(re.fullmatch(r"\d{1,3}(,\d{3})+", text) for text in shown), shown  # 2,050, not 2.05e+3
     comm = names.index("comm_fraction")
-    assert all(re.fullmatch(r"[\d.]+%|-", row[comm]) for row in table["rows"])
+    # One decimal for every share but 0: a column of "42.0%" and "27.3%", not "42%" beside "27.3%".
+    assert all(re.fullmatch(r"\d+\.\d%|0%|-", row[comm]) for row in table["rows"]), [row[comm] for row in table["rows"]]
     _check_page(browser, dashboard, tmp_path / "tables-study.png")
 
 

@@ -125,3 +125,12 @@ def test_a_faster_trial_that_learned_nothing_is_off_the_front_and_its_hover_says
     notes = {p.number: p.config.get("on no front") for g in info.groups for p in g.points}
     assert notes[0] == "learned nothing: accuracy at or below chance, 0.117 (always the commonest class)"
     assert notes[1] is None and notes[2] is None
+
+
+def test_a_figure_with_nothing_to_draw_labels_no_axis_range_it_does_not_have() -> None:
+    # Every trial on one device: no noise scale was measurable. The empty batch axis read -1 to 6.
+    df = pd.DataFrame({"number": [0, 1], "state": ["COMPLETE"] * 2, "effective_batch_size": [16, 64],
+                       "world_size": [1, 1], "grad_accum_steps": [1, 1], "lr_rule": ["linear"] * 2})
+    fig = noise_scale_figure(df)
+    assert not fig.data and fig.layout.annotations  # the note says why
+    assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis.showticklabels is False
