@@ -285,7 +285,7 @@ def fusion_key(spec: TrialSpec) -> Hashable:
         >>> fusion_key(a) == fusion_key(b), fusion_key(a) == fusion_key(replace(b, per_device_batch_size=16))
         (True, False)
     """
-    shape = {k: v for k, v in spec.to_dict().items() if k not in MEMBER_FIELDS and k not in ("fused", "fuse")}
+    shape = {k: v for k, v in spec.to_dict().items() if k not in MEMBER_FIELDS and k not in ("fused", "fuse")}  # not a record name
     shaping = {k: v for k, v in spec.hyperparameters.items() if k not in MEMBER_HYPERPARAMETERS}
     return repr(sorted({**shape, "hyperparameters": sorted(shaping.items(), key=lambda kv: kv[0])}.items()))
 

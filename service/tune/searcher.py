@@ -192,7 +192,7 @@ class StudySearcher(Searcher):
         # trial of its own, "<trial id>#<k>" for member k of a group); per member id, what it was
         # proposed as; configurations asked ahead and not yet started; members of groups that did
         # not train fused, to run on their own, with why; shapes that declined, with why.
-        self.fuse = str(getattr(space.search, "fuse", "auto"))
+        self.fuse = str(getattr(space.search, "fuse", "auto"))  # not a record name
         self.fuse_max = int(getattr(space.search, "fuse_max", 16))
         self._groups: dict[str, list[str]] = {}
         self._proposals: dict[str, _Proposal] = {}
@@ -655,7 +655,7 @@ class StudySearcher(Searcher):
         if self.ledger is not None:
             self.ledger.trial_ended(trial_id, None)
         if mids:
-            self._emit("fuse", -1, detail=f"{len(mids)} trials run on their own: {why}")
+            self._emit("fuse", -1, detail=f"{len(mids)} trials run on their own: {why}")  # not a record name
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:

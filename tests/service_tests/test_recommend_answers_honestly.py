@@ -25,10 +25,11 @@ from hpsearch.cli import cli
 from hpsearch.store import study_attrs
 from hpsearch.testing import SyntheticTruth, synthetic_study
 
-#: A real two-rank search emulated on one process: W 2, b {32, 64}, one epoch.
+#: A real two-rank search emulated on one process: W 2, b {32, 64}, one epoch of an MLP, which learns in it
+#: (a CNN stayed at chance, and a study at chance has no target to answer).
 EMULATED_SPACE = """\
 study: emulated
-workload: {name: digits_cnn, epochs: 1}
+workload: {name: digits_mlp, epochs: 1}
 scaling: {base_batch_size: 8}
 parameters:
   per_device_batch_size: {choices: [32, 64]}

@@ -102,7 +102,22 @@ def _check_exact(members: list[TrialSpec], tmp_path: Path, pool: RankPool, withi
 ])
 def test_each_member_trains_what_its_solo_run_trains(workload: str, optimizer: str, W: int, A: int, tmp_path: Path,
                                                      pool: RankPool) -> None:
-    _check_exact(_members(workload, optimizer, W, A), tmp_path, pool)
+    _check_exact(_members(workload, optimizer, W, A), tmp_path, pool, within=_within(workload, optimizer, W, A))
+
+
+def _within(workload: str, optimizer: str, W: int, A: int) -> float:
+    """How close a member's losses stay to its solo run's over the first steps.
+
+    The CNN at an effective batch of 32 (two ranks, or two micro-batches a step): a vectorized
+    convolution sums in another order than the solo one, 1e-8 relative at the first steps, and
+    the difference grows with training. With AdamW, where a weight's gradient is near zero,
+    Adam's normalisation makes that rounding a full-size update: the first member (LR 4e-3, no
+    weight decay) drifts to 1e-3 relative over 50 steps, where an LR changed by 1e-6 moves it by
+    1e-5 (docs/trials.md, "Fused trials"). With SGD it depends on the CPU's convolution kernels:
+    within 1e-4 on an AMD EPYC, while on an Intel Xeon the validation loss of the first member
+    drifts to 5.5e-4 relative by step 50 (its running training loss stays within 4e-6).
+    """
+    return 2e-3 if workload == "digits_cnn" and W * A == 2 else 1e-4
 
 
 @pytest.mark.slow
@@ -112,14 +127,7 @@ def test_each_member_trains_what_its_solo_run_trains(workload: str, optimizer: s
 @pytest.mark.parametrize("workload", ["digits_mlp", "digits_cnn", "teacher_mlp"])
 def test_every_workload_optimizer_world_size_and_accumulation(workload: str, optimizer: str, W: int, A: int,
                                                                tmp_path: Path, pool: RankPool) -> None:
-    # AdamW on the CNN at an effective batch of 32 (two ranks, or two micro-batches a step): the
-    # members' gradients differ from their solo runs' by float rounding (a vectorized convolution
-    # sums in another order: 1e-8 relative at the first steps), and where a weight's gradient is
-    # near zero Adam's normalisation makes that rounding a full-size update; the first member
-    # (LR 4e-3, no weight decay) drifts to 1e-3 relative over 50 steps, where an LR changed by
-    # 1e-6 moves it by 1e-5 (docs/trials.md, "Fused trials").
-    chaotic = workload == "digits_cnn" and optimizer == "adamw" and W * A == 2
-    _check_exact(_members(workload, optimizer, W, A), tmp_path, pool, within=2e-3 if chaotic else 1e-4)
+    _check_exact(_members(workload, optimizer, W, A), tmp_path, pool, within=_within(workload, optimizer, W, A))
 
 
 def test_emulated_ranks_fuse_as_they_train_alone(tmp_path: Path, pool: RankPool) -> None:
