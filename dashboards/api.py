@@ -503,8 +503,8 @@ def prefetch(cache: StudyCache, *, studies: int = PREFETCH_STUDIES) -> None:
     """Read ahead what a study page asks first, for the store's first ``studies`` studies: the
     trials table, the summary and the study's figures, kept in ``cache`` as the requests would
     keep them. A dashboard runs this in the background once it serves, so the page a person
-    opens a few seconds later is answered from memory (at 10,000 trials: about 10 ms, against
-    about 1.1 s on 2 CPU cores for the first page of a dashboard that read nothing yet; a
+    opens a few seconds later is answered from memory (at 10,000 trials: about 20 ms, against
+    1.1-1.4 s on 2 CPU cores for the first page of a dashboard that read nothing yet; a
     request that comes while its study is being read waits for that read, not for a second).
 
     Never raises: a study it cannot read is left to the request that asks for it, which reports
