@@ -78,9 +78,12 @@ def test_class_counts_give_the_commonest_class_share_and_nothing_for_soft_labels
     counts = ClassCounts(3, torch.device("cpu"))
     counts.add(torch.tensor([0, 2, 2, 1]))
     counts.add(torch.tensor([2, -100, 2]))  # an ignore index is not a class
-    assert counts.chance(7) == {record.CHANCE_ACCURACY: 4 / 7}
+    # Read with the correct answers, in one read from the device.
+    assert counts.read(torch.tensor(5)) == ([5], 4)
+    assert counts.chance(4, 7) == {record.CHANCE_ACCURACY: 4 / 7}
 
     soft = ClassCounts(3, torch.device("cpu"))
     soft.add(torch.tensor([[0.2, 0.5, 0.3]]))  # probabilities: no class index per sample
-    assert soft.chance(1) == {}
-    assert ClassCounts(None, torch.device("cpu")).chance(5) == {}  # a regression
+    assert soft.read(torch.tensor(1)) == ([1], None) and soft.chance(None, 1) == {}
+    regression = ClassCounts(None, torch.device("cpu"))
+    assert regression.read(torch.tensor(0))[1] is None  # no classes: no chance figure

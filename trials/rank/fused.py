@@ -143,8 +143,9 @@ class FusedModel:
                 seen.add(y)
             count += len(y)
         module.train()
-        losses, rights = loss_sum.tolist(), correct.tolist()
-        chance = seen.chance(count) if classes else {}
+        losses = loss_sum.tolist()
+        rights, most = seen.read(correct)
+        chance = seen.chance(most, count)
         out = []
         for k in range(self.k):
             metrics = {record.VAL_LOSS: losses[k] / max(count, 1)}

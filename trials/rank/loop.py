@@ -110,8 +110,9 @@ def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
     model.train()
     metrics = {record.VAL_LOSS: float(loss_sum) / max(count, 1)}
     if workload.num_classes is not None:
-        metrics[record.VAL_ACCURACY] = int(correct) / max(count, 1)
-        metrics.update(classes.chance(count))
+        (right,), most = classes.read(correct)
+        metrics[record.VAL_ACCURACY] = right / max(count, 1)
+        metrics.update(classes.chance(most, count))
     return metrics
 
 
@@ -123,8 +124,9 @@ class ClassCounts:
     (``hpsearch.study.frontier_candidates``).
 
     Counted on the device without a read per batch (targets outside ``0..num_classes-1``, an
-    ignore index, are not counted); targets that are not one class index per sample (soft labels)
-    give no figure.
+    ignore index, are not counted), and read with the correct answers, so an evaluation reads
+    the device no more often than before; targets that are not one class index per sample (soft
+    labels) give no figure.
     """
 
     def __init__(self, num_classes: int | None, device: torch.device) -> None:
@@ -141,11 +143,20 @@ class ClassCounts:
         inside = ((y >= 0) & (y < self.classes)).long()
         self.counts.scatter_add_(0, y.long().clamp(0, self.classes - 1), inside)
 
-    def chance(self, count: int) -> dict[str, float]:
-        """``{chance_accuracy: ...}`` over ``count`` samples, or nothing where it cannot be told."""
-        if not self.usable or count <= 0:
+    def read(self, correct: torch.Tensor) -> tuple[list[int], int | None]:
+        """``correct`` (one count, or one per fused member) and the commonest class's count
+        (``None`` where it cannot be told), in one read from the device."""
+        flat = correct.reshape(-1)
+        if not self.usable:
+            return [int(v) for v in flat.tolist()], None
+        values = [int(v) for v in torch.cat((flat, self.counts.max().reshape(1).to(flat.dtype))).tolist()]
+        return values[:-1], values[-1]
+
+    def chance(self, most: int | None, count: int) -> dict[str, float]:
+        """``{chance_accuracy: most / count}``, or nothing where it cannot be told."""
+        if most is None or count <= 0:
             return {}
-        return {record.CHANCE_ACCURACY: int(self.counts.max()) / count}
+        return {record.CHANCE_ACCURACY: most / count}
 
 
 def _compiling(clock: CompileClock | None, key: Any) -> contextlib.AbstractContextManager[None]:
