@@ -190,14 +190,13 @@ class StudySearcher(Searcher):
         self._space_size = space.grid_size()
         # Fused trials (search.fuse): per Tune trial, its members' ids (the trial id itself for a
         # trial of its own, "<trial id>#<k>" for member k of a group); per member id, what it was
-        # proposed as; configurations asked ahead and not yet started; members of groups that did
-        # not train fused, to run on their own, with why; shapes that declined, with why.
+        # proposed as; configurations asked ahead and not yet started; shapes that declined to
+        # fuse, with why.
         self.fuse = str(getattr(space.search, "fuse", "auto"))  # not a record name
         self.fuse_max = int(getattr(space.search, "fuse_max", 16))
         self._groups: dict[str, list[str]] = {}
         self._proposals: dict[str, _Proposal] = {}
         self._held: list[_Proposal] = []
-        self._solo_queue: list[tuple[_Proposal, str]] = []
         self._declined: dict[Hashable, str] = {}
         self._declined_at: dict[tuple[Hashable, int], str] = {}
         # Per shape, the largest peak memory a member of its completed trials held (``_fuse_cap``).
@@ -206,9 +205,6 @@ class StudySearcher(Searcher):
         # the trial slots), and the slots (``max_concurrent``).
         self._group_size: dict[Hashable, int] = {}
         self.slots = max(1, slots)
-        # Fused groups under ``fuse: auto`` that have not yet reported an evaluation (so may still
-        # decline), by Tune trial id.
-        self._undecided: set[str] = set()
         self._said_exhausted = False
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
@@ -231,7 +227,7 @@ class StudySearcher(Searcher):
         # Tune pickles its searcher into the experiment state; the study (a live database
         # engine) and the display callback stay behind. The study itself is the durable record.
         state = self.__dict__.copy()
-        state.update(study=None, on_event=None, _trials={}, _proposals={}, _held=[], _solo_queue=[], _undecided=set())
+        state.update(study=None, on_event=None, _trials={}, _proposals={}, _held=[])
         return state
 
     # Tune calls this before the run; we optimise our own objectives, not Tune's metric/mode.
@@ -243,18 +239,12 @@ class StudySearcher(Searcher):
         if self.interrupted or self.budget_stop is not None:
             return Searcher.FINISHED
         if self._launched >= self.n_trials:
-            # A fused group still timing its first steps may decline and hand its members back
-            # to run on their own: ask again later (Tune asks no more once told FINISHED).
-            return None if self._undecided else Searcher.FINISHED
+            return Searcher.FINISHED
         if self.ledger is not None and self.ledger.exhausted() is not None:
             return Searcher.FINISHED  # nothing asked: the stopper records why
-        if self._solo_queue:  # members of a group that did not train fused, each on its own now
-            proposal, declined = self._solo_queue.pop(0)
-            return self._launch(trial_id, [proposal], declined)
         first = self._next_held() or self._propose()
         if not isinstance(first, _Proposal):
-            # A fused group still timing its first steps may yet hand its members back.
-            return None if first == Searcher.FINISHED and self._undecided else first
+            return first
         why = self._unfusable(first.spec)
         if why is not None:
             return self._launch(trial_id, [first], why)
@@ -377,10 +367,12 @@ class StudySearcher(Searcher):
             (group if fusion_key(proposal.spec) == key else self._held).append(proposal)
         if key not in self._group_size and len(group) > 1:
             # Keep the search's trial slots busy: a shape with more configurations than one group
-            # needs is split into as many groups as the slots the other shapes leave (one group of
-            # twelve on one core of two, the other idle, took twice as long when fusing did not pay).
+            # needs is split into as many groups as the slots the other shapes and the trials
+            # running leave (one group of twelve on one core of two, the other idle, took twice
+            # as long when fusing did not pay; the digits CNN grid's b 8 split in two beside its
+            # running b 32 group left a third group to run alone at the end).
             others = len({fusion_key(p.spec) for p in self._held} - {key})
-            parts = max(1, min(len(group), self.slots - others))
+            parts = max(1, min(len(group), self.slots - others - len(self._groups)))
             self._group_size[key] = size = -(-len(group) // parts)
             self._held[:0] = group[size:]
             group = group[:size]
@@ -426,11 +418,11 @@ class StudySearcher(Searcher):
         trial of its own is not fused."""
         leader = group[0]
         if self._over_budget(trial_id, leader.trial, leader.params, leader.derived):
-            for proposal in group[1:] + self._held + [p for p, _ in self._solo_queue]:
+            for proposal in group[1:] + self._held:
                 _write(proposal.trial, {**proposal.derived, record.STATUS_REASON: REASON_BUDGET,
                                         record.STATUS_DETAIL: self.budget_stop or ""})
                 self.study.tell(proposal.trial, state=TrialState.FAIL)
-            self._held, self._solo_queue = [], []
+            self._held = []
             return Searcher.FINISHED
         fused = len(group) > 1
         mids = [f"{trial_id}#{k}" for k in range(len(group))] if fused else [trial_id]
@@ -451,8 +443,6 @@ class StudySearcher(Searcher):
                 proposal.announced = True
                 self._emit("started", proposal.trial.number, params=proposal.params)
         self._launched += len(group)
-        if fused and self.fuse == "auto":
-            self._undecided.add(trial_id)
         spec = group_spec([p.spec for p in group], fuse=self.fuse) if fused else leader.spec
         return {"trial": TrialTask(
             spec, leader.trial.number, str(self.runs_dir / f"trial-{leader.trial.number:05d}"),
@@ -553,8 +543,6 @@ class StudySearcher(Searcher):
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         if trial_id not in self._groups:
             return
-        if MEMBER_KEY in result or EARLIER_KEY in result:
-            self._undecided.discard(trial_id)  # it trains fused: it reported an evaluation
         if result.get(FUSE_DECLINED_KEY):
             self._fuse_declined(trial_id, result)
             return
@@ -635,32 +623,25 @@ class StudySearcher(Searcher):
 
     def _fuse_declined(self, trial_id: str, result: dict[str, Any]) -> None:
         """A group did not train fused (fusing did not pay, or its model cannot be vectorized):
-        its members run on their own, first, and no later group of that shape is formed."""
+        its members train on their own, one after another, in the group's Tune trial (on the
+        devices it holds), and no later group of that shape is formed."""
         why = str(result[FUSE_DECLINED_KEY])
-        self._undecided.discard(trial_id)
-        mids = [mid for mid in self._groups.pop(trial_id, ()) if mid in self._trials]
+        mids = [mid for mid in self._groups.get(trial_id, ()) if mid in self._trials]
         for mid in mids:
-            proposal = self._proposals.pop(mid)
+            proposal = self._proposals[mid]
             if result.get(record.FUSED_STEP_S) is not None:  # timed: not at this batch or above
                 self._declined_at[(_batchless_key(proposal.spec), proposal.spec.per_device_batch_size)] = why
             else:  # the model itself (vmap refuses it, it trains itself): none of this workload's
                 self._declined[_workload_key(proposal.spec)] = why
-            for table in (self._trials, self._curves, self._asked, self._batch, self._last_runtime):
-                table.pop(mid, None)
             _write(proposal.trial, {FUSE: f"off: {why}", FUSED_GROUP: None, FUSED_MEMBERS: None,
                                     record.FUSED_STEP_S: result.get(record.FUSED_STEP_S),
                                     record.SOLO_STEP_S: result.get(record.SOLO_STEP_S)})
-            self._solo_queue.append((proposal, why))
-        self._launched -= len(mids)
-        if self.ledger is not None:
-            self.ledger.trial_ended(trial_id, None)
         if mids:
-            self._emit("fuse", -1, detail=f"{len(mids)} trials run on their own: {why}")  # not a record name
+            self._emit("fuse", -1, detail=f"{len(mids)} trials run on their own, one after another: {why}")  # not a record name
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
         result = result or {}
-        self._undecided.discard(trial_id)
         mids = self._groups.pop(trial_id, None)
         if mids is None:
             return
@@ -769,10 +750,10 @@ class StudySearcher(Searcher):
             self._end_device_time(mid, trial, attrs, final=False)
             _write(trial, attrs)
             self._fail(trial, reason, detail)
-        for proposal in self._held + [p for p, _ in self._solo_queue]:
+        for proposal in self._held:
             _write(proposal.trial, {PHASES: _phases(proposal.asked, None)})
             self._fail(proposal.trial, reason, detail)
-        self._held, self._solo_queue = [], []
+        self._held = []
         self._proposals.clear()
 
     def end_run(self) -> None:

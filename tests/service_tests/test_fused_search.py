@@ -168,7 +168,11 @@ def test_a_model_vmap_refuses_runs_its_trials_on_their_own_and_says_why(tmp_path
         assert t.user_attrs[record.FUSE].startswith("off: the model cannot be vectorized over members")
         assert t.user_attrs.get(record.FUSED_GROUP) is None
         assert t.user_attrs.get(record.RUNTIME_BASIS) is None  # its own wall time
-    assert "trials run on their own: the model cannot be vectorized" in result.stdout + result.stderr
+    assert "trials run on their own, one after another: the model cannot be vectorized" in result.stdout + result.stderr
+    # In the group's own run, on the devices it held: no trial of their own was started for them.
+    runs = tmp_path / "hpsearch_runs" / "refused"
+    (group,) = runs.glob("trial-*")
+    assert sorted(p.name for p in group.glob("member-*")) == sorted(f"member-{k}" for k in range(4))
 
 
 def test_a_group_that_runs_out_of_memory_is_split_in_halves_and_no_member_is_out_of_memory(tmp_path: Path) -> None:

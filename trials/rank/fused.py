@@ -27,12 +27,14 @@ Members leave on their own: one whose training or validation loss turns non-fini
 ``diverged`` with its metrics so far, and its slice is dropped from the stacks; the others go on.
 
 Time is reported honestly (docs/trials.md, "Fused trials"): on the group's first steps each step
-is timed fused and, on the same batches, for one member alone on a scratch copy of the model
-(``solo_step_s``, ``fused_step_s``). A member's ``runtime_s`` is then an estimate of its solo
-run's (``runtime_basis: solo_estimate``): the group's wall time scaled by ``solo_step_s /
+is timed fused and, on the same batches, for one member alone on a scratch copy of the model,
+and again a quarter into the run, where the steps are steady (``fused_step_s``,
+``solo_step_s``). A member's ``runtime_s`` is then an estimate of its solo run's
+(``runtime_basis: solo_estimate``): the group's wall time scaled by ``solo_step_s /
 fused_step_s``; the group's own is ``fused_runtime_s``. With ``fuse: auto`` a group whose fused
-step costs a member at least its solo step stops there and says so (``FuseDeclined``): its
-members then run as trials of their own.
+step costs a member at least its solo step (on the first steps) stops there and says so
+(``FuseDeclined``): its members then train on their own, one after another, on the group's
+devices.
 """
 
 from __future__ import annotations
@@ -68,11 +70,18 @@ __all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "train_fused"]
 # Report keys of a group's rank 0 (``hpsearch.record``): the member a report is about, a
 # member's failure, and why a group did not train fused.
 MEMBER, MEMBER_FAILED, FUSE_DECLINED = record.FUSED_MEMBER, record.MEMBER_FAILED, record.FUSE_DECLINED
-#: Steps timed fused (after two untimed ones) and then alone, one after another on the same
-#: batches (after one untimed), at the group's start: ``PROBE_STEPS``, or fewer (three at least)
-#: once they took ``PROBE_SECONDS``.
+#: Steps timed fused (after two untimed ones, one where the first took ``LONG_STEP_S``) and then
+#: alone, one after another on the same batches (after one untimed), at the group's start:
+#: ``PROBE_STEPS``, or fewer (three at least) once they took ``PROBE_SECONDS``.
 PROBE_STEPS = 8
 PROBE_SECONDS = 0.3
+#: After a first fused step this long, the next is timed (one untimed step, not two), and under
+#: ``auto`` a group whose first timed fused step costs a member ``CLEAR_LOSS`` times its solo step
+#: or more declines there (a margin over one step's noise): the b 128 CNN grid's groups spent ten
+#: fused steps (0.45 s, three of its trials' worth) finding what the first timed step already
+#: showed (1.4-1.6x a member on this CPU).
+LONG_STEP_S = 0.02
+CLEAR_LOSS = 1.1
 
 
 class FusedModel:
@@ -395,6 +404,9 @@ class _Group:
         self.fetch_times: list[float] = []
         self.first_fused_s = self.first_solo_s = self.warm_fused_s = self.warm_solo_s = 0.0
         self.ratio: float | None = None  # solo step / fused step, once timed
+        self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
+        self.late_fused: list[float] = []
+        self.late_fetch: list[float] = []
         self.fused_step_s = self.solo_step_s = None
         every = spec.eval_every_samples
         last: dict[str, Any] | None = None
@@ -413,13 +425,18 @@ class _Group:
                 order = self.plan.step_order(step)
                 step_samples = sum(n for _, _, n in order)
                 probing = self.ratio is None and self.steps <= PROBE_STEPS + 1
-                timed_start = _clock(self.device) if probing else 0.0
+                retiming = self.retime_at is not None and self.steps >= self.retime_at
+                timed = probing or retiming
+                timed_start = _clock(self.device) if timed else 0.0
                 micro_batches = [next(batches) for _ in order]
-                fetched = _clock(self.device) - timed_start if probing else 0.0
+                fetched = _clock(self.device) - timed_start if timed else 0.0
                 norms = self._first_step(micro_batches, order, step_samples, mean_loss, epoch, step,
                                          steps_per_epoch) if self.steps == 0 else \
                     self._step(micro_batches, order, step_samples, mean_loss, epoch, step, steps_per_epoch)
-                if probing:
+                if retiming:
+                    self._retime(_clock(self.device) - timed_start, fetched, (micro_batches, order, step_samples),
+                                 mean_loss)
+                elif probing:
                     self._probe(_clock(self.device) - timed_start, fetched, (micro_batches, order, step_samples),
                                 mean_loss)
                 self.steps += 1
@@ -552,15 +569,29 @@ class _Group:
         batches (``fetch_s``), which a solo step pays as well."""
         if self.steps == 0:
             self.first_fused_s = fused_s
-        if self.steps >= 1:
+            self.untimed = 1 if self._slowest(fused_s) >= LONG_STEP_S else 2
+        if self.steps >= self.untimed - 1:
             self.probe_batches.append(batches)
-        if self.steps >= 2:
+        if self.steps >= self.untimed:
             self.fused_times.append(fused_s)
             self.fetch_times.append(fetch_s)
-        if self.steps < PROBE_STEPS + 1 and not self._timed_enough():
+        if len(self.fused_times) == 1 and self.untimed == 1 and self.spec.fuse == "auto" and len(self.members) > 1:
+            self._time_solo(mean_loss)
+            solo = self.solo_times[0] + fetch_s
+            if self._slowest(fused_s) / len(self.members) >= CLEAR_LOSS * self._slowest(solo):
+                self._decide()  # it declines
+        if self.steps < PROBE_STEPS + self.untimed - 1 and not self._timed_enough():
             return
         self._time_solo(mean_loss)
         self._decide()
+
+    def _slowest(self, seconds: float) -> float:
+        """``seconds`` on the slowest process (every rank decides alike)."""
+        if self.P == 1:
+            return seconds
+        t = torch.tensor([seconds], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t)
 
     def _timed_enough(self) -> bool:
         """Whether the fused steps timed so far suffice: three, taking ``PROBE_SECONDS`` or more
@@ -580,7 +611,7 @@ class _Group:
             solo_s = self._solo_step(micro_batches, order, step_samples, mean_loss)
             if i > 0:
                 self.solo_times.append(solo_s)
-            else:
+            elif not self.first_solo_s:  # a solo run's first step (a later call's first is untimed too)
                 self.first_solo_s = solo_s
         self.probe_batches = []
         self.probe_seconds += time.perf_counter() - began
@@ -599,15 +630,50 @@ class _Group:
         # CNN's estimates came 30% short of what their solo twins took).
         self.warm_fused_s = max(0.0, self.first_fused_s - statistics.median(self.fused_times))
         self.warm_solo_s = max(0.0, self.first_solo_s - statistics.median(self.solo_times))
-        self.solo_model = None  # type: ignore[assignment]
-        self.__dict__.pop("solo_optimizer", None)
+        total = self.spec.epochs * self.plan.steps_per_epoch
+        at = total // 4
+        self.retime_at = at if at > self.steps + 1 and at + PROBE_STEPS + 1 < total else None
+        if self.retime_at is None:
+            self._drop_solo()
         k = len(self.members)
         # One member left (the others diverged): it trains on where it is rather than again alone.
+        timed = len(self.fused_times)
         if may_decline and self.spec.fuse == "auto" and k > 1 and fused_s / k >= solo_s:
             raise FuseDeclined(
                 f"fusing did not pay on {self.device.type}: a step of {k} members fused took "
                 f"{fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a member), one member alone "
-                f"{solo_s * 1e3:.3g} ms", {record.FUSED_STEP_S: fused_s, record.SOLO_STEP_S: solo_s})
+                f"{solo_s * 1e3:.3g} ms (timed on {timed} step{'' if timed == 1 else 's'})",
+                {record.FUSED_STEP_S: fused_s, record.SOLO_STEP_S: solo_s})
+
+    def _retime(self, fused_s: float, fetch_s: float, batches: tuple[list[Any], list[tuple[int, int, int]], int],
+                mean_loss: bool) -> None:
+        """Time the steps again a quarter into the run, fused as they train and one member alone
+        on the same batches (the first untimed), for the solo estimate (not for ``auto``'s
+        decision, taken on the first steps). A run's first steps are slower than its steady
+        ones, and unevenly: on the digits MLP the solo steps timed at the start were 1.5x a
+        solo run's average, its CNN's fused steps at b 32 up to 1.9x the group's."""
+        self.probe_batches.append(batches)
+        if len(self.probe_batches) > 1:
+            self.late_fused.append(fused_s)
+            self.late_fetch.append(fetch_s)
+        if len(self.late_fused) < PROBE_STEPS:
+            return
+        began = time.perf_counter()
+        solo = [self._solo_step(*b, mean_loss) for b in self.probe_batches][1:]
+        self.probe_batches = []
+        self.probe_seconds += time.perf_counter() - began
+        times = torch.tensor([statistics.median(self.late_fused), statistics.median(solo)
+                              + statistics.median(self.late_fetch)], dtype=torch.float64, device=self.device)
+        if self.P > 1:
+            dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        self.fused_step_s, self.solo_step_s = times.tolist()
+        self.ratio = self.solo_step_s / self.fused_step_s if self.fused_step_s > 0 else 1.0
+        self.retime_at = None
+        self._drop_solo()
+
+    def _drop_solo(self) -> None:
+        self.solo_model = None  # type: ignore[assignment]
+        self.__dict__.pop("solo_optimizer", None)
 
     # ---- members leaving ----
 
@@ -751,7 +817,9 @@ class _Group:
 
     def _solo_estimate(self, seconds: float) -> float:
         """What ``seconds`` of the group's wall time take one member alone: the group's steps
-        after its first, scaled by ``solo_step_s / fused_step_s``, and a solo run's first step."""
+        after its first, scaled by ``solo_step_s / fused_step_s``, and a solo run's first step.
+        (Taking from the wall time what each step took over a solo step instead left the
+        estimate further off on the digits grids: the group's own bookkeeping grows with K.)"""
         if self.ratio is None:
             return seconds
         return max(0.0, seconds - self.warm_fused_s) * self.ratio + self.warm_solo_s
