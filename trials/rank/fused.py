@@ -339,6 +339,12 @@ class _Group:
         self.nonfinite = torch.zeros(k, dtype=torch.float64, device=device)
         self.train_count = 0
         self.probe_seconds = 0.0  # the solo steps timed: not the group's training
+        self.ratio: float | None = None  # solo step / fused step, once timed
+        self.fused_step_s: float | None = None
+        self.solo_step_s: float | None = None
+        self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
+        self.late_fused: list[float] = []  # the steady fused steps' times, and their fetching
+        self.late_fetch: list[float] = []
 
     def run(self) -> dict[str, Any] | None:
         spec, ctx, device, P, V = self.spec, self.ctx, self.device, self.P, self.V
@@ -403,11 +409,6 @@ class _Group:
         self.probe_batches: list[tuple[list[Any], list[tuple[int, int, int]], int]] = []
         self.fetch_times: list[float] = []
         self.first_fused_s = self.first_solo_s = self.warm_fused_s = self.warm_solo_s = 0.0
-        self.ratio: float | None = None  # solo step / fused step, once timed
-        self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
-        self.late_fused: list[float] = []
-        self.late_fetch: list[float] = []
-        self.fused_step_s = self.solo_step_s = None
         every = spec.eval_every_samples
         last: dict[str, Any] | None = None
         for epoch in range(spec.epochs):
