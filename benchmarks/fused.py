@@ -340,13 +340,14 @@ def run(quick: bool = False) -> str:
     worst = (f" (the largest accuracy difference: {_worst([worst_acc[1]], 'accuracy', worst_acc[0])}; the largest "
              f"loss difference: {_worst([worst_loss[1]], 'loss', worst_loss[0])})" if worst_acc and worst_loss else "")
     signed = statistics.mean(t.estimate for _, t in every) if every else float("nan")
-    then = ("after declining its members start again on their own"
+    then = ("after declining its members train on their own, one after another, on the group's devices"
             if declined_example(studies[(part_b[1].name, "auto")]) else "it did not decline")
     one_group = ("its groups (one shape, shared among the trial slots) spend their first steps timing fused "
                  f"against one member alone, and {then}")
     at_a_loss = sum(fused_at_a_loss(studies[(g.name, "auto")]) for g in part_b)
     loss_note = (f" {at_a_loss} trial{'s' if at_a_loss != 1 else ''} trained fused though their group's own timing "
-                 "said it did not pay (a group of one member left, which trains on)."
+                 "said it did not pay (the steady timing a quarter into the run, which it records, where its first "
+                 "steps, which decide, said it did; or a group of one member left, which trains on)."
                  if at_a_loss else "")
     reps = f"{repeat_a} repetition{'s' if repeat_a > 1 else ''} of A, {repeat_b} of B"
     epoch_word = "epoch" if epochs == 1 else "epochs"
