@@ -17,7 +17,7 @@ from hpsearch import record
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.rank.context import RankContext
-from hpsearch.trials.rank.fused import FusedOptimizer, train_fused
+from hpsearch.trials.rank.fused import PROBE_STEPS, FusedOptimizer, train_fused
 from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec, group_spec
 
@@ -234,6 +234,24 @@ def test_after_a_member_leaves_the_others_match_their_solo_runs_step_by_step(tmp
         assert ours[record.STEPS] == theirs[record.STEPS]
         assert _rel(ours[record.TRAIN_LOSS], theirs[record.TRAIN_LOSS]) <= 1e-4
         assert _rel(ours[record.VAL_LOSS], theirs[record.VAL_LOSS]) <= 1e-4
+
+
+def test_the_step_times_are_timed_again_a_quarter_into_the_run(tmp_path: Path) -> None:
+    """The first steps are slower than the steady ones, unevenly fused and alone: the solo
+    estimate's step times are measured again a quarter into the run, and the reports from then
+    on carry those."""
+    common: dict[str, Any] = dict(per_device_batch_size=B, workload="digits_mlp", epochs=2, seed=1,
+                                  hyperparameters={"momentum": 0.9}, eval_every_samples=8 * B)
+    ctx = RankContext(run_dir=tmp_path)
+    train_fused(group_spec([TrialSpec(base_lr=lr, **common) for lr in (0.003, 0.01, 0.03)], fuse="true"), ctx)
+    mine = [r for r in ctx.reports if r.get(record.FUSED_MEMBER) == 0]
+    total = mine[-1][record.STEPS]
+    times = [(r[record.STEPS], r[record.FUSED_STEP_S], r[record.SOLO_STEP_S]) for r in mine]
+    first = [t[1:] for t in times if t[0] <= total // 4]
+    steady = [t[1:] for t in times if t[0] > total // 4 + PROBE_STEPS + 1]
+    assert first and steady and len(set(first)) == 1 and len(set(steady)) == 1
+    assert first[0] != steady[0]
+    assert all(v > 0 for v in first[0] + steady[0])
 
 
 def test_a_model_vmap_refuses_declines_to_fuse_and_says_why(tmp_path: Path, plugins: Path) -> None:

@@ -567,7 +567,9 @@ class _Group:
         member alone on the same batches, one step after another (the first untimed: timed
         between fused steps, a solo step found its caches cold and took 20-30% longer than in a
         solo run on the CPU), and decide (``_decide``). A step's time holds the fetching of its
-        batches (``fetch_s``), which a solo step pays as well."""
+        batches (``fetch_s``), which a solo step pays as well. Under ``auto``, where the first
+        step was long (``LONG_STEP_S``), the first timed step is set against one solo step at
+        once, and a fused step that already costs a member ``CLEAR_LOSS`` times it declines."""
         if self.steps == 0:
             self.first_fused_s = fused_s
             self.untimed = 1 if self._slowest(fused_s) >= LONG_STEP_S else 2
