@@ -22,7 +22,7 @@ from hpsearch.search_spaces import (
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["create_sampler", "distributions", "grid_points"]
+__all__ = ["ask_at", "create_sampler", "distributions", "grid_points"]
 
 def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
     """One Optuna distribution per parameter, fixed ones as a one-value categorical so that every
@@ -116,7 +116,7 @@ def _grid_sampler_class() -> type:
             return {}
 
         def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-            if "fixed_params" in trial.system_attrs:  # a queued configuration: nothing to choose
+            if "fixed_params" in trial.system_attrs or trial.params:  # queued, or asked at its point
                 return
             left = self.remaining(study)
             if left:
@@ -135,6 +135,27 @@ def _grid_sampler_class() -> type:
             self._chosen.pop(trial._trial_id, None)
 
     return StudyGridSampler
+
+
+def ask_at(study: optuna.Study, point: Mapping[str, Any],
+           distributions: Mapping[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
+    """``study.ask(distributions)`` for a configuration already chosen (the grid's next point,
+    ``remaining(study)[0]``): the new RUNNING trial holds ``point`` as its params from the
+    start, written with the trial in one transaction.
+
+    Optuna's ask writes each parameter in a transaction of its own and has the sampler read the
+    study again to choose the point: on SQLite about 60% of an ask's 25 ms for the six
+    parameters of a digits grid, paid for every configuration a fused search asks ahead.
+    """
+    import datetime
+
+    from optuna.trial import FrozenTrial, Trial, TrialState
+
+    template = FrozenTrial(number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
+                           datetime_complete=None, params=dict(point),
+                           distributions={name: distributions[name] for name in point}, user_attrs={},
+                           system_attrs={}, intermediate_values={}, trial_id=-1)
+    return Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))
 
 
 def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:

@@ -350,8 +350,38 @@ def patient_storage(
     names = sorted(n for n in dir(base) if not n.startswith("_") and callable(getattr(base, n)))
     methods = {n: patient(getattr(inner, n), n) for n in names}
     methods["write_trial_record"] = patient(functools.partial(write_trial_record, backend), "write_trial_record")
+    if direct_sql(backend):
+        methods["get_all_trials"] = patient(_waiting_read_cheaply(inner, backend), "get_all_trials")
     cls = type("PatientStorage", (base,), methods)
     return cls()  # type: ignore[no-any-return]
+
+
+def _waiting_read_cheaply(cached: Any, backend: optuna.storages.RDBStorage) -> Callable[..., Any]:
+    """``get_all_trials`` of Optuna's cache, but a call for the queued (WAITING) trials alone is
+    answered from one indexed query where there are none.
+
+    The cache keeps finished trials and reads every unfinished one again on each call, whatever
+    ``states`` asks for; Optuna's ``ask`` asks for the queued trials every time. A search asking
+    ahead for a fused group holds a running trial per configuration asked, so each ask read all
+    of them: 5 of the 25 ms an ask took on SQLite at 24 trials asked, growing with each.
+    """
+    from optuna.storages._rdb import models
+    from optuna.trial import TrialState
+    from sqlalchemy import select
+
+    trials_t = models.TrialModel.__table__
+
+    def get_all_trials(study_id: int, deepcopy: bool = True, states: Any = None) -> list[Any]:
+        if states is not None and set(states) <= {TrialState.WAITING}:
+            with backend.engine.connect() as conn:
+                queued = conn.execute(select(trials_t.c.trial_id).where(
+                    trials_t.c.study_id == study_id, trials_t.c.state == TrialState.WAITING).limit(1)).first()
+            if queued is None:
+                return []
+        trials: list[Any] = cached.get_all_trials(study_id, deepcopy=deepcopy, states=states)
+        return trials
+
+    return get_all_trials
 
 
 def write_trial_record(

@@ -57,7 +57,7 @@ from hpsearch.record import (
     STATUS_REASON,
     TRAINING_STARTED,
 )
-from hpsearch.sampler import distributions
+from hpsearch.sampler import ask_at, distributions
 from hpsearch.saved_models import ModelKeeper
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import write_trial_record
@@ -256,16 +256,21 @@ class StudySearcher(Searcher):
         when there is none."""
         remaining = getattr(self.study.sampler, "remaining", None)
         for _ in range(MAX_SKIPS_IN_A_ROW):
-            if remaining is not None and not remaining(self.study) and not self._queued():
+            left = remaining(self.study) if remaining is not None else None
+            queued = self._queued()
+            if left is not None and not left and not queued:
                 return Searcher.FINISHED  # the grid is used up
-            if self._space_size is not None and len(self._seen) >= self._space_size and not self._queued():
+            if self._space_size is not None and len(self._seen) >= self._space_size and not queued:
                 if not self._said_exhausted:
                     self._said_exhausted = True
                     self._emit("exhausted", -1, detail=f"every one of the space's {self._space_size} "
                                                        "configurations has been proposed; stopping the search")
                 return Searcher.FINISHED
             asked = time.time()
-            trial = self.study.ask(self._distributions)
+            # The grid's next configuration is known: one transaction (a queued rerun goes first,
+            # through Optuna's ask, which takes it off the queue).
+            trial = (ask_at(self.study, left[0], self._distributions) if left and not queued
+                     else self.study.ask(self._distributions))
             params = dict(trial.params)
             memory = self.ceilings.plan(params, self.on_oom)
             ran_as = memory[1] if memory is not None and memory[0] == "accumulate" else None

@@ -7,7 +7,7 @@ import pytest
 from optuna.trial import TrialState
 
 from hpsearch.constraints import equivalence_key, violation
-from hpsearch.sampler import create_sampler, distributions
+from hpsearch.sampler import create_sampler, distributions, grid_points
 from hpsearch.search import Search
 from hpsearch.search_spaces import SAMPLER_CLASS_NAMES, SAMPLERS, Constraints, parse_space
 from hpsearch.store import open_storage
@@ -156,3 +156,51 @@ def test_the_pareto_front_is_optunas_on_the_studys_own_objectives(storage_url: s
     assert sorted(front["number"]) == [0, 1, 2]
     assert sorted(front["number"]) == sorted(t.number for t in study.best_trials)
     assert list(front.columns[:2]) == ["number", "state"]
+
+
+FUSED_GRID = """\
+scaling: {base_batch_size: 8}
+parameters:
+  per_device_batch_size: {choices: [8, 32]}
+  world_size: 1
+  lr_rule: {choices: [constant, linear, sqrt]}
+  base_lr: {choices: [0.001, 0.01]}
+search: {sampler: grid, seed: 3, n_trials: 12, fuse: true}
+objectives:
+  - {metric: val_accuracy, direction: maximize}
+"""
+
+
+def test_asking_ahead_holds_each_configuration_once_queued_ones_first(
+        storage_url: str, unique_name: str, tmp_path) -> None:
+    """The searcher asks the grid's configurations with their params written with the trial
+    (``ask_at``) and finds queued ones with one query: what it asks reads back through Optuna as
+    Optuna's own ask writes it, a queued configuration is taken off the queue first, and no
+    configuration is asked twice."""
+    from ray.tune.search import Searcher
+
+    from hpsearch.store import patient_storage
+    from hpsearch.tune.orchestrator import _create_study
+    from hpsearch.tune.searcher import StudySearcher
+
+    space = parse_space(FUSED_GRID)
+    study = _create_study(patient_storage(storage_url, 30), unique_name, space)
+    assert study.get_trials(states=(TrialState.WAITING,)) == []
+    queued = {"per_device_batch_size": 32, "world_size": 1, "lr_rule": "sqrt", "base_lr": 0.01,
+              "grad_accum_steps": 1}
+    study.enqueue_trial(queued)
+    assert [t.system_attrs["fixed_params"] for t in study.get_trials(states=(TrialState.WAITING,))] == [queued]
+
+    searcher = StudySearcher(study, space, 12, "cpu", tmp_path, slots=2)
+    groups = [searcher.suggest("t0"), searcher.suggest("t1")]
+    assert searcher.suggest("t2") == Searcher.FINISHED
+
+    trials = optuna.load_study(study_name=unique_name, storage=open_storage(storage_url)).get_trials()
+    assert sorted(len(g["trial"].members) for g in groups) == [6, 6]  # b 8 and b 32, fused
+    assert trials[0].params == queued  # the queue first, through Optuna's ask
+    assert all(t.state == TrialState.RUNNING for t in trials)
+    configurations = [tuple(sorted(t.params.items())) for t in trials]
+    assert sorted(configurations) == sorted(tuple(sorted(p.items())) for p in grid_points(space))
+    reference = optuna.create_study(sampler=create_sampler(space), direction="maximize").ask(distributions(space))
+    assert all(t.distributions == reference.distributions for t in trials)
+    assert study.sampler.remaining(study) == []
