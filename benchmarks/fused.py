@@ -11,13 +11,15 @@ A. **The digits grids, fused or not.** ``digits_cnn`` and, apart, ``digits_mlp``
    told), fused over solo; each fused member against its solo twin (the same parameters in the
    ``fuse: false`` study): their validation accuracy and loss, and the member's ``runtime_s`` (what
    it would take alone, estimated from solo steps timed in its group) against the twin's measured
-   one; the study's device-seconds.
+   one; the study's device-seconds. For scale, the same grids once more with ``fuse: false`` and two
+   threads a trial: how far the unfused trials' own results move when only the order of the
+   floating-point sums changes.
 B. **``auto`` against ``false``** where fusing may not pay: the quickstart as shipped on the CPU
    (24 trials, 8 shapes of 3, world sizes 1 and 2), and a CNN grid at b 128 (12 trials of one
    shape, 2 epochs), where a step is large enough that fusing is expected to lose on the CPU and
    ``auto`` should decline after timing its first steps. Spans, and how many trials trained fused.
 
-    python -m benchmarks.fused            # 3 repetitions of A, 2 of B: about 10 min on 2 idle cores, 17 busy
+    python -m benchmarks.fused            # 3 repetitions of A, 2 of B: about 7 min on 2 idle cores
     python -m benchmarks.fused --quick    # 1 repetition, smaller grids, fewer epochs
 """
 
@@ -66,7 +68,7 @@ objectives:
   - {{metric: val_accuracy, direction: maximize}}
   - {{metric: runtime_s, direction: minimize}}
 search: {{sampler: grid, n_trials: {n}, seed: 0, fuse: {fuse}}}
-resources: {{device: cpu, cpus_per_worker: 1}}
+resources: {{device: cpu, cpus_per_worker: {threads}}}
 """
 
 
@@ -80,15 +82,19 @@ class Grid:
     text: Callable[[str], str]
 
 
-def digits_grid(workload: str, batches: tuple[int, ...], lrs: tuple[float, ...], epochs: int) -> Grid:
-    """A digits grid of b x the three rules x base LRs, world size 1."""
+def digits_grid(workload: str, batches: tuple[int, ...], lrs: tuple[float, ...], epochs: int,
+                threads: int = 1) -> Grid:
+    """A digits grid of b x the three rules x base LRs, world size 1, ``threads`` CPU threads a
+    trial (``cpus_per_worker``)."""
     n = len(batches) * 3 * len(lrs)
     name = f"{workload}, b {{{', '.join(map(str, batches))}}} ({n} trials, {epochs} epoch{'s' if epochs > 1 else ''})"
+    if threads != 1:
+        name += f", {threads} threads a trial"
     study = f"fused-{workload}-b{'-'.join(map(str, batches))}"
 
     def text(fuse: str) -> str:
         return GRID.format(study=study, workload=workload, epochs=epochs, batches=", ".join(map(str, batches)),
-                           lrs=", ".join(map(str, lrs)), n=n, fuse=fuse)
+                           lrs=", ".join(map(str, lrs)), n=n, fuse=fuse, threads=threads)
 
     return Grid(name, workload if len(batches) > 1 else f"{workload} at b {batches[0]}", study, text)
 
@@ -164,7 +170,7 @@ class Cases:
         runs = self.studies.setdefault((grid.name, fuse), [])
 
         def one() -> float:
-            study = run_study(self.folder / f"{grid.study}-{fuse}-{len(runs)}", grid, fuse)
+            study = run_study(self.folder / f"{grid.study}-{fuse}-{sum(map(len, self.studies.values()))}", grid, fuse)
             runs.append(study)
             return study.span
 
@@ -200,6 +206,21 @@ def twins(fused: list[Study], solo: list[Study]) -> list[Twin]:
             out.append(Twin(member["params"], abs(float(a["val_accuracy"]) - float(b["val_accuracy"])),
                             abs(float(a["val_loss"]) / float(b["val_loss"]) - 1),
                             float(a["runtime_s"]) / float(b["runtime_s"]) - 1))
+    return out
+
+
+def solo_spread(other: list[Study], solo: list[Study]) -> list[tuple[float, float]]:
+    """Each completed trial of ``other`` against the trial of the same parameters in ``solo`` (the
+    same repetition): (|val_accuracy difference|, |val_loss relative difference|)."""
+    out = []
+    for o, s in zip(other, solo):
+        alone = {t["params"]: t["attrs"] for t in s.complete}
+        for trial in o.complete:
+            twin = alone.get(trial["params"])
+            if twin is not None:
+                a = trial["attrs"]
+                out.append((abs(float(a["val_accuracy"]) - float(twin["val_accuracy"])),
+                            abs(float(a["val_loss"]) / float(twin["val_loss"]) - 1)))
     return out
 
 
@@ -265,6 +286,8 @@ def run(quick: bool = False) -> str:
     lrs = (0.003, 0.01) if quick else (0.001, 0.003, 0.01, 0.03)
     epochs = 2 if quick else 3
     part_a = [digits_grid(w, (8, 32), lrs, epochs) for w in ("digits_cnn", "digits_mlp")]
+    # The unfused trials' own spread: the same grids, two threads a trial instead of one.
+    part_t = [digits_grid(w, (8, 32), lrs, epochs, threads=2) for w in ("digits_cnn", "digits_mlp")]
     part_b = [quickstart_grid(2 if quick else None), digits_grid("digits_cnn", (128,), lrs, 1 if quick else 2)]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -272,6 +295,8 @@ def run(quick: bool = False) -> str:
         print("  A: fuse false vs true", flush=True)
         interleaved({f"{g.name}, fuse {fuse}": cases.side(g, fuse) for g in part_a for fuse in ("false", "true")},
                     repeat_a)
+        print("  A: fuse false, two threads a trial", flush=True)
+        interleaved({g.name: cases.side(g, "false") for g in part_t}, 1)
         print("  B: fuse auto vs false", flush=True)
         interleaved({f"{g.name}, fuse {fuse}": cases.side(g, fuse) for g in part_b for fuse in ("false", "auto")},
                     repeat_b)
@@ -309,6 +334,14 @@ def run(quick: bool = False) -> str:
     est_abs = [abs(t.estimate) for _, t in every]
     est_med = statistics.median(est_abs) if est_abs else float("nan")
     est_max = max(est_abs, default=float("nan"))
+    spreads = []
+    for g, g2 in zip(part_a, part_t):
+        spread = solo_spread(studies[(g2.name, "false")], studies[(g.name, "false")])
+        losses = [loss for _, loss in spread]
+        spreads.append(f"{g.label}: max |val_loss relative difference| {_pct(max(losses, default=float('nan')))} "
+                       f"(median {_pct(statistics.median(losses)) if losses else '-'}), max |val_accuracy "
+                       f"difference| {max((a for a, _ in spread), default=float('nan')):.3f}, over {len(spread)} "
+                       "trials")
     worst_acc = max(every, key=lambda gt: gt[1].accuracy, default=None)
     worst_loss = max(every, key=lambda gt: gt[1].loss, default=None)
 
@@ -372,6 +405,12 @@ would take alone, from solo steps of its shape timed in its group) against the t
 Over both grids and every repetition: max |val_accuracy difference| {acc_max:.3f}, max |val_loss
 relative difference| {_pct(loss_max)}{worst}; the runtime estimate's |error| median {_pct(est_med)},
 max {_pct(est_max)}.
+
+The unfused trials' own spread, for scale: the same grids with `fuse: false` and
+`cpus_per_worker: 2` (two threads a trial; one repetition), each trial against its one-thread
+twin of the first repetition. {"; ".join(spreads)}. Nothing but the threads' share of the sums
+changed: where a member's loss is chaotic (a high base_lr with momentum 0.9), the order in which
+floating-point sums are added moves its end as far as fusing does, or farther.
 
 **B. `fuse: auto` vs `fuse: false`**, where fusing may not pay: the quickstart as shipped on the CPU
 (8 shapes of 3 trials, world sizes 1 and 2), and a CNN grid at b 128 (one shape of

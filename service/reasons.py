@@ -66,6 +66,7 @@ __all__ = [
     "REASON_TEXT",
     "RERUN_REASONS",
     "counts_toward_n_trials",
+    "cut_short",
     "cut_short_by_the_search",
     "describe_reason",
     "no_completion_summary",
@@ -117,7 +118,12 @@ def counts_toward_n_trials(trial: optuna.trial.FrozenTrial) -> bool:
 def cut_short_by_the_search(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether the search itself ended the trial (``interrupted``, ``budget``): ``resume`` runs
     its configuration again."""
-    return trial.state.name == "FAIL" and trial.user_attrs.get(STATUS_REASON) in RERUN_REASONS
+    return cut_short(trial.state.name, trial.user_attrs.get(STATUS_REASON))
+
+
+def cut_short(state: str, status_reason: object) -> bool:
+    """``cut_short_by_the_search`` from a trial's state name and ``status_reason``."""
+    return state == "FAIL" and status_reason in RERUN_REASONS
 
 
 def occupies_its_configuration(trial: optuna.trial.FrozenTrial) -> bool:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from hpsearch import record
 from hpsearch.errors import SpaceError
-from hpsearch.reasons import occupies_its_configuration
+from hpsearch.reasons import cut_short, occupies_its_configuration
 from hpsearch.search_spaces import (
     SAMPLER_CLASS_NAMES,
     Choice,
@@ -18,6 +19,7 @@ from hpsearch.search_spaces import (
     Parameter,
     SearchSpace,
 )
+from hpsearch.study import sql_store, trial_configurations
 
 if TYPE_CHECKING:
     import optuna
@@ -74,6 +76,17 @@ def _point_key(point: Mapping[str, Any]) -> tuple[Any, ...]:
     return record.params_key(point)
 
 
+@dataclass
+class _Read:
+    """What the grid sampler has read of a study's trials: each trial's configuration key by
+    trial id (``None``: cut short by the search, its configuration free again), the largest id
+    read, and the ids that were unfinished when read."""
+
+    keys: dict[int, tuple[Any, ...] | None] = field(default_factory=dict)
+    newest: int = -1
+    unfinished: set[int] = field(default_factory=set)
+
+
 def _grid_sampler_class() -> type:
     import optuna
 
@@ -102,12 +115,32 @@ def _grid_sampler_class() -> type:
             self._points = shuffled if processes is None else sorted(shuffled, key=lambda p: -processes(p))
             self._rng = np.random.default_rng(seed)
             self._chosen: dict[int, dict[str, Any]] = {}
+            self._read: dict[int, _Read] = {}  # by study id: what ``_taken`` has read
 
         def remaining(self, study: optuna.Study) -> list[dict[str, Any]]:
             """The configurations no trial of the study holds yet, in the order they will run."""
-            taken = {_point_key(_configuration(t)) for t in study.get_trials(deepcopy=False)
-                     if occupies_its_configuration(t)}
+            taken = self._taken(study)
             return [p for p in self._points if _point_key(p) not in taken]
+
+        def _taken(self, study: optuna.Study) -> set[tuple[Any, ...]]:
+            """The configurations the study's trials hold. From an SQL store, read incrementally
+            (``trial_configurations``): the trials new since the last call and those unfinished
+            then. A search that asks ahead holds a running trial per configuration asked, which
+            Optuna's trial cache reads whole again on every call."""
+            store = sql_store(study._storage)
+            if store is None:
+                return {_point_key(_configuration(t)) for t in study.get_trials(deepcopy=False)
+                        if occupies_its_configuration(t)}
+            read = self._read.setdefault(study._study_id, _Read())
+            for trial_id, state, params, reason in trial_configurations(
+                    store, study._study_id, after=read.newest, watched=sorted(read.unfinished)):
+                read.newest = max(read.newest, trial_id)
+                read.keys[trial_id] = None if cut_short(state, reason) else _point_key(params)
+                if state in ("RUNNING", "WAITING"):
+                    read.unfinished.add(trial_id)
+                else:
+                    read.unfinished.discard(trial_id)
+            return {key for key in read.keys.values() if key is not None}
 
         def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
             return {}

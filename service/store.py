@@ -348,8 +348,9 @@ def patient_storage(
 
     base = optuna.storages.BaseStorage
     names = sorted(n for n in dir(base) if not n.startswith("_") and callable(getattr(base, n)))
-    methods = {n: patient(getattr(inner, n), n) for n in names}
+    methods: dict[str, Any] = {n: patient(getattr(inner, n), n) for n in names}
     methods["write_trial_record"] = patient(functools.partial(write_trial_record, backend), "write_trial_record")
+    methods["_backend"] = backend  # for the direct reads (``hpsearch.study.sql_store``)
     if direct_sql(backend):
         methods["get_all_trials"] = patient(_waiting_read_cheaply(inner, backend), "get_all_trials")
     cls = type("PatientStorage", (base,), methods)

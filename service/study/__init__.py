@@ -41,7 +41,7 @@ from hpsearch.study._pareto import (
     pareto_front,
 )
 from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
-from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql
+from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql, sql_store
 from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
 from hpsearch.study._summary import (
     BestTrial,
@@ -66,6 +66,7 @@ from hpsearch.study._table import (
     read_attr,
     read_trials,
     revision,
+    trial_configurations,
     with_scaled_lr,
 )
 from hpsearch.study._units import format_bytes
@@ -116,6 +117,7 @@ __all__ = [
     "reason_counts",
     "revision",
     "searched_params",
+    "sql_store",
     "state_counts",
     "study_info",
     "study_infos",
@@ -123,6 +125,7 @@ __all__ = [
     "summarize",
     "to_csv",
     "to_json",
+    "trial_configurations",
     "trial_phases",
     "with_scaled_lr",
 ]

@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["TESTED_SCHEMA_VERSIONS", "direct_sql"]
+__all__ = ["TESTED_SCHEMA_VERSIONS", "direct_sql", "sql_store"]
 
 log = logging.getLogger("hpsearch")
 
@@ -63,3 +63,11 @@ def direct_sql(storage: optuna.storages.BaseStorage) -> bool:
         with _LOCK:
             _KNOWN[storage] = known
     return known
+
+
+def sql_store(storage: optuna.storages.BaseStorage) -> optuna.storages.RDBStorage | None:
+    """The SQL store under ``storage`` (itself, or under Optuna's trial cache or the search's
+    patient storage) where hpsearch may read and write its tables directly (``direct_sql``);
+    ``None`` for any other store."""
+    backend = getattr(storage, "_backend", storage)
+    return cast("optuna.storages.RDBStorage", backend) if direct_sql(backend) else None

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
-__all__ = ["display_state", "display_value", "evaluations", "ran_as_text", "read_attr", "read_trials", "revision", "trial_attr", "trial_rows", "with_scaled_lr"]
+__all__ = ["display_state", "display_value", "evaluations", "ran_as_text", "read_attr", "read_trials", "revision", "trial_attr", "trial_configurations", "trial_rows", "with_scaled_lr"]
 
 #: Trial states that can still change. Optuna refuses to write to a finished trial (its state,
 #: params, values, attrs and intermediate values are final), so only these need watching.
@@ -324,6 +324,53 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
         row["datetime_complete"] = _local(complete)
         row["duration_s"] = (complete - start).total_seconds() if start and complete else None
     return list(rows.values())
+
+
+def trial_configurations(storage: optuna.storages.RDBStorage, study_id: int, *, after: int,
+                         watched: Sequence[int] = ()) -> list[tuple[int, str, dict[str, Any], Any]]:
+    """The study's trials with an id above ``after`` or in ``watched``, by id: ``(trial_id,
+    state, params, status_reason)``; a queued (WAITING) trial's params are the ones it was
+    queued with, and ``status_reason`` is ``None`` where it has none.
+
+    What the grid sampler needs to know which configurations are taken, read incrementally:
+    finished trials never change, so a caller that keeps them asks only for the new trials and
+    the ones it last saw unfinished. Optuna's trial cache reads each unfinished trial whole
+    again (its curves too) on every call.
+    """
+    from optuna.distributions import json_to_distribution
+    from optuna.storages._rdb import models
+    from sqlalchemy import or_, select
+
+    trials_t = models.TrialModel.__table__
+    params_t = models.TrialParamModel.__table__
+    attrs_t = models.TrialUserAttributeModel.__table__
+    system_t = models.TrialSystemAttributeModel.__table__
+    which = [trials_t.c.study_id == study_id,
+             or_(trials_t.c.trial_id > after, trials_t.c.trial_id.in_(sorted({int(i) for i in watched})))]
+    ids = select(trials_t.c.trial_id).where(*which).scalar_subquery()
+    with storage.engine.connect() as conn:
+        trials = _plain_rows(conn, select(trials_t.c.trial_id, trials_t.c.state).where(*which)
+                             .order_by(trials_t.c.trial_id))
+        if not trials:
+            return []
+        params = _plain_rows(conn, select(params_t.c.trial_id, params_t.c.param_name, params_t.c.param_value,
+                                          params_t.c.distribution_json).where(params_t.c.trial_id.in_(ids)))
+        reasons = _plain_rows(conn, select(attrs_t.c.trial_id, attrs_t.c.value_json).where(
+            attrs_t.c.key == record.STATUS_REASON, attrs_t.c.trial_id.in_(ids)))
+        queued = _plain_rows(conn, select(system_t.c.trial_id, system_t.c.value_json).where(
+            system_t.c.key == "fixed_params", system_t.c.trial_id.in_(ids)))
+    found: dict[int, dict[str, Any]] = {trial_id: {} for trial_id, _ in trials}
+    distributions: dict[str, Any] = {}
+    for trial_id, name, value, dist_json in params:
+        dist = distributions.get(dist_json)
+        if dist is None:
+            dist = distributions[dist_json] = json_to_distribution(dist_json)
+        found[trial_id][name] = dist.to_external_repr(value)
+    for (trial_id, _), fixed in zip(queued, _json_values([v for _, v in queued])):
+        if not found[trial_id] and isinstance(fixed, dict):
+            found[trial_id] = fixed
+    why = dict(zip((trial_id for trial_id, _ in reasons), _json_values([v for _, v in reasons])))
+    return [(trial_id, _name(state), found[trial_id], why.get(trial_id)) for trial_id, state in trials]
 
 
 def trial_attr(storage: optuna.storages.RDBStorage, study_name: str, key: str, *,

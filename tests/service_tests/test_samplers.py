@@ -74,15 +74,26 @@ def test_every_sampler_the_space_accepts_is_one_the_search_builds(short: str, cl
 
 
 def test_the_grid_runs_every_configuration_once_and_frees_interrupted_ones() -> None:
+    _run_the_grid(None, None)
+
+
+def test_the_grid_reads_an_sql_store_as_it_changes(storage_url: str, unique_name: str) -> None:
+    # Read incrementally (the trials new since the last ask, and those unfinished then): the
+    # interrupted trial was read running, then failed; the queued one was read waiting.
+    _run_the_grid(open_storage(storage_url), unique_name)
+
+
+def _run_the_grid(storage: optuna.storages.BaseStorage | None, name: str | None) -> None:
     space = parse_space(GRID_SPACE)
     sampler = create_sampler(space)
-    study = optuna.create_study(sampler=sampler, direction="maximize")
+    study = optuna.create_study(sampler=sampler, direction="maximize", storage=storage, study_name=name)
     seen = []
     for _ in range(5):
         trial = study.ask(distributions(space))
         seen.append(tuple(sorted(trial.params.items())))
         study.tell(trial, 0.5)
     cut = study.ask(distributions(space))
+    assert len(sampler.remaining(study)) == 18 - 6
     cut.set_user_attr("status_reason", "interrupted")
     study.tell(cut, state=TrialState.FAIL)
     # A queued rerun holds its configuration: the grid does not hand it out a second time.
