@@ -15,7 +15,7 @@ import datetime
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -272,7 +272,6 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
     Raises:
         KeyError: no study of that name (as Optuna's storage does).
     """
-    from optuna.distributions import json_to_distribution
     from optuna.storages._rdb import models
     from sqlalchemy import select
 
@@ -306,12 +305,8 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
     rows: dict[int, dict[str, Any]] = {}
     for trial_id, number, state, _, _ in trials:
         rows[trial_id] = {"number": number, "state": _name(state)}
-    distributions: dict[str, Any] = {}
-    for trial_id, name, value, dist_json in params:
-        dist = distributions.get(dist_json)
-        if dist is None:
-            dist = distributions[dist_json] = json_to_distribution(dist_json)
-        rows[trial_id][name] = dist.to_external_repr(value)
+    for trial_id, name, value in _external_params(params):
+        rows[trial_id][name] = value
     for (trial_id, key, _), value in zip(found, _json_values([a[2] for a in found])):
         rows[trial_id][key] = value
     for trial_id, objective, value, value_type in values:
@@ -337,7 +332,6 @@ def trial_configurations(storage: optuna.storages.RDBStorage, study_id: int, *, 
     the ones it last saw unfinished. Optuna's trial cache reads each unfinished trial whole
     again (its curves too) on every call.
     """
-    from optuna.distributions import json_to_distribution
     from optuna.storages._rdb import models
     from sqlalchemy import or_, select
 
@@ -360,12 +354,8 @@ def trial_configurations(storage: optuna.storages.RDBStorage, study_id: int, *, 
         queued = _plain_rows(conn, select(system_t.c.trial_id, system_t.c.value_json).where(
             system_t.c.key == "fixed_params", system_t.c.trial_id.in_(ids)))
     found: dict[int, dict[str, Any]] = {trial_id: {} for trial_id, _ in trials}
-    distributions: dict[str, Any] = {}
-    for trial_id, name, value, dist_json in params:
-        dist = distributions.get(dist_json)
-        if dist is None:
-            dist = distributions[dist_json] = json_to_distribution(dist_json)
-        found[trial_id][name] = dist.to_external_repr(value)
+    for trial_id, name, value in _external_params(params):
+        found[trial_id][name] = value
     for (trial_id, _), fixed in zip(queued, _json_values([v for _, v in queued])):
         if not found[trial_id] and isinstance(fixed, dict):
             found[trial_id] = fixed
@@ -489,6 +479,20 @@ def study_revision(storage: optuna.storages.RDBStorage, study_name: str, *,
                 held.update(repr([tuple(r) for r in rows]).encode())
             digest = held.hexdigest()
     return (study_id, newest, tuple(watched), states, digest)
+
+
+def _external_params(params: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, str, Any]]:
+    """``(trial_id, name, value)`` of rows of Optuna's params table read as ``(trial_id, name,
+    internal value, distribution JSON)``: each value as the trial's user sees it (a choice, not
+    its index), each distribution parsed once."""
+    from optuna.distributions import json_to_distribution
+
+    distributions: dict[str, Any] = {}
+    for trial_id, name, value, dist_json in params:
+        dist = distributions.get(dist_json)
+        if dist is None:
+            dist = distributions[dist_json] = json_to_distribution(dist_json)
+        yield trial_id, name, dist.to_external_repr(value)
 
 
 def _plain_rows(conn: Any, query: Any) -> list[tuple[Any, ...]]:
