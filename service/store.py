@@ -29,7 +29,7 @@ from hpsearch.record import (  # the study's attr keys, declared with the trial 
     ATTR_VERSIONS,
 )
 from hpsearch.search_spaces import SearchSpace, parse_space
-from hpsearch.study import direct_sql
+from hpsearch.study import direct_sql, sql_store
 
 # optuna and sqlalchemy are imported inside the functions that open or read a store: together
 # they take about 0.3 s to import, and ``import hpsearch`` and ``hpsearch --help`` stay light.
@@ -409,11 +409,9 @@ def write_trial_record(
     Raises:
         optuna.exceptions.UpdateFinishedTrialError: the trial is finished (nothing is written).
     """
-    import optuna
 
-    backend = getattr(storage, "_backend", storage)  # under Optuna's cache, writes pass through
-    if not (isinstance(backend, optuna.storages.RDBStorage) and direct_sql(backend)
-            and backend.engine.name in ("sqlite", "postgresql")):
+    backend = sql_store(storage)  # under Optuna's cache, writes pass through
+    if backend is None or backend.engine.name not in ("sqlite", "postgresql"):
         for key, value in attrs.items():
             storage.set_trial_user_attr(trial_id, key, value)
         for step, value in intermediates:
