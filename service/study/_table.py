@@ -302,15 +302,20 @@ def trial_rows(storage: optuna.storages.RDBStorage, study_name: str, objectives:
             of_attrs = of_attrs.where(attrs_t.c.key.in_(sorted(set(attrs) - hidden)))
         found = _plain_rows(conn, of_attrs.order_by(attrs_t.c.trial_user_attribute_id))
 
+    # Each query reads the database as it is when that query runs: a trial created after the
+    # first one (by a search writing while the dashboard reads) has rows in the later ones.
+    # It is left for the next read, as a trial created a moment later would be.
     rows: dict[int, dict[str, Any]] = {}
     for trial_id, number, state, _, _ in trials:
         rows[trial_id] = {"number": number, "state": _name(state)}
     for trial_id, name, value in _external_params(params):
-        rows[trial_id][name] = value
+        if trial_id in rows:
+            rows[trial_id][name] = value
     for (trial_id, key, _), value in zip(found, _json_values([a[2] for a in found])):
-        rows[trial_id][key] = value
+        if trial_id in rows:
+            rows[trial_id][key] = value
     for trial_id, objective, value, value_type in values:
-        if objective < len(objectives):
+        if objective < len(objectives) and trial_id in rows:
             rows[trial_id][objectives[objective]] = _value(value, _name(value_type))
     for trial_id, _, _, start, complete in trials:
         row = rows[trial_id]
@@ -354,10 +359,12 @@ def trial_configurations(storage: optuna.storages.RDBStorage, study_id: int, *, 
         queued = _plain_rows(conn, select(system_t.c.trial_id, system_t.c.value_json).where(
             system_t.c.key == "fixed_params", system_t.c.trial_id.in_(ids)))
     found: dict[int, dict[str, Any]] = {trial_id: {} for trial_id, _ in trials}
+    # A trial created after the first query is left for the next read (see ``trial_rows``).
     for trial_id, name, value in _external_params(params):
-        found[trial_id][name] = value
+        if trial_id in found:
+            found[trial_id][name] = value
     for (trial_id, _), fixed in zip(queued, _json_values([v for _, v in queued])):
-        if not found[trial_id] and isinstance(fixed, dict):
+        if trial_id in found and not found[trial_id] and isinstance(fixed, dict):
             found[trial_id] = fixed
     why = dict(zip((trial_id for trial_id, _ in reasons), _json_values([v for _, v in reasons])))
     return [(trial_id, _name(state), found[trial_id], why.get(trial_id)) for trial_id, state in trials]

@@ -38,21 +38,29 @@ def test_reading_while_a_search_writes_loses_nothing(storage_url: str, unique_na
     search = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--study", unique_name,
                                "--storage", storage_url, "--no-progress"],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    app = TestClient(create_app(storage_url))
-    seen: list[int] = []  # trials the dashboard counted, poll after poll
-    epochs: list[int] = []
-    while search.poll() is None:
-        time.sleep(0.5)  # ten times a page's pace: reads overlap writes, the trials still run
-        status, body = _get(app, f"/api/studies/{unique_name}/trials?limit=1000")
-        if status == 404:  # the search has not created the study yet
-            continue
-        assert status == 200, body
-        seen.append(body["total"])
-        epochs.append(sum(r.get("epochs_completed") or 0 for r in body["rows"]))
-        status, body = _get(app, f"/api/studies/{unique_name}")
-        assert status == 200, body
-        Search(unique_name, storage_url).trials_dataframe()  # a second reader, as a notebook would be
-    out, err = search.communicate()
+    try:  # a failed read stops the search: left running, it would outlive the test
+        app = TestClient(create_app(storage_url))
+        seen: list[int] = []  # trials the dashboard counted, poll after poll
+        epochs: list[int] = []
+        while search.poll() is None:
+            time.sleep(0.5)  # ten times a page's pace: reads overlap writes, the trials still run
+            status, body = _get(app, f"/api/studies/{unique_name}/trials?limit=1000")
+            if status == 404:  # the search has not created the study yet
+                continue
+            assert status == 200, body
+            seen.append(body["total"])
+            epochs.append(sum(r.get("epochs_completed") or 0 for r in body["rows"]))
+            status, body = _get(app, f"/api/studies/{unique_name}")
+            assert status == 200, body
+            Search(unique_name, storage_url).trials_dataframe()  # a second reader, as a notebook would be
+    finally:
+        if search.poll() is None:
+            search.terminate()  # the search stops its trials and Ray on SIGTERM
+        try:
+            out, err = search.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            search.kill()
+            out, err = search.communicate()
 
     assert search.returncode == 0, out + err
     assert "locked" not in err

@@ -88,6 +88,43 @@ def test_one_attr_reads_as_optuna_has_it_whole_or_in_part(storage_url: str, uniq
     assert len(trial_attr(backend, unique_name, "curves", limit=1)) == 1
 
 
+def test_a_trial_written_while_the_table_is_read_waits_for_the_next_read(storage_url: str, unique_name: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is read in several queries; a search that writes a trial between them (the
+    dashboard reads while searches run) leaves it for the next read, and the read succeeds.
+    The write is timed by wrapping the query runner: only the timing is forced, the write and
+    the reads are real."""
+    from hpsearch.study import _table, trial_configurations
+
+    search = synthetic_study(storage_url, unique_name, n_trials=6, seed=5)
+    study = search.study
+    first = study.trials[0]
+    backend = open_storage(storage_url)
+    queries = 0
+    run_query = _table._plain_rows
+
+    def write_a_trial_after_the_first_query(conn, query):  # type: ignore[no-untyped-def]
+        nonlocal queries
+        rows = run_query(conn, query)
+        queries += 1
+        if queries == 1:  # the trials have been read; their params, attrs and values have not
+            study.add_trial(create_trial(params=first.params, distributions=first.distributions,
+                                         values=[0.5, 2.0], user_attrs={"epochs_completed": 3}))
+        return rows
+
+    monkeypatch.setattr(_table, "_plain_rows", write_a_trial_after_the_first_query)
+    rows = trial_rows(backend, unique_name, search.objectives)
+    queries = 0
+    configurations = trial_configurations(backend, study._study_id, after=0)
+    monkeypatch.undo()
+
+    assert [r["number"] for r in rows] == list(range(6))
+    assert [params for _, _, params, _ in configurations[:6]] == [t.params for t in study.trials[:6]]
+    assert len(configurations) == 7  # with the trial written during the table's read, not the one after
+    assert [r["number"] for r in trial_rows(backend, unique_name, search.objectives)] == list(range(8))
+    assert trial_configurations(backend, study._study_id, after=0)[-1][2] == first.params
+
+
 def test_a_store_of_an_untested_schema_version_is_read_through_optuna(tmp_path: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     import sqlite3
