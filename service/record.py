@@ -85,6 +85,11 @@ EMULATED_RANKS = "emulated_ranks"
 DEVICE = "device"
 NODE = "node"
 NODE_ID = "node_id"
+#: How many nodes the trial's ranks ran on (1 unless it spanned nodes: ``resources.span_nodes``),
+#: and their Ray node ids, rank 0's node first. Studies recorded before trials could span nodes
+#: lack them: read them as 1 node, ``[node_id]``.
+NODES = "nodes"
+NODE_IDS = "node_ids"
 #: The GPUs a CUDA trial's ranks ran on, in rank order, as Ray numbers them on the node.
 GPU_IDS = "gpu_ids"
 #: Where rank 0 wrote the trial's final weights (``workload.save_model``).
@@ -301,6 +306,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(DEVICE, "device", "measured"),
     Field(NODE, "node", "bookkeeping"),
     Field(NODE_ID, "Ray node id", "bookkeeping"),
+    Field(NODES, "nodes", "measured", doc="how many nodes the trial's ranks ran on (resources.span_nodes)"),
+    Field(NODE_IDS, "Ray node ids", "bookkeeping", doc="the nodes of the trial's ranks, rank 0's first"),
     Field(GPU_IDS, "GPUs (rank order)", "bookkeeping"),
     Field(PEAK_MEMORY_BYTES, "peak memory per rank (bytes)", "measured", _MIN,
           doc="the most memory one rank held at once: CUDA's allocator peak, or the CPU rank's peak resident memory"),
@@ -354,7 +361,7 @@ CURVE_METRICS: tuple[str, ...] = (SAMPLES_SEEN, STEPS, VAL_ACCURACY, VAL_LOSS, T
 RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, CHANCE_ACCURACY, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
-    NODE_ID, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
+    NODE_ID, NODES, NODE_IDS, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
     MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS, FUSED_GROUP, FUSED_MEMBERS, FUSE, RUNTIME_BASIS, FUSED_RUNTIME_S,
     FUSED_STEP_S, SOLO_STEP_S,
 )
