@@ -62,13 +62,13 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
     """Check the space against the cluster and fix the search's numbers.
 
     Args:
-        cluster: ``{"nodes": [{"CPU": n, "GPU": g}, ...]}``, the alive nodes' resources.
+        cluster: ``{"alive_nodes": [{"CPU": n, "GPU": g}, ...]}``, the alive nodes' resources.
 
     Raises:
         ResourceError: some trial of the space could never be placed on any node.
         SpaceError: the constraints leave no configuration of a grid to run.
     """
-    nodes = cluster["nodes"]
+    nodes = cluster["alive_nodes"]
     has_gpu = any(n.get("GPU", 0) > 0 for n in nodes)
     device = space.resources.device
     if device == "auto":

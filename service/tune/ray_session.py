@@ -41,7 +41,7 @@ def ray_session(address: str | None) -> Iterator[dict[str, Any]]:
             ) from None
     try:
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-        yield {"nodes": nodes}
+        yield {"alive_nodes": nodes}
     finally:
         if started:
             _shutdown_ray(local_head=not address)

@@ -28,7 +28,7 @@ def _space(world: str = "[1, 2]", device: str = "cpu", cpus: int = 1, emulate: s
 
 
 def _plan(space, *nodes: dict[str, float]):
-    return plan_search(space, "s", Settings(storage="sqlite:///x.db"), {"nodes": list(nodes)})
+    return plan_search(space, "s", Settings(storage="sqlite:///x.db"), {"alive_nodes": list(nodes)})
 
 
 def test_concurrency_is_as_many_of_the_smallest_trials_as_every_node_holds() -> None:
