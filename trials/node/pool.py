@@ -90,6 +90,7 @@ class _Ticket:
     workers: list[_Worker]
     run: Path
     rendezvous: str
+    ranks: list[int]  # the trial's ranks this ticket runs, in order (all of them on one node)
     codes: list[int | None] = field(default_factory=list)
     offset: int = 0  # of metrics.jsonl read so far
     reported: int = 0  # reports rank 0 said it wrote
@@ -104,7 +105,7 @@ class _Ticket:
         ``metrics.jsonl``), with when each came, and whether every rank has begun."""
         reports: list[dict[str, Any]] = []
         path = self.run / "metrics.jsonl"
-        if path.exists():
+        if 0 in self.ranks and path.exists():  # rank 0 writes it; another node's part reads none
             with path.open("rb") as f:
                 f.seek(self.offset)
                 data = f.read()
@@ -167,21 +168,29 @@ class RankPool:
 
     def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
               collective_timeout_s: float = 300.0, sys_path: Sequence[str] | None = None,
-              wait_s: float = 600.0) -> int:
-        """Hand ``spec.processes`` idle workers one rank each of this trial; returns its ticket.
+              wait_s: float = 600.0, ranks: Sequence[int] | None = None, rendezvous: str | None = None,
+              env: Mapping[str, str] | None = None) -> int:
+        """Hand idle workers one rank each of this trial (all ``spec.processes`` of them, or
+        ``ranks``); returns its ticket.
 
         Waits for workers to become idle or to start (the pool grows to what trials need).
 
         Args:
-            gpu_ids: On CUDA, the trial's GPUs as Ray assigned them, in rank order (rank ``r``
-                gets the ``r``-th ``len(gpu_ids) / spec.processes`` of them).
+            gpu_ids: On CUDA, the GPUs of the ranks run here as Ray assigned them, in rank order
+                (the ``k``-th rank run here gets the ``k``-th ``len(gpu_ids) / len(ranks)``).
             sys_path: The trial's import path; the ranks see it, and forget what they imported
                 from it when they finish.
+            ranks: This node's ranks of a trial that spans nodes (``hpsearch.trials.node.span``);
+                the others run in other nodes' pools. Default: every rank, here.
+            rendezvous: Where the trial's ranks meet (``tcp://HOST:PORT``, rank 0's node
+                address); default: a file of this node's, for a trial all of whose ranks run here.
+            env: Variables the ranks run with (``RankTask.env``).
 
         Raises:
             TrialFailed: ``rank_exited`` when workers cannot be started at all.
         """
-        n = spec.processes
+        mine = list(range(spec.processes) if ranks is None else ranks)
+        n = len(mine)
         if spec.device.startswith("cuda"):
             ids = [str(g) for g in gpu_ids or []]
             if not ids or len(ids) % n:
@@ -193,9 +202,11 @@ class RankPool:
             slots = [None] * n
         run = Path(run_dir)
         run.mkdir(parents=True, exist_ok=True)
-        (run / "metrics.jsonl").unlink(missing_ok=True)
-        for stale in run.glob("failure-rank*"):
-            stale.unlink()
+        if 0 in mine:
+            (run / "metrics.jsonl").unlink(missing_ok=True)
+        for r in mine:  # another node's ranks may share the folder (a shared volume)
+            for stale in run.glob(f"failure-rank{r}.json*"):
+                stale.unlink()
         deadline = time.monotonic() + wait_s
         with self._cond:
             self._raise_if_closed()
@@ -205,13 +216,15 @@ class RankPool:
             self._cond.notify_all()
             chosen = self._wait_for(lambda: self._pick(slots), deadline, wait_s)
             ticket = next(self._ids)
-            rendezvous = os.path.join(tempfile.gettempdir(), f"hpsearch-rendezvous-{uuid.uuid4().hex}")
-            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, [None] * n, began=[None] * n)
+            if rendezvous is None:
+                rendezvous = os.path.join(tempfile.gettempdir(), f"hpsearch-rendezvous-{uuid.uuid4().hex}")
+            self._tickets[ticket] = _Ticket(chosen, run, rendezvous, mine, [None] * n, began=[None] * n)
             path = tuple(sys.path if sys_path is None else sys_path)
+            told = tuple(sorted((env or {}).items()))
             self._tickets[ticket].handed = time.time()
-            for rank, worker in enumerate(chosen):
+            for rank, worker in zip(mine, chosen):
                 worker.state, worker.ticket, worker.rank = "busy", ticket, rank
-                task = RankTask(spec, str(run_dir), rank, n, rendezvous, collective_timeout_s, path)
+                task = RankTask(spec, str(run_dir), rank, spec.processes, rendezvous, collective_timeout_s, path, told)
                 # A worker that died while idle raises here; the monitor sees it go and fails the rank.
                 with contextlib.suppress(OSError):
                     worker.conn.send(task)
@@ -235,8 +248,10 @@ class RankPool:
                 t = self._tickets[ticket]
                 if all(c is not None for c in t.codes):
                     del self._tickets[ticket]
-                    _remove(t.rendezvous)
-                    failures = [json.loads(p.read_text()) for p in sorted(t.run.glob("failure-rank*.json"))]
+                    if not t.rendezvous.startswith("tcp://"):
+                        _remove(t.rendezvous)
+                    failures = [json.loads(p.read_text()) for r in t.ranks
+                                if (p := t.run / f"failure-rank{r}.json").exists()]
                     return t.status([int(c) for c in t.codes if c is not None], failures)
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -409,7 +424,7 @@ class RankPool:
                 t.report_at.append(message.at)
         elif isinstance(message, Began):
             if t is not None:
-                t.began[worker.rank] = message.at
+                t.began[t.ranks.index(worker.rank)] = message.at
         elif isinstance(message, Ready):
             worker.state = "idle"
             self._start_failures = 0
@@ -498,7 +513,7 @@ class RankPool:
         t = self._tickets.get(worker.ticket) if worker.ticket is not None else None
         if t is None:
             return
-        t.codes[worker.rank] = code
+        t.codes[t.ranks.index(worker.rank)] = code
         if code != 0:
             # As PyTorch's own launcher does: one rank gone, the others are stopped rather than
             # left waiting in a collective for its timeout.

@@ -55,6 +55,14 @@ class _Start:
     gpu_ids: tuple[str, ...] | None
     collective_timeout_s: float
     sys_path: tuple[str, ...] | None
+    ranks: tuple[int, ...] | None = None
+    rendezvous: str | None = None
+    span_ip: str | None = None  # this node's address, for a trial that spans nodes
+
+
+@dataclass(frozen=True)
+class _FreePort:
+    host: str
 
 
 @dataclass(frozen=True)
@@ -157,9 +165,13 @@ class PoolServer:
         try:
             if isinstance(request, _Start):
                 ticket = self.pool.start(request.spec, request.run_dir, gpu_ids=request.gpu_ids,
-                                         collective_timeout_s=request.collective_timeout_s, sys_path=request.sys_path)
+                                         collective_timeout_s=request.collective_timeout_s, sys_path=request.sys_path,
+                                         ranks=request.ranks, rendezvous=request.rendezvous,
+                                         env=_span_environment(request.span_ip))
                 open_tickets.add(ticket)
                 return _Answer(ticket)
+            if isinstance(request, _FreePort):
+                return _Answer(_free_port(request.host))
             if isinstance(request, _Wait):
                 status = self.pool.wait(request.ticket, request.timeout)
                 if status.codes is not None:
@@ -186,11 +198,24 @@ class PoolClient:
         self._conn: Connection | None = None
 
     def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
-              collective_timeout_s: float = 300.0, sys_path: Sequence[str] | None = None) -> int:
+              collective_timeout_s: float = 300.0, sys_path: Sequence[str] | None = None,
+              ranks: Sequence[int] | None = None, rendezvous: str | None = None, span_ip: str | None = None) -> int:
+        """``RankPool.start`` in the node's pool; ``span_ip``: this node's address, for the ranks
+        of a trial that spans nodes (they are told the interface that carries it,
+        ``hpsearch.trials.node.span.rank_environment``)."""
         ticket = self._call(_Start(spec, run_dir, None if gpu_ids is None else tuple(gpu_ids), collective_timeout_s,
-                                   None if sys_path is None else tuple(sys_path)))
+                                   None if sys_path is None else tuple(sys_path),
+                                   None if ranks is None else tuple(ranks), rendezvous, span_ip))
         assert isinstance(ticket, int)
         return ticket
+
+    def free_port(self, host: str) -> int:
+        """A TCP port free on ``host``, an address of the pool's node, for a trial's rank 0 to
+        serve its rendezvous on (chosen there, where it is bound: a port free on one node may be
+        taken on another)."""
+        port = self._call(_FreePort(host))
+        assert isinstance(port, int)
+        return port
 
     def wait(self, ticket: int, timeout: float) -> Status:
         status = self._call(_Wait(ticket, timeout))
@@ -210,7 +235,7 @@ class PoolClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, request: _Start | _Wait | _Cancel) -> int | Status | None:
+    def _call(self, request: _Start | _Wait | _Cancel | _FreePort) -> int | Status | None:
         if self._conn is None:
             try:
                 self._conn = Client(self.address.address, authkey=self.address.authkey)
@@ -228,6 +253,25 @@ class PoolClient:
             raise RuntimeError(f"the node's rank pool raised {answer.message}")
         assert isinstance(answer, _Answer)
         return answer.value
+
+
+def _span_environment(span_ip: str | None) -> dict[str, str]:
+    """What the ranks of a trial that spans nodes are told on this node (nothing for a trial
+    that runs on one node)."""
+    if span_ip is None:
+        return {}
+    from hpsearch.trials.node.span import rank_environment  # span's module imports this one
+
+    return rank_environment(span_ip)
+
+
+def _free_port(host: str) -> int:
+    """A port the OS gives for ``host`` now, released at once for the trial's rank 0 to bind
+    (as Ray Train and Lightning choose a ``MASTER_PORT``; another process taking it in between
+    fails the trial's rendezvous, which names the address)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def _shown(address: str | tuple[str, int]) -> str:

@@ -36,9 +36,14 @@ class RankTask:
         rank: This rank, ``0 .. processes - 1``.
         processes: The trial's process group size (``spec.processes``: fewer than its world
             size where ranks are emulated).
-        rendezvous: The file the trial's processes meet at (a ``torch.distributed.FileStore``).
+        rendezvous: Where the trial's processes meet: a file (a ``torch.distributed.FileStore``)
+            when they all run on one node, or ``tcp://HOST:PORT``, rank 0's node address, where
+            rank 0 serves a ``torch.distributed.TCPStore`` (a trial that spans nodes).
         collective_timeout_s: How long a collective waits for a rank that does not come.
         sys_path: The trial's import path (its workload module may live there).
+        env: Variables the rank runs with, beside the process's own (the network interface a
+            trial that spans nodes talks over, ``hpsearch.trials.node.span.rank_environment``);
+            the process's environment is put back after the rank.
     """
 
     spec: TrialSpec
@@ -48,6 +53,7 @@ class RankTask:
     rendezvous: str
     collective_timeout_s: float
     sys_path: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -149,9 +149,9 @@ def run_rank(task: RankTask, on_report: Callable[[], None] | None = None) -> Non
     try:
         if processes > 1:
             timeout = timedelta(seconds=task.collective_timeout_s)
-            store = dist.FileStore(task.rendezvous, processes)
-            store.set_timeout(timeout)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=processes, timeout=timeout)
+            with _environment(dict(task.env)):  # read as the process group is made
+                store = _rendezvous(task, timeout)
+                dist.init_process_group(backend, store=store, rank=rank, world_size=processes, timeout=timeout)
         (train_fused if spec.fused else train)(spec, ctx)
     except TrialFailed as exc:
         _fail(run, ctx, exc.reason, exc.detail, exc.measured)
@@ -169,6 +169,59 @@ def run_rank(task: RankTask, on_report: Callable[[], None] | None = None) -> Non
     # can be torn down and the process serve the next trial.
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+#: How long the ranks of a trial that spans nodes wait to meet at rank 0's address before the
+#: trial fails, naming it (a firewall, a wrong interface): seconds, from this variable.
+RENDEZVOUS_TIMEOUT_ENV = "HPSEARCH_RENDEZVOUS_TIMEOUT_S"
+_RENDEZVOUS_TIMEOUT_S = 60.0
+_ARRIVED = "hpsearch/arrived"
+
+
+def _rendezvous(task: RankTask, timeout: timedelta) -> Any:
+    """The store the trial's processes meet at: a file on one node; across nodes, a TCP store
+    that rank 0 serves at its node's address, which every other rank reaches within a bounded
+    time or fails naming the address (never waits for ever on a rank 0 it cannot reach)."""
+    if not task.rendezvous.startswith("tcp://"):
+        store = dist.FileStore(task.rendezvous, task.processes)
+        store.set_timeout(timeout)
+        return store
+    host, _, port = task.rendezvous.removeprefix("tcp://").rpartition(":")
+    meet_s = float(os.environ.get(RENDEZVOUS_TIMEOUT_ENV) or _RENDEZVOUS_TIMEOUT_S)
+    try:
+        store = dist.TCPStore(host, int(port), task.processes, is_master=task.rank == 0,
+                              timeout=timedelta(seconds=meet_s), wait_for_workers=False)
+        # Every rank checks in and waits for the others, within ``meet_s`` too: making the
+        # process group would wait for a missing rank for the whole collective timeout.
+        arrived = store.add(_ARRIVED, 1)
+        deadline = time.monotonic() + meet_s
+        while arrived < task.processes:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{task.processes - arrived} of its {task.processes} ranks did not come")
+            time.sleep(0.01)
+            arrived = store.add(_ARRIVED, 0)
+    except (RuntimeError, TimeoutError, OSError) as exc:  # torch's DistNetworkError is a RuntimeError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TrialFailed(record.REASON_PEER_LOST,
+                          f"rank {task.rank} could not meet the trial's other ranks at rank 0's address "
+                          f"{host}:{port} within {meet_s:g} s ({first})") from None
+    store.set_timeout(timeout)
+    return store
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Any:
+    """``env`` set in this process for the block; what was there before is put back."""
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # What gloo says when the rank at the other end of a connection is gone.
