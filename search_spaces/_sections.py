@@ -87,8 +87,8 @@ _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
                 "budget", "on_oom", "fuse", "fuse_max")
-_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "reuse_workers", "mps",
-                  "memory_per_worker")
+_RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "span_nodes", "reuse_workers",
+                  "mps", "memory_per_worker")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
 _CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
 
@@ -510,6 +510,9 @@ def parse_resources(doc: Document, root: Mapping[str, Any]) -> ResourceSpec:
     emulate = ResourceSpec.emulate_ranks
     if section.get("emulate_ranks") is not None:
         emulate = _switch(doc, section["emulate_ranks"], path + ("emulate_ranks",))
+    span = ResourceSpec.span_nodes
+    if "span_nodes" in section:
+        span = _span(doc, section["span_nodes"], path + ("span_nodes",))
     reuse = True
     if "reuse_workers" in section:
         reuse = check_bool(doc, section["reuse_workers"], path + ("reuse_workers",))
@@ -526,7 +529,7 @@ def parse_resources(doc: Document, root: Mapping[str, Any]) -> ResourceSpec:
                  "the limit (a trial that runs out of it is recorded as out_of_memory)")
         memory = _size(doc, section["memory_per_worker"], path + ("memory_per_worker",))
     return ResourceSpec(device=device, cpus_per_worker=cpus, gpus_per_worker=gpus,  # type: ignore[arg-type]
-                        emulate_ranks=emulate, reuse_workers=reuse, mps=mps,
+                        emulate_ranks=emulate, span_nodes=span, reuse_workers=reuse, mps=mps,
                         memory_per_worker=memory)
 
 
@@ -575,6 +578,17 @@ def _switch(doc: Document, raw: Any, path: KeyPath) -> Switch:
         fail(doc, path, f"{label_of(path)} must be one of {listed} (true and false mean 'on' and 'off'), got "
                         f"{show(raw)}{suggest(raw, SWITCHES)}")
     return cast(Switch, raw)
+
+
+def _span(doc: Document, raw: Any, path: KeyPath) -> str:
+    """``resources.span_nodes``: ``auto`` or ``false`` (YAML's bare ``false``, ``off`` and ``no``
+    are booleans, read as ``false``)."""
+    if raw is False or (isinstance(raw, str) and raw.lower() in ("false", "off")):
+        return "false"
+    if isinstance(raw, str) and raw.lower() == "auto":
+        return "auto"
+    fail(doc, path, "span_nodes must be 'auto' (a trial no node holds runs across nodes) or false (such a trial "
+                    f"is refused), got {kind(raw)}: {show(raw)}")
 
 
 def _fuse(doc: Document, raw: Any, path: KeyPath) -> Fuse:

@@ -347,8 +347,12 @@ class ResourceSpec:
     ``emulate_ranks`` (one of ``SWITCHES``): ``on`` runs every trial in one process that plays
     all its world_size ranks as gradient accumulation, in the sample order the real ranks
     would read: a one-device preview of a W-device run with the same math (runtimes are then
-    one device's); ``auto`` does so for the trials whose world size the node's devices cannot
-    hold; ``off`` never.
+    one device's); ``auto`` does so for the trials whose world size the cluster's devices cannot
+    hold (one node's, with ``span_nodes: false``); ``off`` never.
+
+    ``span_nodes``: ``auto`` runs a trial whose ranks no node holds across as few nodes as hold
+    it, as one DDP job (``hpsearch.trials.node.span``); ``false`` refuses such a space, as
+    before trials could span nodes.
 
     ``reuse_workers: false`` runs every rank in a fresh process instead of a warm one that
     served earlier trials (docs/trials.md, "Warm rank processes"): slower to start, and the
@@ -365,6 +369,7 @@ class ResourceSpec:
     cpus_per_worker: int = 1
     gpus_per_worker: float = 1.0
     emulate_ranks: Switch = "auto"
+    span_nodes: Literal["auto", "false"] = "auto"
     reuse_workers: bool = True
     mps: Switch = "auto"
     memory_per_worker: int | None = None

@@ -46,7 +46,8 @@ def start_desk(space: SearchSpace, plan: SearchPlan, local: LocalPool | None) ->
         ResourceError: ``resources.mps: on`` and a node's MPS daemon could not start.
     """
     desk = Reservations(PoolOptions.of_space(space, plan.device, sys.path),
-                        local=local if plan.device == "cpu" else None)
+                        local=local if plan.device == "cpu" else None,
+                        node_units=plan.node_devices if space.resources.span_nodes == "auto" else None)
     if space.resources.mps == "on" and plan.device == "cuda":
         try:
             desk.refuse_without_mps()  # before the study is written

@@ -30,10 +30,12 @@ class SearchPlan:
         finished: Trials the study had already finished (``resume``; 0 for a new study).
         requeued: Configurations of interrupted trials queued to run again (``resume``).
         devices: The most processes one trial can have: the GPUs (CPU slots on a CPU cluster)
-            of the largest node, a GPU per rank (``gpus_per_worker``, or a whole GPU for a share
-            of one: two ranks of one trial never share a GPU), ``cpus_per_worker`` CPUs per rank.
-            A trial of a larger world size plays its ranks on this many processes
+            of the whole cluster (``resources.span_nodes: auto``) or of the largest node
+            (``false``), a GPU per rank (``gpus_per_worker``, or a whole GPU for a share of one:
+            two ranks of one trial never share a GPU), ``cpus_per_worker`` CPUs per rank. A
+            trial of a larger world size plays its ranks on this many processes
             (``resources.emulate_ranks: auto``).
+        node_devices: The most processes one node holds: a trial of more spans nodes.
         budget: The study's budget (``search.budget``, or the one given to start/resume).
         spent: What earlier runs of the study spent (``resume``; nothing for a new study).
         run_started: ``time.monotonic()`` when this run began: its wall-clock time counts
@@ -49,6 +51,7 @@ class SearchPlan:
     finished: int = 0
     requeued: int = 0
     devices: int = 1
+    node_devices: int = 1
     budget: Budget = field(default_factory=Budget)
     spent: BudgetSpent = field(default_factory=BudgetSpent)
     run_started: float | None = None
@@ -78,20 +81,27 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
     kind, per_device = ("GPU", space.resources.gpus_per_worker) if device == "cuda" else \
         ("CPU", space.resources.cpus_per_worker)
     # The most processes one trial can have on a node: a rank per GPU (two ranks of one trial
-    # never share a GPU: NCCL refuses it), or per cpus_per_worker CPUs.
-    devices = max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes)
+    # never share a GPU: NCCL refuses it), or per cpus_per_worker CPUs; with span_nodes: auto,
+    # a trial may have as many as the cluster holds, on several nodes.
+    node_devices = max(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes)
+    spans = space.resources.span_nodes == "auto"
+    devices = sum(int(n.get(kind, 0) // max(per_device, 1)) for n in nodes) if spans else node_devices
     w_max = space.max_world_size()
     processes = processes_for(w_max, space.resources.emulate_ranks, devices)
     need = _trial_resources(processes, space, device)
-    if not any(_fits(node, processes, need, device, space) for node in nodes):
+    # A trial that spans nodes fits where the nodes' shares, as ``devices`` counts them, hold it.
+    spanning = spans and node_devices < processes <= devices
+    if not spanning and not any(_fits(node, processes, need, device, space) for node in nodes):
         biggest = max(nodes, key=lambda n: (n.get("GPU", 0), n.get("CPU", 0)))
         ranks = f"{processes} processes (world_size {w_max})" if processes != w_max else f"world_size {w_max}"
         apart = " on as many GPUs (two ranks of one trial never share a GPU)" if device == "cuda" else ""
-        emulate = ("set resources.emulate_ranks: auto to play its ranks on the devices a node has, "
+        emulate = ("set resources.emulate_ranks: auto to play its ranks on the devices the cluster has, "
                    if space.resources.emulate_ranks == "off" else "")
+        where = "on one node" if not spans else f"(the cluster's nodes hold {devices} processes in all)"
+        span = "set resources.span_nodes: auto to run it across nodes, " if not spans and len(nodes) > 1 else ""
         raise ResourceError(
-            f"a trial with {ranks} needs {_fmt(need)}{apart} on one node, but the largest node "
-            f"has {_fmt({k: biggest.get(k, 0) for k in need})}; {emulate}lower parameters.world_size or "
+            f"a trial with {ranks} needs {_fmt(need)}{apart} {where}, but the largest node "
+            f"has {_fmt({k: biggest.get(k, 0) for k in need})}; {span}{emulate}lower parameters.world_size or "
             "resources.cpus_per_worker, or add a bigger node"
         )
     n_trials = space.search.n_trials
@@ -110,7 +120,8 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         small = _trial_resources(processes_for(w_min, space.resources.emulate_ranks, devices), space, device)
         max_concurrent = max(1, sum(min(int(n.get(k, 0) // v) for k, v in small.items() if v > 0) for n in nodes))
     runs = study_runs_dir(settings, study_name)
-    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent, devices=max(1, devices))
+    return SearchPlan(study_name, settings.storage, runs, n_trials, device, max_concurrent, devices=max(1, devices),
+                      node_devices=max(1, node_devices))
 
 
 def runnable_grid_points(space: SearchSpace, device: str, max_processes: int | None = None) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
@@ -37,6 +37,7 @@ from hpsearch.errors import ResourceError
 from hpsearch.trials.node.mps import MpsDaemon, MpsError
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.node.pool_server import PoolAddress, PoolClient, PoolServer
+from hpsearch.trials.node.span import NodeShare, SpanningRanks
 from hpsearch.tune.plan import trial_bundle
 from hpsearch.tune.pools import LocalPool, PoolOptions, cpu_prestart
 
@@ -53,6 +54,8 @@ ACTOR_THREADS = 256
 
 # How long units no trial holds stay reserved for the next trial before going back to Ray.
 _IDLE_S = 5.0
+# A spanning trial's node share before the desk knows where its node's pool is served.
+_NO_POOL = PoolAddress("", b"")
 # How long a grant waits for its node's pool to be warm (its rank processes then start on
 # demand, and the trial says so if they cannot).
 _WARM_WAIT_S = 120.0
@@ -66,19 +69,32 @@ class DeskClosed(Exception):
 @dataclass
 class Grant:
     """What ``reserve`` gives a trial: one reserved unit (a placement-group bundle of one rank's
-    CPUs and GPUs) per rank, all on one node; on CUDA, the GPU ids of each unit in rank order;
-    and where the node's warm rank pool is served (``ranks``)."""
+    CPUs and GPUs) per rank, on one node, or, for a trial no node holds, on as few nodes as
+    hold it (``spans``); on CUDA, the GPU ids of each unit in rank order; and where each node's
+    warm rank pool is served (``ranks``). ``node_id``, ``node_ip``, ``pool`` and ``mps`` are
+    rank 0's node's."""
 
-    units: list[tuple[int, int]]  # (group, bundle index)
+    units: list[tuple[int, int]]  # (group, bundle index), in rank order
     node_id: str
     node_ip: str
     gpu_ids: list[str] | None
     pool: PoolAddress | None = None  # set by the desk once the node's pool is warm
     mps: str | None = None  # CUDA MPS on the node: "on", or "off: <why>" (None on CPU)
+    #: A trial that spans nodes: each node's share of its ranks, rank 0's node first (the desk
+    #: sets their pools); empty for a trial on one node.
+    spans: list[NodeShare] = field(default_factory=list)
 
-    def ranks(self) -> PoolClient:
-        """A connection to the node's pool, to run the trial's ranks on these units (close it,
-        or use it as a context manager: the ranks it started stop when it closes)."""
+    @property
+    def node_ids(self) -> list[str]:
+        """The nodes of the trial's ranks, rank 0's first."""
+        return [s.node_id for s in self.spans] or [self.node_id]
+
+    def ranks(self) -> PoolClient | SpanningRanks:
+        """A connection to the node's pool (to the pools of every node the trial spans), to run
+        the trial's ranks on these units (close it, or use it as a context manager: the ranks it
+        started stop when it closes)."""
+        if self.spans:
+            return SpanningRanks(self.spans)
         assert self.pool is not None, "a grant from the desk carries its node's pool"
         return PoolClient(self.pool)
 
@@ -86,8 +102,8 @@ class Grant:
 @dataclass
 class _Group:
     pg: Any
-    node_id: str
-    node_ip: str
+    nodes: list[str]  # each bundle's node (a group placed for a spanning trial has several)
+    ips: list[str]
     gpu_ids: list[list[str]] | None
     free: list[bool]
 
@@ -106,7 +122,8 @@ class _ReservationsActor:
     that could never serve it are returned first, so that they make room for it).
     """
 
-    def __init__(self, options: PoolOptions, local: tuple[str, PoolAddress] | None) -> None:
+    def __init__(self, options: PoolOptions, local: tuple[str, PoolAddress] | None, node_units: int | None) -> None:
+        self._node_units = node_units  # a trial of more processes spans nodes (None: none does)
         self._turn = asyncio.Lock()
         self._released = asyncio.Event()
         self._options = options
@@ -142,7 +159,10 @@ class _ReservationsActor:
                         raise DeskClosed("the search is stopping")
                     self._return_idle(keep_for=processes, keep=placed_now)
                     if pending is None:
-                        pending = placement_group([unit] * processes, strategy="STRICT_PACK")
+                        # On as few nodes as hold it, placed all at once: trials of several
+                        # nodes and of one share the cluster without deadlock.
+                        spans = self._node_units is not None and processes > self._node_units
+                        pending = placement_group([unit] * processes, strategy="PACK" if spans else "STRICT_PACK")
                         placed = asyncio.ensure_future(self._placed(pending))
                     self._released.clear()
                     released = asyncio.ensure_future(self._released.wait())
@@ -160,6 +180,9 @@ class _ReservationsActor:
             self._schedule_idle_return()
         grant.pool = await self._pool_warm(grant.node_id)
         grant.mps = self._mps.get(grant.node_id)
+        if grant.spans:
+            pools = await asyncio.gather(*(self._pool_warm(share.node_id) for share in grant.spans))
+            grant.spans = [replace(share, pool=pool) for share, pool in zip(grant.spans, pools)]
         return grant
 
     async def _pool_warm(self, node_id: str) -> PoolAddress:
@@ -203,30 +226,63 @@ class _ReservationsActor:
 
         self._idle_check = asyncio.get_running_loop().call_later(_IDLE_S, check)
 
-    def _take(self, processes: int) -> Grant | None:
-        """``processes`` free units of one node, on as many different GPUs, or ``None``; the
-        node's busiest groups first, so that idle ones empty out and can go back to Ray."""
+    def _free_by_node(self) -> dict[str, list[tuple[int, int]]]:
+        """Each node's free units; of each node, the busiest groups' first, so that idle ones
+        empty out and can go back to Ray."""
         by_node: dict[str, list[tuple[int, int]]] = {}
         order = sorted(self._groups.items(), key=lambda item: item[1].free.count(True))
         for gid, g in order:
-            by_node.setdefault(g.node_id, []).extend((gid, i) for i, free in enumerate(g.free) if free)
+            for i, free in enumerate(g.free):
+                if free:
+                    by_node.setdefault(g.nodes[i], []).append((gid, i))
+        return by_node
+
+    def _take(self, processes: int) -> Grant | None:
+        """``processes`` free units of one node, on as many different GPUs, or ``None``. A trial
+        larger than a node (``_node_units``) takes them from as few nodes as hold them, those
+        with the most free units first."""
+        by_node = self._free_by_node()
+        if self._node_units is not None and processes > self._node_units:
+            return self._take_across(by_node, processes)
         picked = ((n, self._apart(units, processes)) for n, units in by_node.items())
-        node_id, units = next(((n, u) for n, u in picked if u is not None), (None, None))
+        node_id, units = next(((n, u) for n, u in picked if len(u) == processes), (None, None))
         if node_id is None or units is None:
             return None
+        return self._granted(units)
+
+    def _take_across(self, by_node: dict[str, list[tuple[int, int]]], processes: int) -> Grant | None:
+        apart = sorted(((n, self._apart(units, processes)) for n, units in by_node.items()), key=lambda nu: -len(nu[1]))
+        units: list[tuple[int, int]] = []
+        for _, mine in apart:
+            units.extend(mine[:processes - len(units)])
+            if len(units) == processes:
+                return self._granted(units)
+        return None
+
+    def _granted(self, units: list[tuple[int, int]]) -> Grant:
+        """A grant of ``units`` (in rank order, grouped by node), now taken."""
         for gid, i in units:
             self._groups[gid].free[i] = False
-        group = self._groups[units[0][0]]
         gpu_ids = None
-        if group.gpu_ids is not None:
+        if self._groups[units[0][0]].gpu_ids is not None:
             gpu_ids = [g for gid, i in units for g in self._groups[gid].gpu_ids[i]]  # type: ignore[index]
-        return Grant(units, node_id, group.node_ip, gpu_ids)
+        nodes = [self._groups[gid].nodes[i] for gid, i in units]
+        first = self._groups[units[0][0]]
+        grant = Grant(units, nodes[0], first.ips[units[0][1]], gpu_ids)
+        if len(set(nodes)) > 1:
+            for node in dict.fromkeys(nodes):
+                mine = [(gid, i) for gid, i in units if self._groups[gid].nodes[i] == node]
+                ip = self._groups[mine[0][0]].ips[mine[0][1]]
+                gpus = None if gpu_ids is None else tuple(
+                    g for gid, i in mine for g in self._groups[gid].gpu_ids[i])  # type: ignore[index]
+                grant.spans.append(NodeShare(node, ip, len(mine), _NO_POOL, gpus))
+        return grant
 
-    def _apart(self, units: list[tuple[int, int]], processes: int) -> list[tuple[int, int]] | None:
-        """``processes`` of ``units`` whose GPUs all differ (two ranks of one trial never share a
-        GPU: NCCL refuses a GPU twice in one group), or ``None``. Ray places fractional GPU
-        bundles first-fit: a group of two half-GPU units lands on one GPU, so a two-rank trial is
-        served from units of several groups."""
+    def _apart(self, units: list[tuple[int, int]], processes: int) -> list[tuple[int, int]]:
+        """Up to ``processes`` of ``units`` (of one node) whose GPUs all differ (two ranks of one
+        trial never share a GPU: NCCL refuses a GPU twice in one group). Ray places fractional
+        GPU bundles first-fit: a group of two half-GPU units lands on one GPU, so a two-rank
+        trial is served from units of several groups."""
         chosen: list[tuple[int, int]] = []
         taken: set[str] = set()
         for gid, i in units:
@@ -237,8 +293,8 @@ class _ReservationsActor:
             chosen.append((gid, i))
             taken |= gpus
             if len(chosen) == processes:
-                return chosen
-        return None
+                break
+        return chosen
 
     def _return_idle(self, keep_for: int = 0, keep: Collection[int] = ()) -> None:
         """Give Ray back the groups no trial holds, except ``keep`` and, with ``keep_for``, those
@@ -246,23 +302,28 @@ class _ReservationsActor:
         free up."""
         held: dict[str, list[tuple[int, int]]] = {}
         for gid, g in self._groups.items():
-            held.setdefault(g.node_id, []).extend((gid, i) for i in range(len(g.free)))
-        serves = {node: bool(keep_for) and self._apart(units, keep_for) is not None for node, units in held.items()}
+            for i, node in enumerate(g.nodes):
+                held.setdefault(node, []).append((gid, i))
+        serves = {node: bool(keep_for) and len(self._apart(units, keep_for)) == keep_for
+                  for node, units in held.items()}
         for gid, g in list(self._groups.items()):
-            if all(g.free) and not serves[g.node_id] and gid not in keep:
+            if all(g.free) and not any(serves[n] for n in g.nodes) and gid not in keep:
                 remove_placement_group(g.pg)
                 del self._groups[gid]
 
     async def _placed(self, pg: Any) -> _Group:
         await pg.ready()
-        node_id = str(placement_group_table(pg)["bundles_to_node_id"][0])
-        node: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
-        if node_id not in self._pools:
-            self._pool(node_id, node.get("Resources", {}))
         n = len(pg.bundle_specs)
+        placed = placement_group_table(pg)["bundles_to_node_id"]
+        node_ids = [str(placed[i]) for i in range(n)]
+        nodes: dict[str, dict[str, Any]] = {n["NodeID"]: n for n in ray.nodes() if n["NodeID"] in set(node_ids)}
+        for node_id in dict.fromkeys(node_ids):
+            if node_id not in self._pools:
+                self._pool(node_id, nodes.get(node_id, {}).get("Resources", {}))
         gpus = pg.bundle_specs[0].get("GPU", 0)
         gpu_ids = list(await asyncio.gather(*(_bundle_gpus(pg, i, gpus) for i in range(n)))) if gpus else None
-        return _Group(pg, node_id, str(node.get("NodeManagerAddress", "?")), gpu_ids, [True] * n)
+        ips = [str(nodes.get(node_id, {}).get("NodeManagerAddress", "?")) for node_id in node_ids]
+        return _Group(pg, node_ids, ips, gpu_ids, [True] * n)
 
     def _pool(self, node_id: str, resources: dict[str, float]) -> None:
         if node_id not in self._pools:
@@ -287,12 +348,14 @@ class Reservations:
         options: What every node's pool is started with.
         local: The pool the search's process already runs for its own node, if any: no pool
             actor is started there, and trials on that node use this one.
+        node_units: The most units one node holds (``SearchPlan.node_devices``): a trial of more
+            processes spans nodes (``resources.span_nodes``). ``None``: no trial does.
     """
 
-    def __init__(self, options: PoolOptions, local: LocalPool | None = None) -> None:
+    def __init__(self, options: PoolOptions, local: LocalPool | None = None, node_units: int | None = None) -> None:
         here = None if local is None else (ray.get_runtime_context().get_node_id(), local.address)
         self.actor: Any = ray.remote(_ReservationsActor).options(
-            num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options, here)
+            num_cpus=0, max_concurrency=ACTOR_THREADS, name=_RESERVATIONS_NAME).remote(options, here, node_units)
         self._closed = False
 
     def refuse_without_mps(self) -> None:

@@ -118,7 +118,8 @@ def _run(task: TrialTask) -> None:
         phases = {"reserved": time.time()}
         # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
         # or a test cluster on one machine); the id tells them apart.
-        where = {"node": grant.node_ip, record.NODE_ID: grant.node_id}
+        where = {"node": grant.node_ip, record.NODE_ID: grant.node_id, record.NODES: len(grant.node_ids),
+                 record.NODE_IDS: grant.node_ids}
         tune.report({STARTED_KEY: True, **where})
         run = _Run(task, ranks, grant.gpu_ids, where, grant.mps)
         if spec.fused:

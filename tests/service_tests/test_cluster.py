@@ -74,9 +74,10 @@ def _alive(p: psutil.Process) -> bool:
 
 
 class TwoNodeCluster:
-    """A head node and a worker node on this machine, one CPU each, started with ``ray start``."""
+    """A head node and a worker node on this machine, ``cpus`` CPUs each, started with ``ray start``."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpus: int = 1) -> None:
+        self.cpus = cpus
         # Short on purpose: Ray puts Unix sockets under the temp dir, and a socket path may
         # not exceed 107 bytes, which pytest's tmp_path plus Ray's session folder would.
         self.root = Path(tempfile.mkdtemp(prefix="hpray-", dir="/tmp"))
@@ -97,7 +98,7 @@ class TwoNodeCluster:
     def _ray_start(self, name: str, *args: str) -> None:
         # The dashboard agent's HTTP port is 52365 unless given, the same for both nodes; it is
         # bound only where ray[default] is installed, and there the second node would clash.
-        command = [str(RAY_CLI), "start", *args, "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats",
+        command = [str(RAY_CLI), "start", *args, f"--num-cpus={self.cpus}", "--num-gpus=0", "--disable-usage-stats",
                    f"--temp-dir={self.root / name}", f"--dashboard-agent-listen-port={_free_port()}",
                    "--object-store-memory=100000000"]
         result = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=120)
@@ -123,6 +124,22 @@ class TwoNodeCluster:
                     found.add(p)
                     found.update(p.children(recursive=True))
         return {p for p in found if _alive(p)}
+
+    def lose_worker_node(self) -> int:
+        """Kill the worker node, as a machine that goes away: its raylet, its Ray workers and
+        what they started (a pool's rank processes). Returns how many processes went."""
+        node = str(self.root / "worker")
+        procs: set[psutil.Process] = set()
+        for p in self.processes():
+            with suppress(psutil.Error):
+                if node in " ".join(p.cmdline()):
+                    procs.add(p)
+                    procs.update(p.children(recursive=True))
+        for p in procs:
+            with suppress(psutil.NoSuchProcess):
+                p.kill()
+        psutil.wait_procs(procs, timeout=10)
+        return len(procs)
 
     def stop(self) -> list[str]:
         """Kill every process of the cluster, as ``ray stop --force`` would but on this cluster
@@ -187,3 +204,114 @@ def test_a_search_joined_to_a_two_node_cluster_runs_its_trials_on_both_nodes(
 
     assert cluster.stop() == [], "processes of the Ray cluster survived its teardown"
     assert not cluster.root.exists()
+
+
+# ---- trials that span nodes (resources.span_nodes: auto) ---------------------------------------
+
+#: W 4 on two nodes of 2 CPUs spans both; W 1 and 2 fit one node: a search mixing them.
+SPANNING = """\
+workload: {name: digits_mlp, epochs: 2}
+parameters:
+  per_device_batch_size: 16
+  world_size: {choices: [4, 2, 1]}
+  base_lr: {choices: [0.02, 0.05]}
+search: {sampler: grid, seed: 0}
+resources: {device: cpu, cpus_per_worker: 1}
+"""
+
+
+@pytest.fixture
+def two_by_two() -> Iterator[TwoNodeCluster]:
+    c = TwoNodeCluster(cpus=2)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _start(cluster: TwoNodeCluster, space: str, storage: str, name: str, folder: Path,
+           timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    (folder / "space.yaml").write_text(space)
+    return subprocess.run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--address", cluster.address,
+                           "--storage", storage, "--study", name, "--no-progress"],
+                          cwd=folder, env=cluster.env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_trials_wider_than_a_node_span_two_nodes_beside_trials_that_do_not(
+    postgres_url: str, unique_name: str, two_by_two: TwoNodeCluster, tmp_path: Path
+) -> None:
+    from hpsearch.search_spaces import parse_space
+    from hpsearch.trials.launcher import run_trial
+    from hpsearch.trials.node.pool import RankPool
+    from hpsearch.trials.spec import trial_spec
+
+    nodes = two_by_two.alive_nodes()
+    assert sorted(n["cpus"] for n in nodes) == [2, 2]
+    result = _start(two_by_two, SPANNING, postgres_url, unique_name, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr  # no deadlock: every trial ran
+
+    df = hpsearch.load(unique_name, storage=postgres_url).trials_dataframe()
+    assert len(df) == 6 and set(df.state) == {"COMPLETE"}
+    wide, narrow = df[df.world_size == 4], df[df.world_size < 4]
+    assert list(wide.nodes) == [2, 2] and list(narrow.nodes) == [1] * 4
+    assert all(sorted(ids) == sorted(n["node_id"] for n in nodes) for ids in wide.node_ids)
+    assert all(list(ids) == [node] for ids, node in zip(narrow.node_ids, narrow.node_id))
+    assert set(wide.emulated_ranks) == {1}  # four real ranks, not emulated on one node's two CPUs
+
+    # The same trial with its four ranks on one node of four CPUs trains the same model.
+    space = parse_space(SPANNING)
+    pool = RankPool(["hpsearch.trials.workloads.digits"], prestart={None: 4})
+    try:
+        for _, trial in wide.iterrows():
+            spec = trial_spec(space, {"world_size": 4, "base_lr": trial.base_lr, "per_device_batch_size": 16},
+                              device="cpu", max_processes=4)
+            one = run_trial(spec, tmp_path / f"one-{trial.number}", ranks=pool)
+            assert abs(one["val_loss"] - trial.val_loss) <= 1e-3 * abs(one["val_loss"]), trial.number
+    finally:
+        pool.close()
+
+
+#: A spanning trial long enough to lose a node under it, then one that fits the node left.
+LOSING = """\
+workload: {name: "benchmarks.workloads.sleepy:sleepy", epochs: 8, options: {samples: 256, sample_s: 0.01}}
+parameters:
+  per_device_batch_size: 8
+  world_size: {choices: [4, 2]}
+  base_lr: 0.01
+search: {sampler: grid, max_concurrent: 1}
+resources: {device: cpu, cpus_per_worker: 1}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_a_node_lost_under_a_spanning_trial_fails_it_as_peer_lost_and_the_search_goes_on(
+    postgres_url: str, unique_name: str, two_by_two: TwoNodeCluster, tmp_path: Path
+) -> None:
+    import threading
+    import time
+
+    lost: list[int] = []
+
+    def lose_the_worker_node_once_the_wide_trial_trains() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with suppress(Exception):  # the study does not exist yet
+                df = hpsearch.load(unique_name, storage=postgres_url).trials_dataframe()
+                training = df[(df.world_size == 4) & (df.state == "RUNNING")]
+                if len(training) and (training.epochs_completed.fillna(0) >= 1).any():
+                    lost.append(two_by_two.lose_worker_node())
+                    return
+            time.sleep(0.3)
+
+    threading.Thread(target=lose_the_worker_node_once_the_wide_trial_trains, daemon=True).start()
+    result = _start(two_by_two, LOSING, postgres_url, unique_name, tmp_path)
+    assert lost and lost[0] > 0, "the worker node was never lost"
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    df = hpsearch.load(unique_name, storage=postgres_url).trials_dataframe().set_index("world_size")
+    assert df.loc[4, "state"] == "FAIL" and df.loc[4, "status_reason"] == "peer_lost", df.loc[4, "status_detail"]
+    assert df.loc[2, "state"] == "COMPLETE"  # the search went on, on the node left
