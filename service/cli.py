@@ -518,15 +518,21 @@ def delete(study: str, storage: str | None, files: bool, yes: bool) -> None:
 @click.option("--world-size", type=click.IntRange(min=1),
               help="Ranks to train at (default: the trial's); the LR follows the trial's rule at the new batch.")
 @click.option("--epochs", type=click.IntRange(min=1), help="Epochs to train (default: the trial's).")
+@click.option("--nodes", type=click.IntRange(min=1),
+              help="Nodes to run the ranks on (default: the trial's at its own world size, else 1); launch.sh then "
+                   "runs once on each node, with NODE_RANK and RDZV_ENDPOINT set.")
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def export_trial(study: str, number: int, output: Path, world_size: int | None, epochs: int | None,
-                 storage: str | None, as_json: bool) -> None:
+                 nodes: int | None, storage: str | None, as_json: bool) -> None:
     """Write trial NUMBER of STUDY as a torchrun job: its full configuration and a launch
     script. 'bash DIR/launch.sh' trains it with torchrun (no Ray, no store) and writes the
-    final weights (model.pt) and metrics (metrics.json) into DIR. A workload of your own must be
-    importable where it runs (PYTHONPATH); launch.sh checks that first."""
-    job = hpsearch.load(study, storage=storage).export_trial(number, output, world_size=world_size, epochs=epochs)
+    final weights (model.pt) and metrics (metrics.json) into DIR. A trial that spanned nodes
+    runs on as many (torchrun's c10d rendezvous): 'NODE_RANK=i RDZV_ENDPOINT=HOST:PORT bash
+    DIR/launch.sh' on each. A workload of your own must be importable where it runs
+    (PYTHONPATH); launch.sh checks that first."""
+    job = hpsearch.load(study, storage=storage).export_trial(number, output, world_size=world_size, epochs=epochs,
+                                                             nodes=nodes)
     for warning in job.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -537,12 +543,18 @@ def export_trial(study: str, number: int, output: Path, world_size: int | None, 
     click.echo(f"  trial #{number} of {study!r}: b {spec.per_device_batch_size} x W {spec.world_size} x A "
                f"{spec.grad_accum_steps} = B {spec.effective_batch_size}, {spec.lr_rule} rule, lr {spec.lr:.4g}"
                + (f" (the trial: W {job.trial_world_size}, lr {job.trial_lr:.4g})" if spec.world_size != job.trial_world_size
-                  else "") + f", {_count(spec.epochs, 'epoch')} on {spec.device}")
+                  else "") + f", {_count(spec.epochs, 'epoch')} on {spec.device}"
+               + (f", {job.nodes} nodes ({' + '.join(map(str, job.processes_per_node))} processes)" if job.nodes > 1
+                  else ""))
     for module in job.modules:
         folder = job.module_paths.get(module)
         click.echo(f"  the workload's module {module!r} must be importable where it runs"
                    + (f": PYTHONPATH={folder} bash {job.launch}" if folder is not None else " (PYTHONPATH)"))
-    click.echo(f"  run it: bash {job.launch}")
+    if job.nodes == 1:
+        click.echo(f"  run it: bash {job.launch}")
+    else:
+        click.echo(f"  run it on each node, with the same endpoint (node 0's address and a free port): "
+                   f"NODE_RANK=<0 to {job.nodes - 1}> RDZV_ENDPOINT=HOST:PORT bash {job.launch}")
 
 
 @cli.command()

@@ -312,7 +312,7 @@ class Search:
         return backend.get_trial(trial_id)
 
     def export_trial(self, number: int, folder: str | os.PathLike[str], *, world_size: int | None = None,
-                     epochs: int | None = None) -> ExportedTrial:
+                     epochs: int | None = None, nodes: int | None = None) -> ExportedTrial:
         """Write trial ``number`` as a torchrun job into ``folder``: ``trial.json`` (its full
         configuration) and ``launch.sh``; ``bash launch.sh`` trains it with torchrun, without
         Ray or the store, and writes the final weights and metrics beside them
@@ -322,15 +322,19 @@ class Search:
             world_size: Train at this many ranks (the LR follows the trial's rule at the new
                 effective batch); default: the trial's.
             epochs: Train this many epochs; default: the trial's.
+            nodes: Run the ranks on this many nodes (``launch.sh`` then runs once on each,
+                with torchrun's c10d rendezvous); default: the trial's own node count at its
+                own world size, one node at another.
 
         Raises:
             TrialNotFoundError: no such trial, or one without a full configuration.
+            ResourceError: ``nodes`` is above the world size.
 
         Example:
             >>> job = hpsearch.load("digits-quickstart").export_trial(7, "run7", world_size=4)  # doctest: +SKIP
             >>> job.launch, job.spec.lr, job.warnings  # doctest: +SKIP
         """
-        return export_trial(self.study, number, folder, world_size=world_size, epochs=epochs)
+        return export_trial(self.study, number, folder, world_size=world_size, epochs=epochs, nodes=nodes)
 
     def summary(self) -> dict[str, Any]:
         """Counts by state, finished trials against the target, objectives, the best trial,
