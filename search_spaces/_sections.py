@@ -7,7 +7,7 @@ import keyword
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from hpsearch.record import METRICS
 from hpsearch.search_spaces._budget_text import parse_budget
@@ -580,7 +580,7 @@ def _switch(doc: Document, raw: Any, path: KeyPath) -> Switch:
     return cast(Switch, raw)
 
 
-def _span(doc: Document, raw: Any, path: KeyPath) -> str:
+def _span(doc: Document, raw: Any, path: KeyPath) -> Literal["auto", "false"]:
     """``resources.span_nodes``: ``auto`` or ``false`` (YAML's bare ``false``, ``off`` and ``no``
     are booleans, read as ``false``)."""
     if raw is False or (isinstance(raw, str) and raw.lower() in ("false", "off")):

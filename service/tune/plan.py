@@ -97,11 +97,15 @@ def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster
         apart = " on as many GPUs (two ranks of one trial never share a GPU)" if device == "cuda" else ""
         emulate = ("set resources.emulate_ranks: auto to play its ranks on the devices the cluster has, "
                    if space.resources.emulate_ranks == "off" else "")
-        where = "on one node" if not spans else f"(the cluster's nodes hold {devices} processes in all)"
         span = "set resources.span_nodes: auto to run it across nodes, " if not spans and len(nodes) > 1 else ""
+        largest = _fmt({k: biggest.get(k, 0) for k in need})
+        if spans and len(nodes) > 1 and 1 <= node_devices < processes:
+            where = (f", but the cluster's {len(nodes)} nodes hold {devices} processes in all (the largest node "
+                     f"has {largest})")
+        else:
+            where = f"{apart} on one node, but the largest node has {largest}"
         raise ResourceError(
-            f"a trial with {ranks} needs {_fmt(need)}{apart} {where}, but the largest node "
-            f"has {_fmt({k: biggest.get(k, 0) for k in need})}; {span}{emulate}lower parameters.world_size or "
+            f"a trial with {ranks} needs {_fmt(need)}{where}; {span}{emulate}lower parameters.world_size or "
             "resources.cpus_per_worker, or add a bigger node"
         )
     n_trials = space.search.n_trials

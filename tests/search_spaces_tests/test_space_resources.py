@@ -129,7 +129,7 @@ def test_validate_json_shows_the_defaults_of_the_new_keys(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["resources"] == {"device": "auto", "cpus_per_worker": 1, "gpus_per_worker": 1.0,
-                                 "emulate_ranks": "auto", "reuse_workers": True, "mps": "auto",
+                                 "emulate_ranks": "auto", "span_nodes": "auto", "reuse_workers": True, "mps": "auto",
                                  "memory_per_worker": None}
     assert data["search"]["on_oom"] == "skip"
 

@@ -82,7 +82,7 @@ def rank_environment(node_ip: str, environ: Mapping[str, str] | None = None,
     """
     environ = os.environ if environ is None else environ
     if interfaces is None:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         interfaces = {name: [a.address.split("%")[0] for a in addresses]
                       for name, addresses in psutil.net_if_addrs().items()}

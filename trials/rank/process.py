@@ -183,9 +183,9 @@ def _rendezvous(task: RankTask, timeout: timedelta) -> Any:
     that rank 0 serves at its node's address, which every other rank reaches within a bounded
     time or fails naming the address (never waits for ever on a rank 0 it cannot reach)."""
     if not task.rendezvous.startswith("tcp://"):
-        store = dist.FileStore(task.rendezvous, task.processes)
-        store.set_timeout(timeout)
-        return store
+        on_node = dist.FileStore(task.rendezvous, task.processes)
+        on_node.set_timeout(timeout)
+        return on_node
     host, _, port = task.rendezvous.removeprefix("tcp://").rpartition(":")
     meet_s = float(os.environ.get(RENDEZVOUS_TIMEOUT_ENV) or _RENDEZVOUS_TIMEOUT_S)
     try:
