@@ -278,6 +278,10 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
 @click.argument("study")
 @click.option("--devices", "-n", type=click.IntRange(min=1), required=True,
               help="Devices (GPUs, or CPU slots) the run may use; the answer's world size is at most this.")
+@click.option("--devices-per-node", type=click.IntRange(min=1),
+              help="Devices one node holds: W ranks run on ceil(W / G) nodes, and across nodes their all-reduce "
+                   "costs what trials that spanned nodes measured. Default: the most devices a trial of the study "
+                   "ran on one node (said as assumed).")
 @click.option("--target", help="The target, METRIC=VALUE (default: the space's analysis.target, else derived).")
 @click.option("--minimize", type=click.Choice(["time", "device-hours"]), default="time", show_default=True,
               help="What the answer minimises to reach the target.")
@@ -290,11 +294,12 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: the recommendation and the analysis (a refusal: its reason and the analysis so far).")
-def recommend(study: str, devices: int, target: str | None, minimize: str, allow_larger_batch: bool,
-              space_out: Path | None, storage: str | None, as_json: bool) -> None:
+def recommend(study: str, devices: int, devices_per_node: int | None, target: str | None, minimize: str,
+              allow_larger_batch: bool, space_out: Path | None, storage: str | None, as_json: bool) -> None:
     """What to run on N devices: per-device batch, world size, accumulation, LR rule, LR and the
     workload's own searched parameters, with the predicted time, device-hours and samples to the
-    target, from the laws fitted to STUDY.
+    target, from the laws fitted to STUDY. The answer names the nodes it assumes ("16 devices on
+    2 nodes of 8").
 
     Exits with status 5 when the study cannot answer yet (no trial reached the target, too few
     batch sizes...), saying why; with --json, after printing the refusal and the analysis so far.
@@ -303,7 +308,7 @@ def recommend(study: str, devices: int, target: str | None, minimize: str, allow
     try:
         analysis = search.analyze(target)
         answer = search.recommend(devices, minimize=minimize, allow_larger_batch=allow_larger_batch,
-                                  analysis=analysis)
+                                  analysis=analysis, devices_per_node=devices_per_node)
     except NoAnswerError as exc:
         if as_json:
             partial = exc.analysis.to_dict() if exc.analysis is not None else None
@@ -334,6 +339,14 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     # The LR above is the rule's, the schedule's peak: say what the trials did with it, so that
     # a cosine study's answer is set as a scheduler's initial LR, not as its last.
     click.echo(f"  sched {answer.schedule_text()}")
+    layout = answer.layout
+    # The nodes the answer assumes: printed where its ranks span nodes, and always in the full
+    # answer (a default read off the trials is an assumption the user may need to correct).
+    if layout is not None and (not brief or answer.nodes > 1):
+        source = (f"{layout.source}; --devices-per-node G to say otherwise" if layout.assumed
+                  else "devices per node given")
+        click.echo(f"  nodes {layout} ({source}); the answer's {_count(answer.world_size, 'rank')} on "
+                   f"{_count(answer.nodes, 'node')}")
     # The study's other parameters (the workload's own, such as hidden; momentum...), so that
     # what is printed can be run as it stands.
     others = {k: v for k, v in answer.params().items() if k not in CORE_PARAMETERS}

@@ -521,13 +521,16 @@ class Search:
 
     def recommend(self, devices: int, *, target: str | tuple[str, float] | None = None,
                   minimize: str = "time", allow_larger_batch: bool = False,
-                  analysis: StudyAnalysis | None = None) -> Recommendation:
+                  analysis: StudyAnalysis | None = None, devices_per_node: int | None = None) -> Recommendation:
         """What to run on ``devices`` devices: the per-device batch, world size (at most
         ``devices``), accumulation, rule and LR with the least predicted time (or
         device-hours, ``minimize="device-hours"``) to the target, with intervals and what was
         extrapolated (``hpsearch.analysis.recommend``). Its per-device batch is never above the
         largest that fit in memory on the device kind, and its explanation says where memory
-        capped it.
+        capped it. Its ``layout`` names the nodes it assumes ("16 devices on 2 nodes of 8"): W
+        ranks take ceil(W / G) nodes, and across nodes their all-reduce costs what the trials
+        that spanned nodes measured (or, where none did, the intra-node cost, said as an
+        extrapolation).
 
         Args:
             devices: The devices the run may use.
@@ -539,10 +542,13 @@ class Search:
             analysis: An analysis of this study made before (``analyze``), to ask it for
                 several device counts without reading and fitting the study again; it carries
                 its own target, so ``target`` is not given with it.
+            devices_per_node: The devices one node holds, G; default: the most devices a
+                trial of the study ran on one node, said as assumed in ``layout``.
 
         Raises:
-            AnalysisError: bad input: ``devices`` below 1, an unknown ``minimize``, a malformed
-                target, or both ``target`` and ``analysis`` (exit status 2).
+            AnalysisError: bad input: ``devices`` or ``devices_per_node`` below 1, an unknown
+                ``minimize``, a malformed target, or both ``target`` and ``analysis`` (exit
+                status 2).
             NoAnswerError: the study cannot answer: no trial reached the target, no law could
                 be fitted...; its ``analysis`` holds what the analysis found (exit status 5).
 
@@ -553,18 +559,24 @@ class Search:
             >>> answer = search.recommend(8, target="val_accuracy=0.9")
             >>> answer.world_size <= 8, answer.basis
             (True, 'fitted laws')
+            >>> str(search.recommend(16, target="val_accuracy=0.9", devices_per_node=8).layout)
+            '16 devices on 2 nodes of 8'
         """
         # Bad input is refused before the analysis reads and fits the study (a second or more).
         if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
             raise AnalysisError(f"devices must be a whole number of 1 or more, got {devices!r}")
         if minimize not in ("time", "device-hours"):
             raise AnalysisError(f"minimize must be 'time' or 'device-hours', got {minimize!r}")
+        if devices_per_node is not None and (isinstance(devices_per_node, bool) or not isinstance(devices_per_node, int)
+                                             or devices_per_node < 1):
+            raise AnalysisError(f"devices per node must be a whole number of 1 or more, got {devices_per_node!r}")
         if analysis is not None and target is not None:
             raise AnalysisError("give a target or an analysis, not both: an analysis carries its own target")
         if analysis is None:
             analysis = self.analyze(target)
         answer: Recommendation = _analysis().recommend(analysis, devices, minimize=minimize,
-                                                       allow_larger_batch=allow_larger_batch)
+                                                       allow_larger_batch=allow_larger_batch,
+                                                       devices_per_node=devices_per_node)
         return answer
 
     def follow_up_space(self, answer: Recommendation) -> str:

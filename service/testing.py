@@ -15,7 +15,9 @@ in a :class:`SyntheticTruth`:
 - the best LR follows lr_opt(B) = lr_at_base (B / B0)^alpha, or, with ``b_noise``, the bent form
   eps_max / (1 + B_noise / B);
 - a step takes A (t0 + t1 b) + t_allreduce 2 (W - 1) / W seconds (docs/science.md, "What the
-  analysis fits");
+  analysis fits"); with ``devices_per_node``, a trial of more ranks than a node holds spans
+  ceil(W / devices_per_node) nodes, records ``nodes`` and ``node_ids``, and its all-reduce
+  costs t_allreduce_inter 2 (W - 1) / W instead (the link between nodes is the ring's slowest);
 - the gradient noise scale sits near B_crit; trials of W x A = 1 record none;
 - the worst trials are PRUNED with ``early_stopped`` (cut at 1 or 3 of 10 epochs);
 - with ``hidden_choices``, the workload's own parameter ``hidden`` is searched too: the largest
@@ -153,8 +155,14 @@ class SyntheticTruth:
             ``lr_at_base`` at B0 (linear well below b_noise, flat well above).
         t0: Seconds per micro-step whatever its size (launch costs).
         t1: Seconds per sample per device.
-        t_allreduce: Seconds of a ring all-reduce's bandwidth term: W ranks take
+        t_allreduce: Seconds of a ring all-reduce's bandwidth term within one node: W ranks take
             t_allreduce x 2 (W - 1) / W per optimizer step.
+        t_allreduce_inter: The same across nodes, for a trial whose ranks span nodes.
+        devices_per_node: The devices a node holds: a trial of W ranks runs on
+            ceil(W / devices_per_node) of the cluster's nodes (rank 0's drawn, then the next ones),
+            and every trial records ``nodes`` and ``node_ids``. ``None`` (the default): every
+            trial runs on one node and records neither, as trials did before they could span
+            nodes (studies drawn before keep every number).
         examples_noise: A seed's spread of the samples a trial needs (lognormal sigma).
         step_noise: The spread of a trial's step time (lognormal sigma).
         target: The validation accuracy the laws are stated for.
@@ -204,6 +212,8 @@ class SyntheticTruth:
     devices: tuple[SyntheticDevice, ...] = (SyntheticDevice(),)
     memory_noise: float = 0.01
     on_oom: str = "skip"
+    t_allreduce_inter: float = 0.06
+    devices_per_node: int | None = None
 
     def best_lr(self, batch: float) -> float:
         """The LR that trains best at effective batch ``batch``."""
@@ -216,9 +226,18 @@ class SyntheticTruth:
         """Samples to reach ``target`` at the best LR: E(B) = e_min (1 + B / b_crit)."""
         return self.e_min * (1 + batch / self.b_crit)
 
-    def step_time(self, b: int, w: int, a: int) -> float:
-        """Seconds per optimizer step of (b, W, A), without noise."""
-        return a * (self.t0 + self.t1 * b) + self.t_allreduce * 2 * (w - 1) / w
+    def nodes_of(self, world_size: int) -> int:
+        """The nodes a trial of ``world_size`` ranks runs on: ceil(W / devices_per_node), or 1."""
+        return 1 if self.devices_per_node is None else max(1, math.ceil(world_size / self.devices_per_node))
+
+    def step_time(self, b: int, w: int, a: int, nodes: int = 1) -> float:
+        """Seconds per optimizer step of (b, W, A) with the ranks on ``nodes`` nodes, without noise."""
+        return a * (self.t0 + self.t1 * b) + self.allreduce_s(w, nodes)
+
+    def allreduce_s(self, w: int, nodes: int = 1) -> float:
+        """Seconds of a step's all-reduce over W ranks on ``nodes`` nodes: the ring's share
+        2 (W - 1) / W times the cost of its slowest link (between nodes where it spans them)."""
+        return (self.t_allreduce_inter if nodes > 1 else self.t_allreduce) * 2 * (w - 1) / w
 
 
 @dataclass(frozen=True)
@@ -268,7 +287,8 @@ def synthetic_study(
     Raises:
         StudyExistsError: The store already has a study of that name.
         StoreError: The storage URL is malformed or the store cannot be opened.
-        ValueError: ``n_trials`` is negative.
+        ValueError: ``n_trials`` is negative, or a world size needs more nodes than the
+            cluster has (``SyntheticTruth.devices_per_node``).
 
     Example:
         >>> import optuna
@@ -281,6 +301,11 @@ def synthetic_study(
     if n_trials < 0:
         raise ValueError(f"n_trials must be 0 or more, got {n_trials}")
     truth = truth or SyntheticTruth()
+    per_kind = len(_nodes(truth)) // len(truth.devices)
+    widest = truth.nodes_of(max(truth.world_sizes))
+    if widest > per_kind:
+        raise ValueError(f"world size {max(truth.world_sizes)} needs {widest} nodes of {truth.devices_per_node} "
+                         f"devices; the synthetic cluster has {per_kind} per device kind")
     backend = open_storage(storage)
     if study_name in optuna.get_all_study_names(backend):
         raise StudyExistsError(f"study {study_name!r} already exists in this store; pick another name")
@@ -401,6 +426,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     device = truth.devices[kind]
     nodes = _nodes(truth)
     node = str(rng.choice(nodes if len(truth.devices) == 1 else nodes[2 * kind:2 * kind + 2]))
+    where = _placement(truth, nodes if len(truth.devices) == 1 else nodes[2 * kind:2 * kind + 2], node, w, node_ids)
     attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
                              r.WARMUP_EPOCHS: 0.0, r.LR_SCHEDULE: "none"}
 
@@ -422,7 +448,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
         smaller = halved(b_run, a_run, b_run) if truth.on_oom == "accumulate" else None
         if smaller is None:
             need = device.peak_bytes(b_run, memory.width(params))
-            attrs.update({r.DEVICE: device.name, r.NODE: node, r.NODE_ID: node_ids[node],
+            attrs.update({r.DEVICE: device.name, **where,
                           r.PEAK_MEMORY_BYTES: int(device.memory_bytes),
                           r.STATUS_REASON: r.REASON_OUT_OF_MEMORY,
                           r.STATUS_DETAIL: f"out of memory at per-device batch {b_run}: a rank needed about "
@@ -443,8 +469,9 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     tau = (truth.examples_to_target(batch) * rng.lognormal(0, truth.examples_noise)
            / math.log((truth.best_accuracy - _CHANCE) / (truth.best_accuracy - truth.target)))
     tau *= (1 + 0.5 * off * off) * slower
-    step_s = truth.step_time(b_run, w, a_run) / device.speed * rng.lognormal(0, truth.step_noise)
-    comm_s = truth.t_allreduce * 2 * (w - 1) / w
+    spans = truth.nodes_of(w)
+    step_s = truth.step_time(b_run, w, a_run, spans) / device.speed * rng.lognormal(0, truth.step_noise)
+    comm_s = truth.allreduce_s(w, spans)
     samples_per_epoch = math.ceil(truth.train_samples / w) * w  # padded so every rank has as many
     steps_per_epoch = math.ceil(truth.train_samples / batch)
     noise_scale = truth.b_crit * rng.lognormal(0, 0.25) if w * a > 1 else None
@@ -477,7 +504,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
                       r.STEPS: curves[r.STEPS][-1]})
     attrs[r.PEAK_MEMORY_BYTES] = memory.peak(device, params, b_run)
     if diverged_in is not None:
-        attrs.update({r.NODE: node, r.NODE_ID: node_ids[node], r.STATUS_REASON: r.REASON_DIVERGED,
+        attrs.update({**where, r.STATUS_REASON: r.REASON_DIVERGED,
                       r.STATUS_DETAIL: f"non-finite training loss nan in epoch {diverged_in}, "
                                        f"step {int(rng.integers(1, steps_per_epoch + 1))}"})
         return _Outcome("FAIL", params, attrs, None, intermediate, curves[r.RUNTIME_S][-1] if evals else 0.0)
@@ -488,13 +515,26 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
         r.TRAIN_LOSS: curves[r.TRAIN_LOSS][-1], r.RUNTIME_S: runtime, r.TRAIN_S: curves[r.TRAIN_S][-1],
         r.DEVICE_SECONDS: runtime * w, r.SAMPLES_PER_S: curves[r.SAMPLES_SEEN][-1] / runtime,
         r.COMM_FRACTION: curves[r.COMM_FRACTION][-1], r.ALLREDUCE_CALLS: steps_per_epoch * truth.epochs if w > 1 else 0,
-        r.EMULATED_RANKS: 1, r.DEVICE: device.name, r.NODE: node, r.NODE_ID: node_ids[node],
+        r.EMULATED_RANKS: 1, r.DEVICE: device.name, **where,
     })
     if noise_scale is None:
         attrs[r.NOISE_SCALE_NOTE] = "not measurable: world_size x grad_accum_steps = 1"
     else:
         attrs[r.NOISE_SCALE] = curves[r.NOISE_SCALE][-1]
     return _Outcome("COMPLETE", params, attrs, [attrs[r.VAL_ACCURACY], runtime], intermediate, runtime)
+
+
+def _placement(truth: SyntheticTruth, nodes: tuple[str, ...], node: str, world_size: int,
+               node_ids: dict[str, str]) -> dict[str, Any]:
+    """Where a trial's ranks ran, as it records it: rank 0's node and, with
+    ``truth.devices_per_node``, the nodes its ranks spanned (``node``, then the next of the
+    kind's ``nodes`` in turn) and their count."""
+    where: dict[str, Any] = {r.NODE: node, r.NODE_ID: node_ids[node]}
+    if truth.devices_per_node is not None:
+        first = nodes.index(node)
+        spanned = [nodes[(first + k) % len(nodes)] for k in range(truth.nodes_of(world_size))]
+        where.update({r.NODES: len(spanned), r.NODE_IDS: [node_ids[ip] for ip in spanned]})
+    return where
 
 
 def _prune_the_worst(outcomes: list[_Outcome], truth: SyntheticTruth) -> None:
@@ -508,7 +548,8 @@ def _prune_the_worst(outcomes: list[_Outcome], truth: SyntheticTruth) -> None:
         stop = stop_epoch * truth.evals_per_epoch
         curves = {k: v[:stop] for k, v in o.user_attrs[r.CURVES].items()}
         attrs = {k: o.user_attrs[k] for k in (r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS,
-                                               r.LR_SCHEDULE, r.TRAINING_STARTED, r.NODE, r.NODE_ID, r.RAN_AS)
+                                               r.LR_SCHEDULE, r.TRAINING_STARTED, r.NODE, r.NODE_ID, r.NODES,
+                                               r.NODE_IDS, r.RAN_AS)
                  if k in o.user_attrs}
         attrs.update({
             r.CURVES: curves, r.EPOCHS_COMPLETED: stop_epoch, r.SAMPLES_SEEN: curves[r.SAMPLES_SEEN][-1],

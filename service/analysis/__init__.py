@@ -9,12 +9,14 @@
 - **LR law**: the best LR against B, lr_opt = c B^alpha (alpha 1: linear, 0.5: sqrt, 0:
   constant), or eps_max / (1 + B_noise / B) where it bends; each rule's regret and the batch
   where it breaks.
-- **Throughput**: step time A (t0 + t1 b) + t_allreduce 2 (W - 1) / W per device kind.
+- **Throughput**: step time A (t0 + t1 b) + t_allreduce 2 (W - 1) / W per device kind, with
+  t_allreduce_inter in place of t_allreduce for ranks that span nodes (the ring's slowest link).
 - **Memory**: peak memory per rank fixed + per_sample x b per device kind and configuration,
   the largest per-device batch that fit and the smallest that ran out (``memory_models``).
 - **Recommendation**: the (b, W <= N, A, rule, LR) with the least predicted time (or
   device-hours) to the target, with intervals, and what was extrapolated; its per-device batch
-  never above what fit in memory.
+  never above what fit in memory; N devices on nodes of G (``NodeLayout``: given, or assumed
+  from the trials), W ranks on ceil(W / G) of them.
 
 The analysis takes the study's data: ``study_analysis(info, frame, curves)`` assembles it, the
 one way every caller gets it (the target, the study's parameters, the space's memory limits),
@@ -35,6 +37,7 @@ Example:
 
 from hpsearch.analysis._batches import BatchPoint, LRPoint
 from hpsearch.analysis._critical_batch import CriticalBatchFit, fit_critical_batch
+from hpsearch.analysis._layout import NodeLayout, node_layout
 from hpsearch.analysis._lr_law import LRLawFit, fit_lr_law
 from hpsearch.analysis._memory_model import MEMORY_MARGIN, MemoryLimits, MemoryModel, memory_models, ran_shapes
 from hpsearch.analysis._recommend import (
@@ -78,6 +81,7 @@ __all__ = [
     "LRPoint",
     "MemoryLimits",
     "MemoryModel",
+    "NodeLayout",
     "Recommendation",
     "RulePoint",
     "RuleReport",
@@ -96,6 +100,7 @@ __all__ = [
     "follow_up_space",
     "memory_limits",
     "memory_models",
+    "node_layout",
     "parse_target",
     "ran_shapes",
     "recommend",

@@ -1,10 +1,11 @@
 """The answer: which per-device batch, device count, accumulation, rule and LR to run on N devices,
 at what predicted time, device-hours and samples to the target.
 
-Predicted time to the target of (b, W, A) is startup(W) + S(B) x step_time(b, W, A), with S(B)
+Predicted time to the target of (b, W, A) is startup(W) + S(B) x step_time(b, W, A, n), with S(B)
 the steps to the target of the critical-batch fit (B = b x W x A), the steady step time of the
-device kind's throughput model, and the start-up its trials measured (their first steps' extra
-cost); device-hours are W x time. Every candidate with W <= N is scored; the best
+device kind's throughput model on the n = ceil(W / G) nodes W ranks take where a node holds G
+devices (``NodeLayout``: G given, or assumed from the trials), and the start-up its trials
+measured (their first steps' extra cost); device-hours are W x time. Every candidate with W <= N is scored; the best
 by the chosen measure wins. Intervals come from the fits' bootstrap draws, paired draw by draw;
 draws that left a model's support (a sample count or step time of zero or less) are dropped,
 and the answer says how many draws its intervals rest on. Where a fit is missing, or leaves no
@@ -32,6 +33,7 @@ import yaml
 
 from hpsearch import record
 from hpsearch.analysis._batches import BatchPoint
+from hpsearch.analysis._layout import NodeLayout, node_layout
 from hpsearch.analysis._memory_model import MemoryModel
 from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
@@ -141,6 +143,11 @@ class Recommendation:
             ran its W ranks emulated on W / ``emulated_ranks`` devices, one after the other (the
             math of W exactly, not its time; ``emulation_note``). 1 for real ranks and for a
             fitted answer.
+        layout: The nodes the ``devices`` are assumed to sit on ("16 devices on 2 nodes of 8"),
+            and where the devices per node come from (given, or read off the trials).
+        nodes: The nodes the answer's W ranks run on: ceil(W / devices per node) for a fitted
+            answer, the measured trial's own for a measured one. Above 1, its step time
+            carries the all-reduce across nodes.
     """
 
     devices: int
@@ -182,6 +189,8 @@ class Recommendation:
     epochs: int | None = None
     compile_s: float | None = None
     emulated_ranks: int = 1
+    layout: NodeLayout | None = None
+    nodes: int = 1
 
     @property
     def interval_coverage(self) -> float | None:
@@ -201,7 +210,10 @@ class Recommendation:
     def __str__(self) -> str:
         """The answer in one paragraph: what to run and what it is predicted to cost (the full
         data stay on the attributes and in ``to_dict``; ``print`` of all of it ran to 3 KB)."""
-        kind = f" ({self.device_kind})" if self.device_kind else ""
+        where = [f"{self.layout.nodes} nodes of {self.layout.devices_per_node}"] if (
+            self.layout is not None and self.layout.nodes > 1) else []
+        where += [self.device_kind] if self.device_kind else []
+        kind = f" ({', '.join(where)})" if where else ""
         rule = f", {self.rule} rule from base_lr {self.base_lr:.4g}" if self.rule and self.base_lr is not None else ""
         most = "at most " if self.upper_bound else ""
         to = f" to reach {self.target}" if self.target is not None else ""
@@ -272,6 +284,7 @@ class Recommendation:
             record.PEAK_MEMORY_BYTES: self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
             "memory": None if self.memory is None else self.memory.to_dict(),
             record.EMULATED_RANKS: self.emulated_ranks, "emulation_note": self.emulation_note(),
+            "layout": None if self.layout is None else self.layout.to_dict(), record.NODES: self.nodes,
         }
 
 
@@ -304,13 +317,16 @@ def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, sc
 
 
 def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "time",
-              allow_larger_batch: bool = False, device_kind: str | None = None) -> Recommendation:
+              allow_larger_batch: bool = False, device_kind: str | None = None,
+              devices_per_node: int | None = None) -> Recommendation:
     """The configuration that minimises predicted time (or device-hours) to the target on
     ``devices`` devices.
 
     Args:
         analysis: The study's analysis (``analyze``).
-        devices: How many devices the run may use (W <= devices; a trial spans one node).
+        devices: How many devices the run may use (W <= devices; W ranks take ceil(W / G)
+            nodes of ``devices_per_node`` G, and across nodes their all-reduce costs
+            ``t_ar_inter``).
         minimize: ``time`` (wall time to the target) or ``device-hours``.
         allow_larger_batch: Let the per-device batch go up to 4x the largest that ran on the
             device kind, though below the smallest that ran out of memory and, where a rank's
@@ -318,12 +334,15 @@ def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "ti
             stays within what ran and fit.
         device_kind: The device kind to plan for (a value of the trials' ``device``); default:
             the kind most trials ran on.
+        devices_per_node: The devices one node holds, G; default: the most devices a trial of
+            the device kind ran on one node, said as assumed (``Recommendation.layout``).
 
     Raises:
         NoAnswerError: no trial on at most ``devices`` devices reached the target and no law
             was fitted, or every configuration's batch lies beyond what the fit covers; it
             carries ``analysis``.
-        AnalysisError: ``devices`` below 1, an unknown device kind or ``minimize``.
+        AnalysisError: ``devices`` or ``devices_per_node`` below 1, an unknown device kind or
+            ``minimize``.
     """
     if devices < 1:
         raise AnalysisError(f"devices must be 1 or more, got {devices}")
@@ -333,15 +352,17 @@ def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "ti
     if device_kind is not None and device_kind not in analysis.throughput:
         known = ", ".join(sorted(analysis.throughput)) or "none"
         raise AnalysisError(f"no step-time model for device kind {device_kind!r}; kinds with one: {known}")
+    layout = node_layout(analysis.trials, devices, devices_per_node, kind)
     if analysis.critical_batch is None or kind is None:
         why = analysis.critical_batch_refusal if analysis.critical_batch is None else (
             "; ".join(analysis.throughput_refusals.values()) or "no trial recorded its step time")
-        return _from_measurements(analysis, devices, minimize, kind, str(why))
-    return _from_laws(analysis, devices, minimize, allow_larger_batch, kind)
+        return _from_measurements(analysis, layout, minimize, kind, str(why))
+    return _from_laws(analysis, layout, minimize, allow_larger_batch, kind)
 
 
-def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_larger_batch: bool,
+def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, allow_larger_batch: bool,
                kind: str) -> Recommendation:
+    devices = layout.devices
     cb = analysis.critical_batch
     model = analysis.throughput[kind]
     assert cb is not None
@@ -379,7 +400,9 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
                             f"{kind} (every batch tried is at or above one that ran out of memory)", analysis)
     steps = np.asarray(cb.steps(batch), dtype=float)
     startup = np.array([analysis.startup(kind, int(x)) for x in w], dtype=float)
-    time_s = startup + steps * np.asarray(model.step_time(b, w, a), dtype=float)
+    # W ranks on ceil(W / G) nodes: those of more than one pay the all-reduce across nodes.
+    nodes = np.ceil(w / layout.devices_per_node)
+    time_s = startup + steps * np.asarray(model.step_time(b, w, a, nodes), dtype=float)
     hours = w * time_s / 3600
     score = time_s if minimize == "time" else hours
     # Ties (flat scores) go to fewer devices, then less accumulation.
@@ -387,6 +410,7 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     unbounded = int(order[0])
     best = int(order[fits[order]][0])
     bb, ww, aa, big_b = int(b[best]), int(w[best]), int(a[best]), float(batch[best])
+    nn = layout.nodes_of(ww)
     memory = memory_of[big_b]
     memory_lines = _memory_lines(kind, memory, b_choices, (b, w, a, batch), unbounded, best, memory_of,
                                  allow_larger_batch)
@@ -397,16 +421,16 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
     # that left its model's support is NaN there (dropped, not clipped), and the answer says
     # how many draws its intervals rest on.
     e_all = np.asarray(cb.examples_draws(big_b), dtype=float).ravel()
-    t_all = np.asarray(model.step_time_draws(bb, ww, aa), dtype=float).ravel()
+    t_all = np.asarray(model.step_time_draws(bb, ww, aa, nn), dtype=float).ravel()
     n = min(len(e_all), len(t_all))
     kept = np.isfinite(e_all[:n]) & np.isfinite(t_all[:n]) & (e_all[:n] > 0) & (t_all[:n] > 0)
     e_draws, t_draws = e_all[:n][kept], t_all[:n][kept]
     startup_s = analysis.startup(kind, ww)
-    samples, step_s, time = float(cb.examples(big_b)), float(model.step_time(bb, ww, aa)), float(time_s[best])
+    samples, step_s, time = float(cb.examples(big_b)), float(model.step_time(bb, ww, aa, nn)), float(time_s[best])
     if kept.sum() < _LEAST_KEPT * n:
         # Intervals of the draws that fitted hold their level of those draws only: of all the
         # draws, as little as level x kept / total. Below half, that is no interval at all.
-        return _from_measurements(analysis, devices, minimize, kind,
+        return _from_measurements(analysis, layout, minimize, kind,
                                   f"only {int(kept.sum())} of {n:,} bootstrap draws of the fitted laws stayed inside "
                                   f"their models at the best configuration (b {bb}, W {ww}, A {aa}): intervals of "
                                   "those would cover far less than their level says")
@@ -418,7 +442,7 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         # Zero width is not certainty: the fit went exactly through its points (as many as
         # its coefficients, or all equal), so nothing measured its scatter. A configuration
         # that never ran is not recommended on that.
-        return _from_measurements(analysis, devices, minimize, kind,
+        return _from_measurements(analysis, layout, minimize, kind,
                                   f"the fitted laws leave no scatter to bound their prediction of the "
                                   f"{' and the '.join(flat)} with (every bootstrap draw agrees: "
                                   f"{_why_exact(analysis, kind)}), so they are no evidence for a configuration")
@@ -442,7 +466,7 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
                                             f"either end, so the intervals hold at least {coverage:.0%} of all the "
                                             f"draws, not {cb.level:.0%})" if dropped else ""))
     others, sources, other_lines = _params_near(analysis, big_b)
-    extrapolated = _extrapolations(analysis, model, bb, ww, aa, kind, memory)
+    extrapolated = _extrapolations(analysis, model, bb, ww, aa, kind, memory, nn)
     if minimize == "time" and ww < devices:
         # Say why devices are left idle: the best use of all of them is predicted slower.
         at_all = np.flatnonzero(w == devices)
@@ -460,14 +484,16 @@ def _from_laws(analysis: StudyAnalysis, devices: int, minimize: Minimize, allow_
         device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
         samples=samples, samples_interval=samples_iv, steps=float(cb.steps(big_b)), basis=FITTED,
         extrapolated=tuple(extrapolated),
-        explanation=tuple(_explain(analysis, kind) + memory_lines + lr_lines + other_lines),
+        explanation=tuple(_explain(analysis, kind) + _layout_lines(layout, model, ww) + memory_lines + lr_lines
+                          + other_lines),
         alternatives=_alternatives(b, w, a, batch, time_s, hours, score, devices,
                                    lambda b_, w_, a_: _extrapolations(analysis, model, b_, w_, a_, kind,
-                                                                      memory_of[float(b_ * w_ * a_)])),
+                                                                      memory_of[float(b_ * w_ * a_)],
+                                                                      layout.nodes_of(w_))),
         target=analysis.target, step_time_s=step_s, step_time_interval=step_iv, startup_s=startup_s,
         interval_draws=int(kept.sum()), interval_draws_total=n, other_params=others, source_trials=sources,
         memory=memory, per_device_batch_cap=None if memory is None else memory.cap(allow_larger_batch),
-        peak_memory_bytes=None if memory is None else memory.peak(bb))
+        peak_memory_bytes=None if memory is None else memory.peak(bb), layout=layout, nodes=nn)
 
 
 def _why_exact(analysis: StudyAnalysis, kind: str) -> str:
@@ -560,11 +586,11 @@ def _params_of(parameters: Sequence[str], trial: Mapping[str, Any] | None) -> di
 
 
 def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int, kind: str,
-                    memory: MemoryModel | None) -> tuple[str, ...]:
-    """What a prediction for (b, W, A) on ``kind`` reads beyond the study's data, its memory
-    (``memory``: the facts of its configuration) included."""
+                    memory: MemoryModel | None, nodes: int = 1) -> tuple[str, ...]:
+    """What a prediction for (b, W, A) on ``nodes`` nodes of ``kind`` reads beyond the study's
+    data, its memory (``memory``: the facts of its configuration) included."""
     big_b = float(b * w * a)
-    out = list(model.extrapolations(b, w, a))
+    out = list(model.extrapolations(b, w, a, nodes))
     largest = None if memory is None else memory.largest_fit
     if largest is None or b > largest:
         peak = None if memory is None else memory.peak(b)
@@ -649,13 +675,40 @@ def _explain(analysis: StudyAnalysis, kind: str) -> list[str]:
         ns = analysis.noise_scale
         lines.append(f"measured gradient noise scale B_simple: median {_num(ns['median'])} "
                      f"(quartiles {_num(ns['q1'])} to {_num(ns['q3'])}, {int(ns['n_trials'])} trials)")
-    comm = (f" + {model.t_ar:.3g} s x 2(W-1)/W all-reduce" if model.allreduce_measured
-            else "; all-reduce never measured (every trial ran on one device)")
+    if model.inter_node_measured:
+        within = f"{model.t_ar:.3g} s" if model.allreduce_measured else "unmeasured"
+        comm = (f" + 2(W-1)/W x the all-reduce: {within} within a node, {model.t_ar_inter:.3g} s "
+                f"{model.t_ar_inter_interval} across nodes")
+    elif model.allreduce_measured:
+        comm = f" + {model.t_ar:.3g} s x 2(W-1)/W all-reduce"
+    else:
+        comm = "; all-reduce never measured (every trial ran on one device)"
     lines.append(f"steady step time on {kind}: A x ({model.t0:.3g} s + {model.t1:.3g} s x b){comm}, from "
                  f"{model.n_trials} configurations (relative error {model.relative_rmse:.0%})")
     if analysis.startup_s.get(kind):
         starts = ", ".join(f"W {w}: {s:.3g} s" for w, s in analysis.startup_s[kind].items())
         lines.append(f"plus a start-up per run (the first steps' extra cost, from the trials' curves): {starts}")
+    return lines
+
+
+def _layout_lines(layout: NodeLayout, model: Any, world_size: int) -> list[str]:
+    """The nodes the answer assumes, where that comes from, and what its all-reduce across nodes
+    rests on where ranks may span nodes."""
+    g = layout.devices_per_node
+    lines = [f"layout: {layout} ({layout.source}); the answer's {_count(world_size, 'rank')} run on "
+             f"{_count(layout.nodes_of(world_size), 'node')}"]
+    if layout.nodes == 1:
+        return lines
+    if model.inter_node_measured:
+        lines.append(f"more than {g} ranks span nodes: their all-reduce costs {model.t_ar_inter:.3g} s x 2(W-1)/W, "
+                     f"measured on trials over up to {model.node_counts[-1]} nodes")
+    elif model.allreduce_measured:
+        lines.append(f"more than {g} ranks span nodes, and no trial did: the all-reduce across nodes was never "
+                     f"measured, so they are predicted with the one measured within a node ({model.t_ar:.3g} s x "
+                     "2(W-1)/W), a lower bound: links between nodes are seldom faster")
+    else:
+        lines.append(f"more than {g} ranks span nodes, and no trial ran on more than one device: their all-reduce, "
+                     "within a node or across nodes, is left out of the prediction")
     return lines
 
 
@@ -674,11 +727,12 @@ def _alternatives(b: np.ndarray, w: np.ndarray, a: np.ndarray, batch: np.ndarray
     return tuple(out)
 
 
-def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize, kind: str | None,
+def _from_measurements(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, kind: str | None,
                        why: str) -> Recommendation:
     """Without a law to predict from (``why``): the measured trial that reached the target
-    fastest (or in the fewest device-seconds) on at most ``devices`` devices; an upper bound
-    where it reached the target at its first evaluation."""
+    fastest (or in the fewest device-seconds) on at most ``layout.devices`` devices; an upper
+    bound where it reached the target at its first evaluation."""
+    devices = layout.devices
     # On at most N devices means a world size of at most N: a trial of W emulated ranks ran on
     # fewer devices, but what it tells a user to run is W ranks, on W devices.
     runs = [t for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED") and t["seconds_to_target"] is not None
@@ -719,6 +773,8 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
                      "steps are upper bounds: it may have reached the target sooner (evaluate more often with "
                      "workload.eval_every_samples, or set a harder target)")
     world, emulated = int(best[record.WORLD_SIZE]), int(best.get(record.EMULATED_RANKS) or 1)
+    nodes = max(1, int(best.get(record.NODES) or 1))
+    lines.append(f"layout: {layout} ({layout.source}); trial #{best['number']} ran on {_count(nodes, 'node')}")
     if emulated > 1:
         lines.append(f"trial #{best['number']} ran {_emulated_text(world, emulated)}")
     if others:
@@ -744,7 +800,7 @@ def _from_measurements(analysis: StudyAnalysis, devices: int, minimize: Minimize
         basis=MEASURED_UPPER_BOUND if upper else MEASURED, extrapolated=(), explanation=tuple(lines),
         target=analysis.target, upper_bound=upper, other_params=others, source_trials=(int(best["number"]),),
         memory=memory, per_device_batch_cap=None if memory is None else memory.cap(),
-        peak_memory_bytes=best[record.PEAK_MEMORY_BYTES], emulated_ranks=emulated)
+        peak_memory_bytes=best[record.PEAK_MEMORY_BYTES], emulated_ranks=emulated, layout=layout, nodes=nodes)
 
 
 def _best_seen(analysis: StudyAnalysis) -> str:

@@ -204,7 +204,10 @@ class StudyAnalysis:
             "throughput": {kind: {
                 "t0": m.t0, "t1": m.t1, "t_allreduce": m.t_ar, "n_trials": m.n_trials,
                 "per_device_batch_range": list(m.per_device_batch_range), "world_sizes": list(m.world_sizes),
-                "allreduce_measured": m.allreduce_measured, "relative_rmse": m.relative_rmse, "note": m.note,
+                "allreduce_measured": m.allreduce_measured, "t_allreduce_inter": m.t_ar_inter,
+                "t_allreduce_interval": _interval(m.t_ar_interval),
+                "t_allreduce_inter_interval": _interval(m.t_ar_inter_interval), "node_counts": list(m.node_counts),
+                "inter_node_measured": m.inter_node_measured, "relative_rmse": m.relative_rmse, "note": m.note,
                 "n_draws": m.n_draws, "n_boot": len(m.coefficient_draws)}
                 for kind, m in self.throughput.items()},
             "throughput_refusals": dict(self.throughput_refusals),
@@ -366,7 +369,7 @@ CURVE_STATES: tuple[str, ...] = COUNTED
 ANALYSIS_ATTRS: tuple[str, ...] = (
     r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
     r.COMPILE_S, r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES,
-    r.RAN_AS, r.NODE_ID, r.RUNTIME_BASIS, r.SOLO_STEP_S, r.CHANCE_ACCURACY,
+    r.RAN_AS, r.NODE_ID, r.NODES, r.RUNTIME_BASIS, r.SOLO_STEP_S, r.CHANCE_ACCURACY,
 )
 
 
@@ -569,7 +572,7 @@ _COST_KEYS = frozenset({
     "number", "state", r.STATUS_REASON, r.EFFECTIVE_BATCH_SIZE, r.PER_DEVICE_BATCH_SIZE, r.WORLD_SIZE,
     r.GRAD_ACCUM_STEPS, r.LR_RULE, "lr", r.BASE_LR, "device", "devices", "best_value", "samples_to_target",
     "steps_to_target", "train_seconds_to_target", "seconds_to_target", "device_seconds_to_target", "first_evaluation",
-    r.PEAK_MEMORY_BYTES, "out_of_memory_at", r.EMULATED_RANKS,
+    r.PEAK_MEMORY_BYTES, "out_of_memory_at", r.EMULATED_RANKS, r.NODES,
 })
 
 
@@ -584,6 +587,7 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
     states = frame["state"].tolist()
     world = [w or 1.0 for w in _column(frame, r.WORLD_SIZE)]
     emulated = [v or 1.0 for v in _column(frame, r.EMULATED_RANKS)]
+    nodes = _nodes(frame)
     b_ran, a_ran, halved_from = shapes or ran_shapes(frame)
     peaks = _column(frame, r.PEAK_MEMORY_BYTES)
     columns = {name: _column(frame, name) for name in (r.LR, r.BASE_LR)}
@@ -602,6 +606,7 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
             r.WORLD_SIZE: world[i], r.GRAD_ACCUM_STEPS: columns[r.GRAD_ACCUM_STEPS][i] or 1.0,
             r.LR_RULE: _text(texts[r.LR_RULE][i]), "lr": columns[r.LR][i], r.BASE_LR: columns[r.BASE_LR][i],
             "device": _text(texts[r.DEVICE][i]), "devices": devices, r.EMULATED_RANKS: int(emulated[i]),
+            r.NODES: nodes[i],
             "best_value": _finite_or_none(hits.best[i]),
             "samples_to_target": _finite_or_none(hits.samples[i]), "steps_to_target": _finite_or_none(hits.steps[i]),
             "train_seconds_to_target": _finite_or_none(hits.train_s[i]), "seconds_to_target": runtime,
@@ -610,6 +615,12 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
             r.PEAK_MEMORY_BYTES: peaks[i], "out_of_memory_at": halved_from[i],
         })
     return out
+
+
+def _nodes(frame: pd.DataFrame) -> list[int]:
+    """Each trial's node count (``record.NODES``): 1 where it recorded none (a study recorded
+    before trials could span nodes, or a trial that never started)."""
+    return [max(1, int(n)) if n else 1 for n in _column(frame, r.NODES)]
 
 
 def _column(frame: pd.DataFrame, name: str) -> list[float | None]:
@@ -654,8 +665,9 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
                 shapes: tuple[list[float | None], list[float | None], list[int | None]] | None = None) -> tuple[
         dict[str, ThroughputModel], dict[str, str], dict[str, dict[int, float]]]:
     """One step-time model per device kind, on the median steady step time of each
-    configuration (processes, micro-steps per process and per-device batch), and the median
-    start-up seconds of each device kind and device count.
+    configuration (processes, micro-steps per process, per-device batch and the nodes its
+    processes ran on: ``nodes``, 1 where not recorded), and the median start-up seconds of each
+    device kind and device count.
 
     A trial's steady step time is the slope of its training seconds against its steps over its
     evaluations (``CurveArrays.step_lines``); where it has fewer than two, its training seconds
@@ -666,11 +678,12 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
     b_ran, a_ran, _ = shapes or ran_shapes(frame)
     solo_step = _column(frame, r.SOLO_STEP_S)
     basis = frame[r.RUNTIME_BASIS].tolist() if r.RUNTIME_BASIS in frame.columns else [None] * len(frame)
-    rows: dict[str, dict[tuple[float, float, float], list[float]]] = {}
+    rows: dict[str, dict[tuple[float, float, float, float], list[float]]] = {}
     starts: dict[str, dict[int, list[float]]] = {}
     train_s, runtime = _column(frame, r.TRAIN_S), _column(frame, r.RUNTIME_S)
     devices = frame[r.DEVICE].tolist() if r.DEVICE in frame.columns else [None] * len(frame)
     states = frame["state"].tolist()
+    nodes = _nodes(frame)
     for i, (steps, seconds, b, w, a, v, device) in enumerate(zip(
             _column(frame, r.STEPS), [t or w for t, w in zip(train_s, runtime)],
             b_ran, _column(frame, r.WORLD_SIZE), a_ran, _column(frame, r.EMULATED_RANKS), devices)):
@@ -678,7 +691,8 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
             continue  # a trial stopped early reports no device: its step time is measured anyway
         # V emulated ranks run one after another in each process: W / V devices, A x V micro-steps.
         a, v = a or 1.0, v or 1.0
-        key = (b, max(1.0, w / v), a * v)
+        processes = max(1.0, w / v)
+        key = (b, processes, a * v, float(min(nodes[i], processes)))
         steady = float(step_s[i]) if math.isfinite(step_s[i]) else seconds / steps
         solo = solo_step[i]
         if basis[i] == "solo_estimate" and solo:
@@ -691,7 +705,8 @@ def _throughput(frame: pd.DataFrame, step_s: Any, startup_s: Any, seed: int,
         keys = sorted(configs)
         try:
             models[kind] = fit_throughput([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys],
-                                          [median(configs[k]) for k in keys], device=kind, seed=seed)
+                                          [median(configs[k]) for k in keys], nodes=[k[3] for k in keys],
+                                          device=kind, seed=seed)
         except AnalysisError as exc:
             refusals[kind] = str(exc)
     startup = {kind: {w: median(values) for w, values in sorted(by_w.items())} for kind, by_w in starts.items()}

@@ -106,3 +106,64 @@ def test_bad_arguments_are_refused_naming_what_is_wrong() -> None:
         fit_throughput([8, 16, 32], [1, 0.5, 1], [1, 1, 1], [0.1, 0.2, 0.3])
     with pytest.raises(AnalysisError, match=r"step times must be finite"):
         fit_throughput([8, 16, 32], [1, 1, 1], [1, 1, 1], [0.1, float("inf"), 0.3])
+
+
+# The same device on nodes of 8: an all-reduce across nodes of 150 ms, three times the one within.
+T_AR_INTER = 0.15
+
+
+def _spanning_study(rng: np.random.Generator, n: int = 32) -> tuple[Floats, ...]:
+    b, w, a = rng.choice(B, n), rng.choice(np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0]), n), rng.choice(A, n)
+    nodes = np.ceil(w / 8)
+    truth = a * (T0 + T1 * b) + np.where(nodes > 1, T_AR_INTER, T_AR) * 2 * (w - 1) / w
+    return b, w, a, truth * np.exp(rng.normal(0.0, 0.04, n)), nodes
+
+
+def test_the_all_reduce_across_nodes_is_recovered_within_ten_percent() -> None:
+    errors = []
+    for seed in range(20):
+        b, w, a, t, nodes = _spanning_study(np.random.default_rng(seed))
+        model = fit_throughput(b, w, a, t, nodes=nodes, n_boot=100, seed=seed)
+        errors.append(abs(model.t_ar_inter / T_AR_INTER - 1))
+        assert model.inter_node_measured and model.allreduce_measured and model.node_counts == (1, 2, 4)
+    assert np.median(errors) < 0.10
+    # Across nodes the step pays the slower link: at 16 devices, more than within one node would.
+    assert model.step_time(32.0, 16.0, 1.0, nodes=2) > model.step_time(32.0, 16.0, 1.0, nodes=1)
+    low, high = np.quantile(model.step_time_draws(32.0, 16.0, 1.0, nodes=2), [0.05, 0.95])
+    assert low < model.step_time(32.0, 16.0, 1.0, nodes=2) < high
+
+
+def test_trials_on_one_node_fit_as_the_model_without_nodes_did() -> None:
+    b, w, a, t = _study(np.random.default_rng(3))
+    without = fit_throughput(b, w, a, t, n_boot=100, seed=3)
+    on_one = fit_throughput(b, w, a, t, nodes=np.ones_like(b), n_boot=100, seed=3)
+    assert (without.t0, without.t1, without.t_ar, without.note) == (on_one.t0, on_one.t1, on_one.t_ar, on_one.note)
+    assert np.array_equal(without.coefficient_draws, on_one.coefficient_draws, equal_nan=True)
+    assert not on_one.inter_node_measured and on_one.t_ar_inter == 0.0
+    # Asked across nodes, it predicts with the all-reduce it measured within one, and says so.
+    assert on_one.step_time(32.0, 16.0, 1.0, nodes=2) == on_one.step_time(32.0, 16.0, 1.0)
+    (reason,) = [r for r in on_one.extrapolations(32, 16, 1, nodes=2) if "node" in r]
+    assert reason.startswith("the all-reduce across nodes is unmeasured: no trial spanned nodes, so the step time "
+                             "on 2 nodes uses the all-reduce measured within one node (a lower bound")
+
+
+def test_trials_of_several_devices_that_all_spanned_nodes_leave_the_one_within_a_node_unmeasured() -> None:
+    b = np.array([8.0, 64.0, 8.0, 64.0, 32.0])
+    w = np.array([1.0, 1.0, 16.0, 16.0, 16.0])
+    nodes = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
+    t = T0 + T1 * b + np.where(nodes > 1, T_AR_INTER, 0.0) * 2 * (w - 1) / w
+    model = fit_throughput(b, w, np.ones(5), t, nodes=nodes, n_boot=100)
+    assert model.inter_node_measured and not model.allreduce_measured
+    assert model.t_ar_inter == pytest.approx(T_AR_INTER, rel=1e-6)
+    assert model.note is not None and "within one node is unmeasured" in model.note
+    # On one node it predicts with the cost across nodes, an upper bound, and says so.
+    assert model.step_time(32.0, 8.0, 1.0) == pytest.approx(T0 + T1 * 32 + T_AR_INTER * 2 * 7 / 8)
+    assert any(r.startswith("the all-reduce within one node is unmeasured") for r in model.extrapolations(32, 8, 1))
+
+
+def test_more_nodes_than_devices_is_refused() -> None:
+    with pytest.raises(AnalysisError, match=r"at least one device per node; got world size 2 on 4 nodes"):
+        fit_throughput([8, 16, 32], [1, 2, 4], [1, 1, 1], [0.1, 0.2, 0.3], nodes=[1, 4, 1])
+    model = fit_throughput([8, 16, 32], [1, 1, 1], [1, 1, 1], [0.1, 0.2, 0.3])
+    with pytest.raises(AnalysisError, match=r"at least one device per node"):
+        model.step_time(8.0, 2.0, 1.0, nodes=4)

@@ -128,3 +128,49 @@ def test_an_answer_from_a_first_evaluation_crossing_says_at_most(tmp_path: Path)
     assert cost.startswith("  cost  at most ") and " of training, at most " in cost, cost
     assert f"at most {answer['samples']:,.0f} samples (measured trials, an upper bound)" in cost, cost
     assert "draws" not in cost
+
+
+@pytest.fixture(scope="module")
+def spanning_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    # Trials of up to 16 devices on nodes of 8: those of 16 spanned two nodes.
+    url = f"sqlite:///{tmp_path_factory.mktemp('span') / 'store.db'}"
+    truth = SyntheticTruth(evals_per_epoch=2, t1=1 / 500, t_allreduce_inter=0.03, world_sizes=(1, 2, 4, 8, 16),
+                           devices_per_node=8)
+    synthetic_study(url, "span", n_trials=600, seed=3, truth=truth)
+    return url
+
+
+def test_recommend_names_the_nodes_it_assumes(spanning_store: str) -> None:
+    args = ("recommend", "span", "--devices", "16", "--storage", spanning_store, "--target", "val_accuracy=0.9")
+    code, out, err = _run(*args, "--devices-per-node", "8")
+    assert code == 0, err
+    (nodes,) = [line for line in out.splitlines() if line.startswith("  nodes ")]
+    assert nodes.startswith("  nodes 16 devices on 2 nodes of 8 (devices per node given)"), nodes
+    assert "across nodes" in out  # the step-time line names the all-reduce across nodes
+
+    code, out, err = _run(*args, "--devices-per-node", "8", "--json")
+    assert code == 0, err
+    answer = json.loads(out)["recommendation"]
+    assert answer["layout"]["text"] == "16 devices on 2 nodes of 8" and answer["layout"]["assumed"] is False
+    assert answer["nodes"] == -(-answer["world_size"] // 8)
+
+    # Without the option the devices per node are read off the trials, and said to be assumed.
+    code, out, err = _run(*args)
+    assert code == 0, err
+    (nodes,) = [line for line in out.splitlines() if line.startswith("  nodes ")]
+    assert nodes.startswith("  nodes 16 devices on 2 nodes of 8 (assumed from trial #"), nodes
+    assert "8 devices on one node, the most any trial of the study ran; --devices-per-node G to say otherwise" in nodes
+
+
+def test_a_layout_across_nodes_no_trial_spanned_says_so(store: str) -> None:
+    # The module's study ran at most 2 devices, all on one node.
+    code, out, err = _run("recommend", "demo", "-n", "8", "--devices-per-node", "4", "--storage", store,
+                          "--target", "val_accuracy=0.9")
+    assert code == 0, err
+    assert "  nodes 8 devices on 2 nodes of 4 (devices per node given)" in out
+    assert "the all-reduce across nodes was never measured" in out
+
+
+def test_devices_per_node_below_one_is_exit_code_2(store: str) -> None:
+    code, _, err = _run("recommend", "demo", "-n", "8", "--devices-per-node", "0", "--storage", store)
+    assert code == 2 and "--devices-per-node" in err
