@@ -143,7 +143,7 @@ class ExportedTrial:
                 "launch": str(self.launch), record.WORLD_SIZE: self.spec.world_size, "epochs": self.spec.epochs,
                 record.EFFECTIVE_BATCH_SIZE: self.spec.effective_batch_size, "lr": self.spec.lr,
                 "trial_world_size": self.trial_world_size, "trial_lr": self.trial_lr,
-                "nodes": self.nodes, "processes_per_node": list(self.processes_per_node),
+                record.NODES: self.nodes, "processes_per_node": list(self.processes_per_node),
                 "trial_nodes": self.trial_nodes, "nodes_from": self.nodes_from,
                 "modules": list(self.modules), "module_paths": {m: str(p) for m, p in self.module_paths.items()},
                 "warnings": list(self.warnings)}
@@ -225,7 +225,7 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
         "trial_effective_batch_size": ran.effective_batch_size,
         "trial_lr": ran.lr,
         "trial_nodes": trial_nodes,
-        "layout": {"nodes": exported.nodes, "processes_per_node": list(exported.processes_per_node),
+        "layout": {record.NODES: exported.nodes, "processes_per_node": list(exported.processes_per_node),
                    "nodes_from": nodes_from,
                    "split": "as even as possible, node 0 first: the trial records its nodes, not its ranks per node"},
         "recorded": {k: trial.user_attrs[k] for k in _RECORDED if k in trial.user_attrs},

@@ -2,7 +2,7 @@
 0's address over TCP, fails naming that address when it cannot be reached, and fails as
 ``peer_lost`` when a node's pool goes away. Two pools of this machine play two nodes, each
 served on a TCP port of the loopback address as a node's pool actor serves it (the test with
-two Ray nodes is tests/service_tests/test_span_cluster.py)."""
+two Ray nodes are in tests/service_tests/test_cluster.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import pytest
 
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
+from hpsearch.trials.node.network import rank_environment
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.node.pool_server import PoolAddress, PoolServer
-from hpsearch.trials.node.span import NodeShare, SpanningRanks, rank_environment
+from hpsearch.trials.node.span import NodeShare, SpanningRanks
 from hpsearch.trials.spec import TrialSpec
 
 SPEC = dict(per_device_batch_size=16, base_lr=0.05, epochs=1, workload="digits_mlp", hyperparameters={"momentum": 0.9})

@@ -29,6 +29,7 @@ from multiprocessing.connection import Client, Connection, Listener
 
 from hpsearch import record
 from hpsearch.trials.errors import TrialFailed
+from hpsearch.trials.node.network import rank_environment
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.node.ranks import Status
 from hpsearch.trials.spec import TrialSpec
@@ -202,7 +203,7 @@ class PoolClient:
               ranks: Sequence[int] | None = None, rendezvous: str | None = None, span_ip: str | None = None) -> int:
         """``RankPool.start`` in the node's pool; ``span_ip``: this node's address, for the ranks
         of a trial that spans nodes (they are told the interface that carries it,
-        ``hpsearch.trials.node.span.rank_environment``)."""
+        ``hpsearch.trials.node.network.rank_environment``)."""
         ticket = self._call(_Start(spec, run_dir, None if gpu_ids is None else tuple(gpu_ids), collective_timeout_s,
                                    None if sys_path is None else tuple(sys_path),
                                    None if ranks is None else tuple(ranks), rendezvous, span_ip))
@@ -258,11 +259,7 @@ class PoolClient:
 def _span_environment(span_ip: str | None) -> dict[str, str]:
     """What the ranks of a trial that spans nodes are told on this node (nothing for a trial
     that runs on one node)."""
-    if span_ip is None:
-        return {}
-    from hpsearch.trials.node.span import rank_environment  # span's module imports this one
-
-    return rank_environment(span_ip)
+    return {} if span_ip is None else rank_environment(span_ip)
 
 
 def _free_port(host: str) -> int:

@@ -12,7 +12,7 @@ port its node's pool chose, the other ranks connect to it, and every rank then b
 process group over the network (gloo on CPU, NCCL on GPU). A rank that cannot reach rank 0
 fails within ``HPSEARCH_RENDEZVOUS_TIMEOUT_S`` (60 s) and names the address it tried
 (``hpsearch.trials.rank.process``). Each node's ranks are told which network interface carries
-their node's address (``rank_environment``): gloo and NCCL otherwise pick one by the host name
+their node's address (``hpsearch.trials.node.network``): gloo and NCCL otherwise pick one by the host name
 or by their own rules, which on a machine whose name resolves to a loopback address, or with
 container bridges beside the real interface, is the wrong one.
 
@@ -23,9 +23,8 @@ naming the node; the ranks left on the other nodes are stopped.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +34,7 @@ from hpsearch.trials.node.pool_server import PoolAddress, PoolClient
 from hpsearch.trials.node.ranks import Status
 from hpsearch.trials.spec import TrialSpec
 
-__all__ = ["NodeShare", "SpanningRanks", "rank_environment"]
-
-#: The variables that pick the network interface of each collective library: set for the ranks
-#: of a trial that spans nodes, unless the node's environment already sets them.
-INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
-
+__all__ = ["NodeShare", "SpanningRanks"]
 
 @dataclass(frozen=True)
 class NodeShare:
@@ -59,37 +53,6 @@ class NodeShare:
     ranks: int
     pool: PoolAddress
     gpu_ids: tuple[str, ...] | None = None
-
-
-def rank_environment(node_ip: str, environ: Mapping[str, str] | None = None,
-                     interfaces: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
-    """What the ranks of a spanning trial on the node of ``node_ip`` are told: the network
-    interface that carries that address, for gloo (``GLOO_SOCKET_IFNAME``) and NCCL
-    (``NCCL_SOCKET_IFNAME``), each unless ``environ`` (the node's environment) already sets it.
-    Nothing when no interface carries the address (a NAT'd address): gloo and NCCL then choose
-    as they would.
-
-    Args:
-        interfaces: Interface name -> its addresses (default: this machine's, from psutil).
-
-    Example:
-        >>> rank_environment("10.0.0.5", {}, {"lo": ["127.0.0.1"], "eth0": ["10.0.0.5"]})
-        {'GLOO_SOCKET_IFNAME': 'eth0', 'NCCL_SOCKET_IFNAME': 'eth0'}
-        >>> rank_environment("10.0.0.5", {"NCCL_SOCKET_IFNAME": "ib0"}, {"eth0": ["10.0.0.5"]})
-        {'GLOO_SOCKET_IFNAME': 'eth0'}
-        >>> rank_environment("192.0.2.1", {}, {"eth0": ["10.0.0.5"]})
-        {}
-    """
-    environ = os.environ if environ is None else environ
-    if interfaces is None:
-        import psutil  # type: ignore[import-untyped]
-
-        interfaces = {name: [a.address.split("%")[0] for a in addresses]
-                      for name, addresses in psutil.net_if_addrs().items()}
-    found = next((name for name, addresses in interfaces.items() if node_ip in addresses), None)
-    if found is None:
-        return {}
-    return {name: found for name in INTERFACE_VARIABLES if not environ.get(name)}
 
 
 @dataclass

@@ -42,7 +42,7 @@ class RankTask:
         collective_timeout_s: How long a collective waits for a rank that does not come.
         sys_path: The trial's import path (its workload module may live there).
         env: Variables the rank runs with, beside the process's own (the network interface a
-            trial that spans nodes talks over, ``hpsearch.trials.node.span.rank_environment``);
+            trial that spans nodes talks over, ``hpsearch.trials.node.network.rank_environment``);
             the process's environment is put back after the rank.
     """
 
