@@ -146,7 +146,7 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
                                 on_event=display.on_event, on_plan=on_plan, budget=budget)
-    _report(search, as_json, devices=on_plan.devices)
+    _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
 
 
@@ -176,7 +176,7 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
     with display:
         search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
                                  on_event=display.on_event, on_plan=on_plan, budget=budget)
-    _report(search, as_json, devices=on_plan.devices)
+    _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
 
 
@@ -192,7 +192,8 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
     display = ProgressDisplay(n_trials, objective, maximize, enabled=enabled)
 
     def on_plan(plan: Any) -> None:
-        on_plan.devices = plan.devices  # type: ignore[attr-defined]  # the answer at the end is for these
+        on_plan.devices = plan.devices  # type: ignore[attr-defined]  # the answer at the end is for these,
+        on_plan.node_devices = plan.node_devices  # type: ignore[attr-defined]  # on nodes of this many
         display.set_total(plan.n_trials)
         if quiet:
             return
@@ -208,6 +209,7 @@ def _progress(n_trials: int, objective: str, maximize: bool, *, enabled: bool, q
                    f"to run{resumed}, up to {plan.max_concurrent} at once on {plan.device}{budget}", err=True)
 
     on_plan.devices = None  # type: ignore[attr-defined]
+    on_plan.node_devices = None  # type: ignore[attr-defined]
     return display, on_plan
 
 
@@ -219,10 +221,10 @@ def _plan_budget(plan: Any) -> str:
     return f"; {status.describe()}" + ("; resume with a larger --budget to go on" if status.spent_out else "")
 
 
-def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
+def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_node: int | None = None) -> None:
     """The end of start and resume: the trial table, the frontier, the answer for the devices
-    the cluster has, and the plugins' reports (the dashboard's writes the frontier as an HTML
-    file)."""
+    the cluster has (on its nodes of ``devices_per_node``), and the plugins' reports (the
+    dashboard's writes the frontier as an HTML file)."""
     x, y = search.frontier_axes
     outputs: dict[str, str] = {}
     for report in _reports():
@@ -231,7 +233,7 @@ def _report(search: Search, as_json: bool, *, devices: int | None) -> None:
     refusal = None
     if devices:
         try:
-            answer = search.recommend(devices)
+            answer = search.recommend(devices, devices_per_node=devices_per_node)
         except AnalysisError as exc:
             refusal = str(exc)
     budget = search.budget_status()
