@@ -147,6 +147,7 @@ class _ReservationsActor:
         async with self._turn:
             if self._stopping:
                 raise DeskClosed("the search is stopping")
+            self._forget_lost_nodes()
             pending = None
             # Groups Ray placed for this trial: kept while it waits, even where they cannot serve
             # it alone. Ray places fractional GPU units first-fit, so the units of a two-rank
@@ -184,6 +185,20 @@ class _ReservationsActor:
             pools = await asyncio.gather(*(self._pool_warm(share.node_id) for share in grant.spans))
             grant.spans = [replace(share, pool=pool) for share, pool in zip(grant.spans, pools)]
         return grant
+
+    def _forget_lost_nodes(self) -> None:
+        """Drop what the desk holds on nodes that are gone (a machine lost mid-search): their
+        free units would be granted to the next trial, which could never reach their pool.
+        Their groups go back to Ray and a new trial gets units on the nodes alive."""
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        for gid, g in list(self._groups.items()):
+            if any(node not in alive for node in g.nodes) and all(g.free):
+                with contextlib.suppress(Exception):
+                    remove_placement_group(g.pg)
+                del self._groups[gid]
+        for node in [n for n in self._pools if n not in alive and self._pools[n] is not None]:
+            del self._pools[node]
+            self._warm.pop(node, None)
 
     async def _pool_warm(self, node_id: str) -> PoolAddress:
         """Where the node's pool is served, once it has its rank processes warm (the first
