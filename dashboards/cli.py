@@ -103,6 +103,15 @@ def frontier_report(search: Search) -> dict[str, str]:
     return {"frontier_html": str(path)}
 
 
+def frontier_artifact(search: Search, folder: Path) -> list[Path]:
+    """The study's frontier for its parent run in MLflow (``hpsearch.tracking``): one page with
+    plotly.js inside it, since MLflow's viewer shows a page without the files beside it."""
+    x, y = search.frontier_axes
+    path = Path(folder) / "frontier.html"
+    dashboards.write_figure_html(dashboards.plot_frontier(search, x=x, y=y), path, self_contained=True)
+    return [path]
+
+
 def _bundle_dir(search: Search) -> Path:
     """Where the pages of a study's store keep their plotly.js bundle: the root of the runs
     folder (``hpsearch_runs/``), shared by every study of the store."""

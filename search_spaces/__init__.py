@@ -45,6 +45,7 @@ from hpsearch.search_spaces.space import (
     ScalingSpec,
     SearchSettings,
     SearchSpace,
+    TrackingSpec,
     WorkloadSpec,
 )
 
@@ -78,6 +79,7 @@ __all__ = [
     "SearchSettings",
     "SearchSpace",
     "SpaceError",
+    "TrackingSpec",
     "WorkloadSpec",
     "example_path",
     "format_duration",

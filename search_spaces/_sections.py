@@ -52,6 +52,7 @@ from hpsearch.search_spaces.space import (
     ScalingSpec,
     SearchSettings,
     Switch,
+    TrackingSpec,
     WorkloadSpec,
 )
 
@@ -64,6 +65,7 @@ __all__ = [
     "parse_scaling",
     "parse_search",
     "parse_study",
+    "parse_tracking",
     "parse_workload",
 ]
 
@@ -78,11 +80,13 @@ TOP_KEYS = (
     "resources",
     "constraints",
     "analysis",
+    "tracking",
 )
 _WORKLOAD_KEYS = ("name", "lightning", "epochs", "options", "eval_every_samples", "save_model", "data", "loader",
                   "precision", "compile", "keep_data")
 _LOADER_KEYS = ("workers", "pin_memory", "prefetch_factor", "persistent_workers")
 _ANALYSIS_KEYS = ("target",)
+_TRACKING_KEYS = ("mlflow", "experiment")
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
@@ -213,6 +217,24 @@ def parse_analysis(doc: Document, root: Mapping[str, Any]) -> AnalysisSpec:
     (metric, value), = target.items()
     metric = check_one_of(doc, metric, path, METRICS, label="target metric")
     return AnalysisSpec(target=(metric, check_number(doc, value, path + (metric,))))
+
+
+def parse_tracking(doc: Document, root: Mapping[str, Any]) -> TrackingSpec:
+    """``tracking: {mlflow: URI, experiment: NAME}``. Whether MLflow is installed is not checked
+    here: a study's space is parsed again to read it, on machines that need no MLflow
+    (``hpsearch validate`` and ``start`` check it, naming this key's line)."""
+    section = _section(doc, root, "tracking", _TRACKING_KEYS)
+    uri = experiment = None
+    if section.get("mlflow") is not None:
+        uri = check_string(doc, section["mlflow"], ("tracking", "mlflow")).strip()
+        if not uri:
+            fail(doc, ("tracking", "mlflow"), "mlflow must be a tracking URI, e.g. http://mlflow.internal:5000 "
+                                              "or sqlite:///mlflow.db")
+    if section.get("experiment") is not None:
+        experiment = check_string(doc, section["experiment"], ("tracking", "experiment")).strip()
+        if not experiment:
+            fail(doc, ("tracking", "experiment"), "experiment must be a name (default: the study's name)")
+    return TrackingSpec(mlflow=uri, experiment=experiment, line=doc.line_of(("tracking", "mlflow")) if uri else None)
 
 
 def _is_workload_name(name: str) -> bool:

@@ -33,6 +33,7 @@ from hpsearch.search_spaces._sections import (
     parse_scaling,
     parse_search,
     parse_study,
+    parse_tracking,
     parse_workload,
 )
 from hpsearch.search_spaces.errors import SpaceError
@@ -209,6 +210,7 @@ def _build(doc: Document, *, default_study: str, source_path: str | None) -> Sea
         resources=parse_resources(doc, root),
         constraints=parse_constraints(doc, root),
         analysis=parse_analysis(doc, root),
+        tracking=parse_tracking(doc, root),
         source_text=doc.text,
         source_path=source_path,
     )

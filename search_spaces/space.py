@@ -42,6 +42,7 @@ __all__ = [
     "SearchSettings",
     "SearchSpace",
     "Switch",
+    "TrackingSpec",
     "WorkloadSpec",
 ]
 
@@ -201,6 +202,21 @@ class AnalysisSpec:
     """
 
     target: tuple[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class TrackingSpec:
+    """Where the search also logs its trials (``tracking:``; docs/tracking.md).
+
+    ``mlflow`` is an MLflow tracking URI (``http://host:5000``, ``sqlite:///mlflow.db``, a
+    folder), or ``None``: no MLflow unless ``--mlflow`` or ``MLFLOW_TRACKING_URI`` says where.
+    ``experiment`` names the MLflow experiment (default: the study's name). ``line`` is where
+    ``tracking.mlflow`` sits in the space file, for the message that MLflow is not installed.
+    """
+
+    mlflow: str | None = None
+    experiment: str | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -397,6 +413,7 @@ class SearchSpace:
     resources: ResourceSpec
     constraints: Constraints = Constraints()
     analysis: AnalysisSpec = AnalysisSpec()
+    tracking: TrackingSpec = TrackingSpec()
     storage: str | None = None
     source_text: str = ""
     source_path: str | None = None

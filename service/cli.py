@@ -129,10 +129,12 @@ def cli() -> None:
 @click.option("--study", "study_name", help="Study name (default: the file's 'study', else its file name).")
 @click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
 @click.option("--budget", callback=_budget_option, help=_BUDGET_HELP + " Replaces the space's search.budget.")
+@click.option("--mlflow", "mlflow_uri", metavar="URI",
+              help="Also log the search to MLflow at URI (default: $MLFLOW_TRACKING_URI, the space's tracking.mlflow).")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None, budget: Any,
-          no_progress: bool, as_json: bool) -> None:
+          mlflow_uri: str | None, no_progress: bool, as_json: bool) -> None:
     """Run a search defined by SPACE_FILE and print its trials and frontier.
 
     Ctrl-C stops it cleanly: finished trials are kept, the running ones are marked
@@ -145,7 +147,7 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
                                  quiet=as_json)
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
-                                on_event=display.on_event, on_plan=on_plan, budget=budget)
+                                on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri)
     _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
 
@@ -158,10 +160,12 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
               help="A new total of finished trials for the study (default: the space's n_trials).")
 @click.option("--budget", callback=_budget_option,
               help=_BUDGET_HELP + " A new total for the study, what earlier runs spent included (kept by the study).")
+@click.option("--mlflow", "mlflow_uri", metavar="URI",
+              help="Also log the search to MLflow at URI (default: $MLFLOW_TRACKING_URI, the space's tracking.mlflow).")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 def resume(study: str, storage: str | None, address: str | None, n_trials: int | None, budget: Any,
-           no_progress: bool, as_json: bool) -> None:
+           mlflow_uri: str | None, no_progress: bool, as_json: bool) -> None:
     """Finish STUDY after its search was killed, interrupted or out of budget (or extend it
     with --n-trials or --budget).
 
@@ -175,7 +179,7 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
                                  enabled=not no_progress and not as_json, quiet=as_json)
     with display:
         search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
-                                 on_event=display.on_event, on_plan=on_plan, budget=budget)
+                                 on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri)
     _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
 
@@ -239,8 +243,9 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
     budget = search.budget_status()
     if as_json:
         recommendation = answer.to_dict() if answer is not None else {"error": refusal} if refusal else None
+        tracked = {"mlflow": search.tracking.to_dict()} if search.tracking is not None else {}
         click.echo(json.dumps({**search.summary(), **outputs, "recommendation": recommendation,
-                               "budget": budget.to_dict()}, default=str))
+                               "budget": budget.to_dict(), **tracked}, default=str))
         return
     df = _marked(search.trials_dataframe())
     searched = _searched_params(search, df)
@@ -268,6 +273,8 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
         click.echo(f"no recommendation yet: {refusal}")
     for name, text in outputs.items():
         click.echo(f"{name.replace('_', ' ')}: {text}")
+    if search.tracking is not None:
+        click.echo(f"mlflow: {search.tracking.describe(search.study_name)}")
     if budget.budget.limited:
         stopped = search.summary()["cut_short"].get(REASON_BUDGET, 0)
         click.echo(budget.describe() + (f"; {_count(stopped, 'trial')} stopped or not started by the budget run "
@@ -442,6 +449,10 @@ def validate(space_file: Path, as_json: bool) -> None:
     from hpsearch.workload_check import check_space_workload
 
     space = load_space(space_file)
+    if space.tracking.mlflow:  # MLflow asked for and not installed: said here, before any search
+        from hpsearch.tracking import tracking_target
+
+        tracking_target(space, space.tracking.mlflow, space.study, asked=True)
     checked = check_space_workload(space)
     for warning in checked.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -459,6 +470,9 @@ def validate(space_file: Path, as_json: bool) -> None:
     click.echo(f"  searched: {searched}" + (f" ({_count(size, 'configuration')})" if size else ""))
     click.echo(f"  objectives: {', '.join(f'{o.direction} {o.metric}' for o in space.objectives)}")
     click.echo(f"  sampler {space.search.sampler}, {_count(space.search.n_trials, 'trial')}, seed {space.search.seed}")
+    if space.tracking.mlflow:
+        click.echo(f"  tracked in MLflow at {redact_url(space.tracking.mlflow)}, experiment "
+                   f"{space.tracking.experiment or space.study!r}")
 
 
 @cli.command(name="ls")
@@ -577,8 +591,22 @@ def export_trial(study: str, number: int, output: Path, world_size: int | None, 
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
-def export(study: str, storage: str | None, fmt: str, output: Path | None) -> None:
-    """Write every trial of STUDY, with all params and attrs, as CSV or JSON."""
+@click.option("--to", "to", nargs=2, type=(click.Choice(["mlflow"]), str), metavar="mlflow URI",
+              help="Log the study to an experiment tracker instead: 'mlflow URI' (docs/tracking.md).")
+@click.option("--experiment", help="With --to mlflow: the experiment (default: the space's tracking.experiment, "
+                                   "else the study's name).")
+@click.option("--devices", "-n", type=click.IntRange(min=1),
+              help="With --to mlflow: the devices the study's recommendation is for (default: the most a trial used).")
+@click.option("--json", "as_json", is_flag=True, help="With --to mlflow: print what was logged as JSON.")
+def export(study: str, storage: str | None, fmt: str, output: Path | None, to: tuple[str, str] | None,
+           experiment: str | None, devices: int | None, as_json: bool) -> None:
+    """Write every trial of STUDY, with all params and attrs, as CSV or JSON; or, with
+    --to mlflow URI, log it to MLflow: a parent run for the study and a nested run per trial.
+    Exporting again adds no runs: those logged before are found and brought up to date."""
+    if to is not None:
+        report = hpsearch.load(study, storage=storage).export_to_mlflow(to[1], experiment=experiment, devices=devices)
+        click.echo(json.dumps(report.to_dict()) if as_json else report.describe(study))
+        return
     df = hpsearch.load(study, storage=storage).trials_dataframe(all_attrs=True)
     text = to_csv(df) if fmt == "csv" else to_json(df)
     if output is None:

@@ -26,6 +26,7 @@ __all__ = [
     "StudyBusyError",
     "StudyExistsError",
     "StudyNotFoundError",
+    "TrackingError",
     "TrialFailed",
     "TrialNotFoundError",
     "UnknownWorkloadError",
@@ -65,6 +66,15 @@ class StoreLostError(StoreError):
 
     exit_code = 1
     http_status = 503
+
+
+class TrackingError(HPSearchError):
+    """The experiment tracker (MLflow) did not answer, or refused what was logged, while a study
+    was exported to it (``hpsearch export STUDY --to mlflow URI``). A running search never raises
+    it: it says so and goes on (``hpsearch.tracking``)."""
+
+    exit_code = 1
+    http_status = 502
 
 
 class StudyBusyError(StoreError):

@@ -111,7 +111,7 @@ class ProgressDisplay:
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
-        elif event.kind in ("store", "exhausted", "budget_stop", "memory", "fuse"):  # not a record name: the event kind
+        elif event.kind in ("store", "exhausted", "budget_stop", "memory", "fuse", "tracking"):  # not a record name: the event kind
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind == "budget":
             self.budget = event.data.get("status")

@@ -10,6 +10,7 @@ calls only what this module offers. Figures of a ``Search`` live with the dashbo
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -22,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch import study as read_model
 from hpsearch.budget import BudgetStatus, budget_status
-from hpsearch.errors import AnalysisError, ColumnError, TrialNotFoundError
+from hpsearch.errors import AnalysisError, ColumnError, SearchInterrupted, TrialNotFoundError
 from hpsearch.locks import SearchProcess, search_process, study_lock
-from hpsearch.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity
+from hpsearch.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity, study_uid
 from hpsearch.progress import SearchEvent
 from hpsearch.record import (
     ATTR_N_TRIALS,
@@ -34,9 +35,10 @@ from hpsearch.record import (
     FUSED_GROUP,
     MODEL_PATH,
     STATUS_DETAIL,
+    WORLD_SIZE,
     Direction,
 )
-from hpsearch.search_spaces import Budget, SearchSpace, load_space, parse_budget_text, space_from_mapping
+from hpsearch.search_spaces import Budget, SearchSpace, SpaceError, load_space, parse_budget_text, space_from_mapping
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
     load_study,
@@ -48,6 +50,7 @@ from hpsearch.store import (
     store_name,
 )
 from hpsearch.torchrun import ExportedTrial, export_trial
+from hpsearch.tracking import LiveTracker, StudyEnd, TrackingReport, export_study, study_pages, tracking_target
 
 # ``import hpsearch`` stays light (docs/design.md, "Imports"): optuna and pandas load inside the
 # methods that use them, the analysis (numpy, scipy) and the search engine (Ray) through
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
     from hpsearch.tune.plan import SearchPlan
 
 __all__ = ["DeletedStudy", "Search", "delete_study", "list_studies", "load", "resume", "start"]
+
+log = logging.getLogger("hpsearch")
 
 #: User attrs that are not columns of the trials table (series, long text).
 _NOT_COLUMNS = frozenset({CURVES, STATUS_DETAIL})
@@ -84,6 +89,8 @@ class Search:
     def __init__(self, study_name: str, storage: str | optuna.storages.BaseStorage) -> None:
         self.study_name = study_name
         self.storage = parse_storage_url(storage) if isinstance(storage, str) else storage
+        #: What the search that returned this object logged to MLflow (``tracking:``), else ``None``.
+        self.tracking: TrackingReport | None = None
 
     def __repr__(self) -> str:
         return f"Search(study_name={self.study_name!r}, storage={store_name(self.storage)!r})"
@@ -477,6 +484,43 @@ class Search:
     def _settings(self) -> Settings:
         return resolve_settings(storage=self.storage if isinstance(self.storage, str) else None)
 
+    def export_to_mlflow(self, uri: str | None = None, *, experiment: str | None = None,
+                         devices: int | None = None) -> TrackingReport:
+        """Log the study to MLflow (``hpsearch export STUDY --to mlflow URI``): a parent run for the
+        study and a nested run per trial, as a tracked search logs them (docs/tracking.md). Runs
+        logged before, by the search or an earlier export, are found by their tags and brought
+        up to date: exporting again adds no runs.
+
+        Args:
+            uri: The MLflow tracking URI; default ``MLFLOW_TRACKING_URI``, then the space's
+                ``tracking.mlflow``.
+            experiment: The experiment's name; default the space's ``tracking.experiment``, then
+                the study's name.
+            devices: The devices the parent run's recommendation is for; default the most any
+                trial used.
+
+        Raises:
+            SpaceError: no URI anywhere, or MLflow is not installed.
+            TrackingError: MLflow did not answer or refused what was logged.
+        """
+        space = self.space
+        found = uri or resolve_settings({"mlflow": space.tracking.mlflow}).mlflow
+        if not found:
+            raise SpaceError("no MLflow tracking URI: pass one (--to mlflow URI) or set MLFLOW_TRACKING_URI",
+                             source="command line")
+        target = tracking_target(space, found, self.study_name, asked=True)
+        assert target is not None
+        if experiment:
+            target = replace(target, experiment=experiment)
+        if devices is None:
+            sizes = [t.params.get(WORLD_SIZE) for t in self.study.get_trials(deepcopy=False)]
+            devices = max((int(w) for w in sizes if isinstance(w, int)), default=0) or None
+
+        def end(folder: Path) -> StudyEnd:
+            return _study_end(self, devices, None, "FINISHED", folder)
+
+        return export_study(self.study, space, target, study_uid(self.study), end)
+
     def analyze(self, target: str | tuple[str, float] | None = None) -> StudyAnalysis:
         """What the trials say: time to the target per trial, the critical batch, the LR law,
         each rule's regret and breaking batch, the step-time model (``hpsearch.analysis``).
@@ -628,6 +672,7 @@ def start(
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | str | None = None,
+    mlflow: str | None = None,
 ) -> Search:
     """Run a search to the end (its ``n_trials``, or its budget, whichever comes first) and
     return it.
@@ -643,6 +688,9 @@ def start(
         budget: What the whole search may spend: ``"2h"``, ``"1.5dh"`` (device-hours),
             ``"2h, 4dh"`` or a ``Budget``; it replaces the limits of the space's
             ``search.budget`` that it names.
+        mlflow: An MLflow tracking URI to log the search to as it runs (docs/tracking.md);
+            default ``MLFLOW_TRACKING_URI``, then the space's ``tracking.mlflow``. What was
+            logged is the returned search's ``tracking``.
 
     Raises:
         SpaceError, StudyExistsError, ResourceError, WorkloadError, StoreError.
@@ -655,10 +703,16 @@ def start(
         space = space_from_mapping(space)
     elif not isinstance(space, SearchSpace):
         space = load_space(space)
-    settings = _settings({"storage": space.storage}, storage=storage, ray_address=address)
+    settings = _settings({"storage": space.storage, "mlflow": space.tracking.mlflow}, storage=storage,
+                         ray_address=address, mlflow=mlflow)
     name = study or space.study
-    _orchestrator().run_search(space, name, settings, on_event=on_event, on_plan=on_plan, budget=_budget(budget))
-    return Search(name, settings.storage)
+    target = tracking_target(space, settings.mlflow, name, asked=bool(mlflow))  # MLflow missing: said now
+    limits = _budget(budget)
+
+    def run(events: Callable[[SearchEvent], None] | None, plans: Callable[[SearchPlan], None] | None) -> None:
+        _orchestrator().run_search(space, name, settings, on_event=events, on_plan=plans, budget=limits)
+
+    return _tracked(run, Search(name, settings.storage), space, target, on_event, on_plan)
 
 
 def resume(
@@ -670,6 +724,7 @@ def resume(
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | str | None = None,
+    mlflow: str | None = None,
 ) -> Search:
     """Finish a study whose search was stopped (killed, interrupted) or extend it.
 
@@ -685,6 +740,8 @@ def resume(
         n_trials: A new total of finished trials (kept by the study for later resumes).
         budget: A new budget for the whole study, what earlier runs spent included (``"3h"``,
             ``"2dh"``, ``"none"``...; kept by the study); it replaces the limits it names.
+        mlflow: An MLflow tracking URI to log to (as for ``start``); the study's runs there,
+            from its first search or an export, are found and carried on.
 
     Raises:
         StudyNotFoundError, StudyBusyError, SpaceError, ResourceError, StoreError.
@@ -692,11 +749,83 @@ def resume(
     Example:
         >>> hpsearch.resume("digits-quickstart").summary()["states"]  # doctest: +SKIP
     """
-    settings = _settings(storage=storage, ray_address=address)
+    settings = _settings(storage=storage, ray_address=address, mlflow=mlflow)
     loaded = load(study, settings.storage)  # no such study (or store): said now, with nothing created
-    _orchestrator().resume_search(study, settings, n_trials=n_trials, on_event=on_event, on_plan=on_plan,
-                                  budget=_budget(budget), study=loaded.study)
-    return Search(study, settings.storage)
+    space = loaded.space
+    if settings.mlflow is None and space.tracking.mlflow:
+        settings = replace(settings, mlflow=space.tracking.mlflow)  # the flag, then the environment, then the space
+    target = tracking_target(space, settings.mlflow, study, asked=bool(mlflow))
+    limits = _budget(budget)
+
+    def run(events: Callable[[SearchEvent], None] | None, plans: Callable[[SearchPlan], None] | None) -> None:
+        _orchestrator().resume_search(study, settings, n_trials=n_trials, on_event=events, on_plan=plans,
+                                      budget=limits, study=loaded.study)
+
+    return _tracked(run, Search(study, settings.storage), space, target, on_event, on_plan)
+
+
+def _tracked(run: Callable[[Callable[[SearchEvent], None] | None, Callable[[SearchPlan], None] | None], None],
+             search: Search, space: SearchSpace, target: Any, on_event: Callable[[SearchEvent], None] | None,
+             on_plan: Callable[[SearchPlan], None] | None) -> Search:
+    """Run a search (``run``, given the event and plan callbacks), logging it to MLflow as it runs
+    when ``target`` says where (``hpsearch.tracking.LiveTracker``); the tracker's report goes
+    on ``search.tracking``. MLflow never stops the search: what it says goes to ``on_event`` as a
+    ``tracking`` event (or the ``hpsearch`` logger)."""
+    if target is None:
+        run(on_event, on_plan)
+        return search
+
+    def say(message: str) -> None:
+        if on_event is not None:
+            on_event(SearchEvent("tracking", -1, {"detail": message}))  # not a record name: the event kind
+        else:
+            log.warning(message)
+
+    tracker = LiveTracker(target, search.study_name, search.storage, space, say=say)
+    plans: list[SearchPlan] = []
+
+    def events(event: SearchEvent) -> None:
+        if on_event is not None:
+            on_event(event)
+        tracker.on_event(event)
+
+    def planned(plan: SearchPlan) -> None:
+        plans.append(plan)
+        if on_plan is not None:
+            on_plan(plan)
+
+    status = "FAILED"
+    try:
+        run(events, planned)
+        status = "FINISHED"
+    except SearchInterrupted:
+        status = "KILLED"
+        raise
+    finally:
+        plan = plans[-1] if plans else None
+
+        def end(folder: Path) -> StudyEnd:
+            return _study_end(search, plan.devices if plan else None, plan.node_devices if plan else None,
+                              status, folder)
+
+        search.tracking = tracker.close(end if plan is not None else None)
+        if search.tracking.error is not None:
+            say(search.tracking.describe(search.study_name))
+    return search
+
+
+def _study_end(search: Search, devices: int | None, devices_per_node: int | None, status: str,
+               folder: Path) -> StudyEnd:
+    """The parent run's end: the best trial, the recommendation for ``devices`` (its refusal's
+    reason when the analysis has none), and the pages the installed packages draw."""
+    recommendation: dict[str, Any] | None = None
+    if devices:
+        try:
+            recommendation = search.recommend(devices, devices_per_node=devices_per_node).to_dict()
+        except AnalysisError as exc:
+            recommendation = {"error": str(exc)}
+    return StudyEnd(best=search.best_trial, recommendation=recommendation, files=study_pages(search, folder),
+                    status=status)
 
 
 def _settings(file_values: dict[str, str | None] | None = None, **explicit: str | None) -> Settings:

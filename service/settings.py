@@ -29,6 +29,9 @@ SETTINGS_DOC: dict[str, tuple[str, str | None, str]] = {
     "store_patience_s": ("HPSEARCH_STORE_PATIENCE_S", "300",
                          "How long a search waits for an unreachable store (a database restart) "
                          "before it stops; finished trials are kept and 'hpsearch resume' goes on."),
+    "mlflow": ("MLFLOW_TRACKING_URI", None,
+               "MLflow tracking URI the search also logs its trials to (tracking.mlflow in the space "
+               "file; docs/tracking.md); unset: no MLflow."),
 }
 
 
@@ -40,6 +43,7 @@ class Settings:
     ray_address: str | None = None
     runs_dir: str | None = None
     store_patience_s: str = "300"
+    mlflow: str | None = None
 
 
 def resolve_settings(file_values: dict[str, str | None] | None = None, **explicit: str | None) -> Settings:
