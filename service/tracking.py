@@ -106,6 +106,8 @@ HTTP_SETTINGS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+    # MLflow prints a link to stdout as each run ends: a search's output (and `--json`) is ours.
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 #: Seconds between tries of a tracking server that did not answer, while the search runs.
 RETRY_S = 30.0
@@ -360,7 +362,9 @@ class StudyLog:
             self.touched.add(trial.number)
             return "created" if created else "updated"
         step = int(_number(trial.user_attrs.get(record.SAMPLES_SEEN)) or max(through, 0))
-        metrics += [Metric(k, v, now, step) for k, v in _final_metrics(trial).items()]
+        # The series end at the last evaluation: logged again at the same step, they would show twice.
+        stepped = set(STEPPED) if through >= step else set()
+        metrics += [Metric(k, v, now, step) for k, v in _final_metrics(trial).items() if k not in stepped]
         self._log(run, metrics=metrics, tags=_tags(trial), logged_through=through)
         model = trial.user_attrs.get(record.MODEL_PATH)
         if isinstance(model, str) and Path(model).is_file():
@@ -461,8 +465,14 @@ def _curve_points(trial: FrozenTrial, *, after: float) -> list[tuple[int, str, f
 
 
 def _error(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+    """Why MLflow failed, in a few words: a connection's fate, else the first line of the error."""
+    text = str(exc).strip()
+    for words, said in (("Connection refused", "connection refused"), ("NewConnectionError", "no connection"),
+                        ("timed out", "timed out"), ("Name or service not known", "unknown host")):
+        if words in text:
+            return said
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
 
 
 def study_pages(search: Any, folder: Path) -> list[Path]:
