@@ -62,6 +62,7 @@ from hpsearch.study import (
     to_csv,
     to_json,
 )
+from hpsearch.tracking import tracking_target
 
 if TYPE_CHECKING:
     from hpsearch.search import Search
@@ -450,8 +451,6 @@ def validate(space_file: Path, as_json: bool) -> None:
 
     space = load_space(space_file)
     if space.tracking.mlflow:  # MLflow asked for and not installed: said here, before any search
-        from hpsearch.tracking import tracking_target
-
         tracking_target(space, space.tracking.mlflow, space.study, asked=True)
     checked = check_space_workload(space)
     for warning in checked.warnings:

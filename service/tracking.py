@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
 from hpsearch.errors import StudyNotFoundError, TrackingError
+from hpsearch.ownership import study_uid
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace, SpaceError
 from hpsearch.store import load_study, redact_url
@@ -595,8 +596,6 @@ class LiveTracker:
 
     def _open(self) -> StudyLog:
         if self._book is None:
-            from hpsearch.ownership import study_uid
-
             self._study = load_study(self.study_name, self.storage)
             book = StudyLog(self.target, self._study, study_uid(self._study))
             book.open(self.space, running=True)
@@ -649,8 +648,6 @@ class LiveTracker:
             study = self._study or load_study(self.study_name, self.storage)
         except StudyNotFoundError:
             return report  # the search stopped before it made its study
-        from hpsearch.ownership import study_uid
-
         try:
             book = self._book if self._book is not None and self._offline_since is None else None
             if book is None:

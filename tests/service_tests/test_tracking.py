@@ -19,15 +19,13 @@ from typing import Any
 import optuna
 import pytest
 from click.testing import CliRunner
+from mlflow.tracking import MlflowClient  # a dev dependency: `make test` installs MLflow
 
 import hpsearch
 from hpsearch import record
 from hpsearch.cli import cli
 from hpsearch.errors import SpaceError, StudyNotFoundError
 from hpsearch.testing import synthetic_study
-
-pytest.importorskip("mlflow")
-from mlflow.tracking import MlflowClient  # noqa: E402
 
 MLFLOW = Path(sys.executable).parent / "mlflow"
 
