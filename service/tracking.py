@@ -77,6 +77,8 @@ TAG_LOGGED_THROUGH = "hpsearch.logged_through"
 TAG_FINAL = "hpsearch.final"
 TAG_BEST_TRIAL = "hpsearch.best_trial"
 _PARENT_RUN = "mlflow.parentRunId"
+#: MLflow 3's UI opens an experiment as model training (its runs table) rather than GenAI traces.
+_EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 #: What a trial's run records beside its params, as tags ``hpsearch.<name>``.
 TAGGED = (record.STATUS_REASON, record.STATUS_DETAIL, record.DEVICE, record.NODE, record.FUSED_GROUP,
@@ -252,12 +254,14 @@ class StudyLog:
         client = self.client
         experiment = client.get_experiment_by_name(self.target.experiment)
         if experiment is None:
-            self.experiment_id = client.create_experiment(self.target.experiment)
-        elif experiment.lifecycle_stage == "deleted":
-            client.restore_experiment(experiment.experiment_id)
-            self.experiment_id = experiment.experiment_id
+            self.experiment_id = client.create_experiment(self.target.experiment, tags=_EXPERIMENT_TAGS)
         else:
             self.experiment_id = experiment.experiment_id
+            if experiment.lifecycle_stage == "deleted":
+                client.restore_experiment(self.experiment_id)
+            for key, value in _EXPERIMENT_TAGS.items():
+                if key not in experiment.tags:
+                    client.set_experiment_tag(self.experiment_id, key, value)
         self.runs.clear()
         self.parent_id = ""
         token = None
@@ -316,15 +320,16 @@ class StudyLog:
 
     # ---- trials ----
 
-    def _run_of(self, trial: FrozenTrial) -> tuple[_Run, bool]:
+    def open_run(self, trial: FrozenTrial, start: int | None = None) -> tuple[_Run, bool]:
+        """The trial's run, made now when it has none (``start``: when it started training, in
+        milliseconds; default what the store says)."""
         run = self.runs.get(trial.number)
         if run is not None:
             return run, False
         tags = {TAG_STUDY: self.study.study_name, TAG_STUDY_UID: self.uid, TAG_TRIAL: str(trial.number),
                 _PARENT_RUN: self.parent_id, TAG_STATE: trial.state.name}
-        name = f"{self.study.study_name}-trial-{trial.number}"
-        created = self.client.create_run(self.experiment_id, start_time=_ms(trial.datetime_start) or None,
-                                         tags=tags, run_name=name)
+        created = self.client.create_run(self.experiment_id, start_time=start or _training_started(trial),
+                                         tags=tags, run_name=f"trial-{trial.number}")
         run = self.runs[trial.number] = _Run(created.info.run_id)
         self.made.add(trial.number)
         self._log(run, params=_params(trial))
@@ -332,7 +337,7 @@ class StudyLog:
 
     def log_evaluation(self, trial: FrozenTrial, report: Mapping[str, Any]) -> None:
         """One evaluation of a running trial, at step = its samples seen."""
-        run, _ = self._run_of(trial)
+        run, _ = self.open_run(trial)
         samples = _number(report.get(record.SAMPLES_SEEN))
         if samples is None or samples <= run.logged_through:
             return
@@ -346,7 +351,7 @@ class StudyLog:
     def log_trial(self, trial: FrozenTrial) -> str:
         """Bring a trial's run up to what the store says; returns ``created``, ``updated`` or
         ``unchanged``."""
-        run, created = self._run_of(trial)
+        run, created = self.open_run(trial)
         finished = trial.state.is_finished()
         if run.final and finished:
             return "unchanged"
@@ -414,6 +419,13 @@ def _study_started(study: optuna.Study) -> Any:
     trials = study.get_trials(deepcopy=False)
     starts = [t.datetime_start for t in trials if t.datetime_start is not None]
     return min(starts) if starts else None
+
+
+def _training_started(trial: FrozenTrial) -> int | None:
+    """When the trial's ranks started, in milliseconds since the epoch: its run's start (a trial is
+    asked before its devices are free, and its run's duration is its training)."""
+    started = _number(trial.user_attrs.get(record.TRAINING_STARTED))
+    return int(started * 1000) if started is not None else _ms(trial.datetime_start)
 
 
 def _trained(trial: FrozenTrial) -> bool:
@@ -590,7 +602,7 @@ class LiveTracker:
         if event.kind == "result":
             book.log_evaluation(trial, event.data.get("result") or {})
         elif event.kind == "training":
-            book._run_of(trial)
+            book.open_run(trial, start=int(time.time() * 1000))
         else:
             book.log_trial(trial)
 
