@@ -146,7 +146,7 @@ def tracking_target(space: SearchSpace, uri: str | None, study_name: str, *,
         return None
     if not mlflow_installed():
         reason = "MLflow is not installed; install it with: pip install 'hpsearch[mlflow]'"
-        if space.tracking.mlflow and space.tracking.mlflow == uri:
+        if space.tracking.mlflow:
             raise SpaceError(reason, key_path="tracking.mlflow", line=space.tracking.line,
                              source=space.source_path or "<string>")
         if asked:
