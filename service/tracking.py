@@ -31,8 +31,9 @@ import queue
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,10 @@ HTTP_SETTINGS = {
 }
 #: Seconds between tries of a tracking server that did not answer, while the search runs.
 RETRY_S = 30.0
+#: At the end of a search, how long the tracking thread may take to finish the call it is making,
+#: and how long a server that was away has to answer again before the end is logged.
+JOIN_S = 30.0
+PROBE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -180,8 +185,8 @@ class TrackingReport:
 
     def describe(self, study_name: str) -> str:
         if self.error is not None:
-            return (f"{self.target.describe()} did not answer ({self.error}): {self.not_logged} trial(s) not logged; "
-                    f"'hpsearch export {study_name} --to mlflow {redact_url(self.target.uri)}' logs them")
+            return (f"could not log to {self.target.describe()} ({self.error}): {self.not_logged} trial(s) not "
+                    f"logged; 'hpsearch export {study_name} --to mlflow {redact_url(self.target.uri)}' logs them")
         link = ""
         if self.target.uri.startswith(("http://", "https://")) and self.parent_run_id:
             link = f"; {self.target.uri.rstrip('/')}/#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
@@ -528,16 +533,16 @@ def export_study(study: optuna.Study, space: SearchSpace, target: TrackingTarget
     return report
 
 
+def _probe(uri: str) -> None:
+    """Raise when an HTTP tracking server does not answer its health check within ``PROBE_S``."""
+    if uri.startswith(("http://", "https://")):
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=PROBE_S):
+            pass
+
+
 def _http_defaults() -> None:
     for name, value in HTTP_SETTINGS.items():
         os.environ.setdefault(name, value)
-
-
-@dataclass
-class _Pending:
-    """A search's events waiting for the tracking thread."""
-
-    events: queue.SimpleQueue[SearchEvent | None] = field(default_factory=queue.SimpleQueue)
 
 
 class LiveTracker:
@@ -563,25 +568,22 @@ class LiveTracker:
         self._offline_since: float | None = None
         self._error: str | None = None
         self._said = False
-        self._pending = _Pending()
-        self._thread: threading.Thread | None = None
         self._made: set[int] = set()
         self._touched: set[int] = set()
         self.report = TrackingReport(target)
+        self._events: queue.SimpleQueue[SearchEvent | None] = queue.SimpleQueue()  # None: the end
+        self._thread = threading.Thread(target=self._loop, name="hpsearch-mlflow", daemon=True)
+        self._thread.start()
 
     def on_event(self, event: SearchEvent) -> None:
-        if event.kind not in ("training", "result", "completed", "pruned", "failed", "skipped"):  # not record names
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="hpsearch-mlflow", daemon=True)
-            self._thread.start()
-        self._pending.events.put(event)
+        if event.kind in ("training", "result", "completed", "pruned", "failed", "skipped"):  # not record names
+            self._events.put(event)
 
     # ---- the thread ----
 
     def _loop(self) -> None:
         while True:
-            event = self._pending.events.get()
+            event = self._events.get()
             if event is None:
                 return
             try:
@@ -650,9 +652,8 @@ class LiveTracker:
         """Stop the thread, then log what the store has that MLflow lacks, and the study's end
         (``end``: the parent run's end, with a folder for its files; ``None`` when the study was
         never made). Returns what was logged; said through ``say`` when MLflow did not answer."""
-        if self._thread is not None:
-            self._pending.events.put(None)
-            self._thread.join()
+        self._events.put(None)
+        self._thread.join(timeout=JOIN_S)
         report = self.report
         if end is None:
             return report
@@ -661,6 +662,10 @@ class LiveTracker:
         except StudyNotFoundError:
             return report  # the search stopped before it made its study
         try:
+            if self._thread.is_alive():  # a call that hangs: left to its own timeout, in the background
+                raise TimeoutError(f"still busy after {JOIN_S:g} s")
+            if self._offline_since is not None:
+                _probe(self.target.uri)  # a server still away: said in seconds, not after MLflow's retries
             book = self._book if self._book is not None and self._offline_since is None else None
             if book is None:
                 self._study = study
