@@ -22,6 +22,7 @@ study is tracked.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
@@ -115,6 +116,9 @@ HTTP_SETTINGS = {
 }
 #: Seconds between tries of a tracking server that did not answer, while the search runs.
 RETRY_S = 30.0
+#: Seconds a running trial's evaluations are held and sent together: one call a trial rather than
+#: one an evaluation (the server's CPU is the trials' on a small machine).
+FLUSH_S = 5.0
 #: At the end of a search, how long the tracking thread may take to finish the call it is making,
 #: and how long a server that was away has to answer again before the end is logged.
 JOIN_S = 30.0
@@ -210,6 +214,7 @@ class _Run:
     run_id: str
     logged_through: float = -1.0
     final: bool = False
+    unsent: dict[str, Any] | None = None  # params not logged yet
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -335,23 +340,28 @@ class StudyLog:
                 _PARENT_RUN: self.parent_id, TAG_STATE: trial.state.name}
         created = self.client.create_run(self.experiment_id, start_time=start or _training_started(trial),
                                          tags=tags, run_name=f"trial-{trial.number}")
-        run = self.runs[trial.number] = _Run(created.info.run_id)
+        # Its params go with its next batch (its first evaluations, or its end): one call fewer a trial.
+        run = self.runs[trial.number] = _Run(created.info.run_id, unsent=_params(trial))
         self.made.add(trial.number)
-        self._log(run, params=_params(trial))
         return run, True
 
-    def log_evaluation(self, trial: FrozenTrial, report: Mapping[str, Any]) -> None:
-        """One evaluation of a running trial, at step = its samples seen."""
-        run, _ = self.open_run(trial)
-        samples = _number(report.get(record.SAMPLES_SEEN))
-        if samples is None or samples <= run.logged_through:
-            return
+    def log_evaluations(self, number: int, reports: Sequence[Mapping[str, Any]]) -> None:
+        """Evaluations of a running trial whose run is open, each at step = its samples seen, in
+        one call."""
+        run = self.runs[number]
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, int(samples)) for k in STEPPED if (v := _number(report.get(k))) is not None]
-        self._log(run, metrics=metrics, logged_through=samples)
-        self.touched.add(trial.number)
+        metrics, through = [], run.logged_through
+        for report in reports:
+            samples = _number(report.get(record.SAMPLES_SEEN))
+            if samples is None or samples <= through:
+                continue
+            metrics += [Metric(k, v, now, int(samples)) for k in STEPPED if (v := _number(report.get(k))) is not None]
+            through = samples
+        if metrics:
+            self._log(run, metrics=metrics, params=run.unsent, logged_through=through)
+            self.touched.add(number)
 
     def log_trial(self, trial: FrozenTrial) -> str:
         """Bring a trial's run up to what the store says; returns ``created``, ``updated`` or
@@ -369,18 +379,22 @@ class StudyLog:
         if not finished:
             if not metrics and not created:
                 return "unchanged"
-            self._log(run, metrics=metrics, logged_through=through)
+            self._log(run, metrics=metrics, params=run.unsent, logged_through=through)
             self.touched.add(trial.number)
             return "created" if created else "updated"
         step = int(_number(trial.user_attrs.get(record.SAMPLES_SEEN)) or max(through, 0))
         # The series end at the last evaluation: logged again at the same step, they would show twice.
         stepped = set(STEPPED) if through >= step else set()
         metrics += [Metric(k, v, now, step) for k, v in _final_metrics(trial).items() if k not in stepped]
-        self._log(run, metrics=metrics, tags=_tags(trial), logged_through=through)
         model = trial.user_attrs.get(record.MODEL_PATH)
-        if isinstance(model, str) and Path(model).is_file():
-            self.client.log_artifact(run.run_id, model, "model")
-        self._log(run, tags={TAG_FINAL: "1"})
+        saved = isinstance(model, str) and Path(model).is_file()
+        # The final tag says the run holds everything: with the batch, or after the model's upload.
+        tags = _tags(trial) if saved else {**_tags(trial), TAG_FINAL: "1"}
+        # A run found again may lack its params: logged again, the same values are accepted.
+        self._log(run, metrics=metrics, params=_params(trial), tags=tags, logged_through=through)
+        if saved:
+            self.client.log_artifact(run.run_id, str(model), "model")
+            self._log(run, tags={TAG_FINAL: "1"})
         self.client.set_terminated(run.run_id, status=_STATUS.get(trial.state.name, "FINISHED"),
                                    end_time=_ms(trial.datetime_complete))
         run.final = True
@@ -395,6 +409,15 @@ class StudyLog:
         if logged_through is not None and logged_through > run.logged_through:
             tag_list.append(RunTag(TAG_LOGGED_THROUGH, repr(float(logged_through))))
         param_list = [Param(k, _text(v, _PARAM_CHARS)) for k, v in (params or {}).items()]
+        if params:
+            run.unsent = None
+        if len(param_list) <= _BATCH_PARAMS and len(tag_list) <= _BATCH_TAGS \
+                and len(metrics) + len(param_list) + len(tag_list) <= _BATCH_METRICS:
+            if metrics or param_list or tag_list:
+                self.client.log_batch(run.run_id, metrics=list(metrics), params=param_list, tags=tag_list)
+            if logged_through is not None:
+                run.logged_through = max(run.logged_through, logged_through)
+            return
         # MLflow's batch holds at most 1000 metrics, 100 params and 100 tags: the tags go last, so
         # that a run says it logged through a step only once that step's metrics are in.
         for chunk in _chunks(param_list, _BATCH_PARAMS):
@@ -545,6 +568,10 @@ def _http_defaults() -> None:
         os.environ.setdefault(name, value)
 
 
+#: What the tracking thread acts on when no event came for ``FLUSH_S``.
+_TICK = SearchEvent("tick", -1)
+
+
 class LiveTracker:
     """Logs a running search to MLflow from a thread of its own.
 
@@ -582,28 +609,62 @@ class LiveTracker:
     # ---- the thread ----
 
     def _loop(self) -> None:
+        # MLflow's import (about 1.4 s) while Ray starts, not while the first trials train; an
+        # import that fails is said when the study's runs are opened.
+        with contextlib.suppress(Exception):
+            import mlflow.tracking  # noqa: F401
+        held: dict[int, list[Mapping[str, Any]]] = {}  # evaluations not sent yet, by trial number
+        sent = time.monotonic()
         while True:
-            event = self._events.get()
-            if event is None:
-                return
             try:
-                self._handle(event)
-            except Exception as exc:
-                self._went_offline(exc)
+                event = self._events.get(timeout=FLUSH_S)
+            except queue.Empty:
+                event = _TICK
+            if event is None:
+                self._guarded(self._send, held)
+                return
+            if event.kind == "result":  # not a record name: the event kind
+                held.setdefault(event.number, []).append(event.data.get("result") or {})
+            elif event is not _TICK:
+                held.pop(event.number, None)  # a trial's end logs its curves from the store
+                self._guarded(self._handle, event)
+            if time.monotonic() - sent >= FLUSH_S:
+                self._guarded(self._send, held)
+                sent = time.monotonic()
+
+    def _guarded(self, call: Callable[..., None], *args: Any) -> None:
+        """Make a call to MLflow, or, while MLflow is away, try it again every ``RETRY_S`` by
+        logging what it missed from the store."""
+        if self._offline_since is not None:
+            if isinstance(args[0], dict):
+                args[0].clear()  # the store keeps them
+            if time.monotonic() - self._offline_since < RETRY_S:
+                return
+            call = self._catch_up
+            args = ()
+        try:
+            call(*args)
+        except Exception as exc:
+            self._went_offline(exc)
+
+    def _send(self, held: dict[int, list[Mapping[str, Any]]]) -> None:
+        """The evaluations held, one call a trial."""
+        while held:
+            number, reports = held.popitem()
+            book = self._open()
+            if number not in book.runs:
+                trial = self._trial(number)
+                if trial is None:
+                    continue
+                book.open_run(trial)
+            book.log_evaluations(number, reports)
 
     def _handle(self, event: SearchEvent) -> None:
-        if self._offline_since is not None:
-            if time.monotonic() - self._offline_since < RETRY_S:
-                return  # the store keeps it: logged once MLflow answers
-            self._catch_up()
-            return
         book = self._open()
         trial = self._trial(event.number)
         if trial is None:
             return
-        if event.kind == "result":
-            book.log_evaluation(trial, event.data.get("result") or {})
-        elif event.kind == "training":
+        if event.kind == "training":
             book.open_run(trial, start=int(time.time() * 1000))
         else:
             book.log_trial(trial)
@@ -628,7 +689,7 @@ class LiveTracker:
         return storage.get_trial(trial_id)
 
     def _catch_up(self) -> None:
-        self._offline_since = None
+        self._offline_since = None  # tried once: a failure sets it again
         book = self._open()
         assert self._study is not None
         book.sync(self._study.get_trials(deepcopy=False))
