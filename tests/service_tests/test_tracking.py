@@ -42,7 +42,7 @@ parameters:
   world_size: 1
   lr_rule: {choices: [linear, sqrt]}
   base_lr: 0.05
-  hidden: {choices: [32]}
+  hidden: {choices: [32, 48]}
 objectives:
   - {metric: val_accuracy, direction: maximize}
   - {metric: runtime_s, direction: minimize}
@@ -203,6 +203,16 @@ def test_a_tracked_search_is_one_parent_run_and_a_nested_run_per_trial(mlflow_se
     for run in children_again.values():  # and no evaluation twice
         assert len(_history(client, run.info.run_id, record.VAL_LOSS)) == len(
             _history(client, children[int(run.data.tags["hpsearch.trial"])].info.run_id, record.VAL_LOSS))
+
+    # A resumed search carries on in the study's parent run: its new trials are nested under it.
+    more = subprocess.run([sys.executable, "-m", "hpsearch", "resume", "tracked", "--n-trials", "6", "--mlflow",
+                           mlflow_server.uri, "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert json.loads(more.stdout)["mlflow"]["created"] == 2
+    parent_resumed, children_resumed = _runs(client, "tracked")
+    assert parent_resumed.info.run_id == parent.info.run_id and parent_resumed.info.status == "FINISHED"
+    assert len(children_resumed) == 6
+    _check_trial_runs(client, search, parent_resumed, children_resumed)
 
 
 def test_a_finished_study_exports_to_a_sqlite_backed_mlflow_once(tmp_path: Path) -> None:
