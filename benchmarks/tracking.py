@@ -26,17 +26,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import interleaved, md_table, median, run_alone, verdict
+from hpsearch.testing import MlflowServer
 
 TARGET = 1.05
 REPEAT = 5
@@ -51,74 +49,30 @@ TRACKED = "tracked (--mlflow)"
 SERVER_ENV = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _executable(name: str) -> str | None:
     """The console script ``name`` of this interpreter's environment, else the one on ``PATH``."""
     beside = Path(sys.executable).with_name(name)
     return str(beside) if beside.exists() else shutil.which(name)
 
 
-class MlflowServer:
-    """A real ``mlflow server`` on a SQLite backend in ``folder``, in a process group of its own."""
+def _cpu_seconds(server: MlflowServer) -> float:
+    """CPU seconds (user + system) the server's processes have spent so far."""
+    import psutil
 
-    def __init__(self, exe: str, folder: Path) -> None:
-        self.exe = exe
-        self.folder = folder
-        self.port = _free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 180.0) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        log = self.folder / "server.log"
-        with open(log, "ab") as out:  # the server's own output, kept for a failure
-            self.process = subprocess.Popen(
-                [self.exe, "server", "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
-                 "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1",
-                 "--port", str(self.port), "--workers", "1"],
-                cwd=self.folder, stdout=out, stderr=out, start_new_session=True, env=SERVER_ENV)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"mlflow server exited ({self.process.returncode}):\n{log.read_text()[-3000:]}")
+    if server.process is None:
+        return 0.0
+    total = 0.0
+    try:
+        root = psutil.Process(server.process.pid)
+        for p in (root, *root.children(recursive=True)):
             try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise SystemExit(f"mlflow server did not answer in {timeout:g} s:\n{log.read_text()[-3000:]}")
-
-    def cpu_seconds(self) -> float:
-        """CPU seconds (user + system) the server's processes have spent so far."""
-        import psutil
-
-        if self.process is None:
-            return 0.0
-        total = 0.0
-        try:
-            root = psutil.Process(self.process.pid)
-            for p in (root, *root.children(recursive=True)):
-                try:
-                    times = p.cpu_times()
-                    total += times.user + times.system
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    continue
-        except psutil.NoSuchProcess:
-            pass
-        return total
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the server and its workers
-            self.process.wait(timeout=30)
-        self.process = None
+                times = p.cpu_times()
+                total += times.user + times.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+    except psutil.NoSuchProcess:
+        pass
+    return total
 
 
 def space_path(folder: Path, epochs: int | None) -> Path:
@@ -160,12 +114,12 @@ class Sides:
         storage = f"sqlite:///{run / 'study.db'}"
         argv = [self.hpsearch_exe, "start", str(self.space), "--study", study, "--storage", storage,
                 "--no-progress", "--json", *extra]
-        server_cpu = self.server.cpu_seconds()
+        server_cpu = _cpu_seconds(self.server)
         began = time.time()
         start = time.perf_counter()
         done = subprocess.run(argv, cwd=run, env=self.env, capture_output=True, text=True)
         seconds = time.perf_counter() - start
-        server_cpu = self.server.cpu_seconds() - server_cpu
+        server_cpu = _cpu_seconds(self.server) - server_cpu
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n"
                              f"{done.stderr[-4000:]}")
@@ -212,13 +166,12 @@ Verdict: not measured ({why}).
 
 
 def run(quick: bool = False) -> str:
-    exe = _executable("mlflow")
-    if exe is None:
+    if MlflowServer.executable() is None:
         return _not_measured("MLflow is not installed: pip install 'hpsearch[mlflow]'")
     repeat = 2 if quick else REPEAT
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-tracking-") as tmp:
-        server = MlflowServer(exe, Path(tmp) / "mlflow")
+        server = MlflowServer(Path(tmp) / "mlflow", env=SERVER_ENV)
         print(f"  starting mlflow server at {server.uri}", flush=True)
         server.start()
         try:

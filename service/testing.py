@@ -31,6 +31,9 @@ in a :class:`SyntheticTruth`:
 
 The LR rules and the study's attrs are the product's own (``hpsearch.trials.scaling``,
 ``hpsearch.store.study_attrs``). Nothing here is a measurement: the space text says so.
+
+For tests and benchmarks of tracking (docs/tracking.md), :class:`MlflowServer` runs a real local
+``mlflow server``.
 """
 
 from __future__ import annotations
@@ -39,9 +42,18 @@ import heapq
 import itertools
 import json
 import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,8 +70,8 @@ from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
 from hpsearch.tune.ceilings import MemoryCeilings, halved
 
-__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SEARCHED_SPACE", "SyntheticDevice", "SyntheticTruth", "searched_study",
-           "synthetic_study"]
+__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SEARCHED_SPACE", "MlflowServer", "SyntheticDevice", "SyntheticTruth",
+           "searched_study", "synthetic_study"]
 
 # The space the synthetic trials are drawn from. It validates (hpsearch.search_spaces) and
 # names only what the model uses. A real search of it would need CIFAR-10 at the path and 8
@@ -706,3 +718,62 @@ def searched_study(storage: str | optuna.storages.BaseStorage, study_name: str =
                 r.RUNTIME_S: runtime, r.DEVICE_SECONDS: runtime, r.PEAK_MEMORY_BYTES: MIB * b, r.EPOCHS_COMPLETED: 2,
                 r.CURVES: {r.SAMPLES_SEEN: [100, 200], r.VAL_ACCURACY: [accuracy / 2, accuracy]}}))
     return Search(study_name, backend)
+
+
+class MlflowServer:
+    """A real ``mlflow server`` on a SQLite backend in ``folder``, its artifacts served from there,
+    on a free local port and in a process group of its own. ``start`` waits for its health check;
+    ``stop`` kills the group, as a machine that goes away; ``start`` again brings it back on the
+    same port and data. ``env``: the server's environment (default: this process's).
+
+    Example:
+        >>> server = MlflowServer(Path("mlflow"))  # doctest: +SKIP
+        >>> server.start(); hpsearch.start("space.yaml", mlflow=server.uri); server.stop()  # doctest: +SKIP
+    """
+
+    def __init__(self, folder: Path, *, env: dict[str, str] | None = None) -> None:
+        self.folder = folder
+        self.env = env
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def executable() -> str | None:
+        """The ``mlflow`` command of this interpreter's environment, else the one on ``PATH``."""
+        beside = Path(sys.executable).with_name("mlflow")
+        return str(beside) if beside.exists() else shutil.which("mlflow")
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Start the server and wait until it answers (``RuntimeError`` with its log, if not)."""
+        exe = self.executable()
+        if exe is None:
+            raise RuntimeError("no mlflow command: pip install 'hpsearch[mlflow]'")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = self.folder / "server.log"
+        with open(log, "ab") as out:  # the server's own output, kept for a failure
+            self.process = subprocess.Popen(
+                [exe, "server", "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
+                 "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1",
+                 "--port", str(self.port), "--workers", "1"],
+                cwd=self.folder, stdout=out, stderr=out, start_new_session=True, env=self.env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited ({self.process.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"mlflow server did not answer in {timeout:g} s:\n{log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the server and its workers
+            self.process.wait(timeout=30)
+        self.process = None

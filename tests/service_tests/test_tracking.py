@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,9 +23,7 @@ import hpsearch
 from hpsearch import record
 from hpsearch.cli import cli
 from hpsearch.errors import SpaceError, StudyNotFoundError
-from hpsearch.testing import synthetic_study
-
-MLFLOW = Path(sys.executable).parent / "mlflow"
+from hpsearch.testing import MlflowServer, synthetic_study
 
 #: The params every trial's run carries (the issue's list), beside the searched ones.
 TRIAL_PARAMS = {record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS, record.EFFECTIVE_BATCH_SIZE,
@@ -55,45 +51,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class MlflowServer:
-    """A real ``mlflow server`` on a SQLite backend, started and stopped by its own process group."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.port = _free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / "server.log", "ab") as log:  # the server's own output, kept for a failure
-            self._spawn(log)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.process is not None and self.process.poll() is None, \
-                (self.folder / "server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise AssertionError("mlflow server did not start in 120 s:\n" + (self.folder / "server.log").read_text()[-3000:])
-
-    def _spawn(self, log: Any) -> None:
-        self.process = subprocess.Popen(
-            [str(MLFLOW), "server", "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
-             "--artifacts-destination", str(self.folder / "artifacts"), "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", "1"],
-            cwd=self.folder, stdout=log, stderr=log, start_new_session=True)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the server and its workers, as a machine that goes away
-            self.process.wait(timeout=30)
-        self.process = None
 
 
 @pytest.fixture(scope="module")
