@@ -7,8 +7,8 @@ Where CUDA is available (the figures the packing, out-of-memory and orchestrator
    trial (``resources.gpus_per_worker``): span and mean GPU utilisation of each, the same
    trials' numbers.
 2. **Out of memory.** ``benchmarks.workloads.activations`` (about 1 MiB of activations a sample)
-   at per-device batch 1024, 16384 and 131072 x the three rules, 1 epoch: the largest runs out of
-   the GPU's memory; with ``search.on_oom: skip`` its other two are not started
+   at per-device batch 1024, 16384 and the largest (``oom_batch``: 131072 on an 80 GB GPU, 262144 on
+   a 141 GB one) x the three rules, 1 epoch: the largest runs out of the GPU's memory; with ``search.on_oom: skip`` its other two are not started
    (``exceeds_memory``); with ``accumulate`` all nine complete, the largest halved (``ran_as``).
    Peak memory per trial, and the recommendation's cap.
 3. **The quickstart on one GPU**, as shipped (``device: auto``): its two-rank trials play both
@@ -48,10 +48,10 @@ QUICKSTART = ROOT / "search_spaces" / "examples" / "quickstart.yaml"
 
 OOM_SPACE = """\
 study: oom
-workload: {{name: "benchmarks.workloads.activations:wide_mlp", epochs: 1, options: {{samples: 131072}}}}
+workload: {{name: "benchmarks.workloads.activations:wide_mlp", epochs: 1, options: {{samples: {largest}}}}}
 scaling: {{base_batch_size: 1024}}
 parameters:
-  per_device_batch_size: {{choices: [131072, 16384, 1024]}}
+  per_device_batch_size: {{choices: [{largest}, 16384, 1024]}}
   world_size: 1
   lr_rule: {{choices: [constant, linear, sqrt]}}
   base_lr: 0.001
@@ -115,15 +115,26 @@ def packing(epochs: int) -> list[dict[str, Any]]:
     return rows
 
 
+def oom_batch(total_bytes: int) -> int:
+    """The smallest power of two from 131072 whose activations (about 1 MiB a sample) exceed the
+    GPU's memory by a quarter: 131072 (128 GiB) on an 80 GB H100, 262144 on a 141 GB H200, where
+    131072 fits (96 GiB peak, measured)."""
+    largest = 131072
+    while largest * 2**20 < 1.25 * total_bytes:
+        largest *= 2
+    return largest
+
+
 def out_of_memory() -> dict[str, Any]:
     """Part 2: a grid whose largest batch runs out of the GPU's memory, skip and accumulate."""
-    result: dict[str, Any] = {}
+    largest = oom_batch(torch.cuda.get_device_properties(0).total_memory)
+    result: dict[str, Any] = {"largest": largest}
     with tempfile.TemporaryDirectory() as tmp:
         for on_oom in ("skip", "accumulate"):
             print(f"  out of memory: on_oom {on_oom}", flush=True)
             folder = Path(tmp) / on_oom
             folder.mkdir()
-            (folder / "space.yaml").write_text(OOM_SPACE.format(on_oom=on_oom))
+            (folder / "space.yaml").write_text(OOM_SPACE.format(on_oom=on_oom, largest=largest))
             wall, done = _start(folder, "space.yaml")
             frame = _frame(folder, "oom")
             rows = [_row(t, "number", "state", "per_device_batch_size", "lr_rule", "status_reason",
@@ -210,7 +221,7 @@ one GPU and on the node's CPU cores).
 
 {pack}
 
-**Out of memory** (`benchmarks.workloads.activations`, b 131072 / 16384 / 1024 x three rules, 1 epoch):
+**Out of memory** (`benchmarks.workloads.activations`, b {figures['out_of_memory'].get('largest', 131072)} / 16384 / 1024 x three rules, 1 epoch):
 
 {oom}
 
