@@ -96,6 +96,8 @@ _NOT_METRICS = frozenset({record.FUSED_GROUP, record.NODE_ID, record.GPU_IDS, re
 
 #: Optuna state -> MLflow run status.
 _STATUS = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED", "RUNNING": "RUNNING", "WAITING": "SCHEDULED"}
+#: The MLflow run statuses of a run that ended.
+_ENDED = frozenset({"FINISHED", "KILLED", "FAILED"})
 
 #: MLflow's limits on one ``log_batch`` call, and on a tag's or param's value.
 _BATCH_METRICS = 1000
@@ -213,7 +215,8 @@ class StudyEnd:
 class _Run:
     run_id: str
     logged_through: float = -1.0
-    final: bool = False
+    final: bool = False  # the trial's end is logged (``TAG_FINAL``)
+    ended: bool = False  # and the run's status says so (not RUNNING)
     unsent: dict[str, Any] | None = None  # params not logged yet
 
 
@@ -282,7 +285,7 @@ class StudyLog:
                 tags = run.data.tags
                 if TAG_TRIAL in tags:
                     self.runs[int(tags[TAG_TRIAL])] = _Run(run.info.run_id, float(tags.get(TAG_LOGGED_THROUGH, -1)),
-                                                           tags.get(TAG_FINAL) == "1")
+                                                           tags.get(TAG_FINAL) == "1", run.info.status in _ENDED)
                 else:
                     self.parent_id = run.info.run_id
             token = page.token
@@ -369,7 +372,12 @@ class StudyLog:
         run, created = self.open_run(trial)
         finished = trial.state.is_finished()
         if run.final and finished:
-            return "unchanged"
+            if run.ended:
+                return "unchanged"
+            # Its end was logged but the server went before the run was ended: end it now.
+            self._terminate(run, trial)
+            self.touched.add(trial.number)
+            return "updated"
         from mlflow.entities import Metric
 
         points = _curve_points(trial, after=run.logged_through)
@@ -395,11 +403,15 @@ class StudyLog:
         if saved:
             self.client.log_artifact(run.run_id, str(model), "model")
             self._log(run, tags={TAG_FINAL: "1"})
-        self.client.set_terminated(run.run_id, status=_STATUS.get(trial.state.name, "FINISHED"),
-                                   end_time=_ms(trial.datetime_complete))
         run.final = True
+        self._terminate(run, trial)
         self.touched.add(trial.number)
         return "created" if created else "updated"
+
+    def _terminate(self, run: _Run, trial: FrozenTrial) -> None:
+        self.client.set_terminated(run.run_id, status=_STATUS.get(trial.state.name, "FINISHED"),
+                                   end_time=_ms(trial.datetime_complete))
+        run.ended = True
 
     def _log(self, run: _Run, *, metrics: Sequence[Any] = (), params: Mapping[str, Any] | None = None,
              tags: Mapping[str, str] | None = None, logged_through: float | None = None) -> None:

@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient  # a dev dependency: `make test` instal
 import hpsearch
 from hpsearch import record
 from hpsearch.cli import cli
-from hpsearch.errors import SpaceError, StudyNotFoundError
+from hpsearch.errors import SpaceError, StudyNotFoundError, TrackingError
 from hpsearch.testing import MlflowServer, synthetic_study
 
 #: The params every trial's run carries (the issue's list), beside the searched ones.
@@ -222,6 +222,40 @@ def test_a_running_trial_exported_then_finished_is_brought_up_to_date(tmp_path: 
     assert finished.info.run_id == running.info.run_id and finished.info.status == "FINISHED"
     assert _history(client, finished.info.run_id, record.VAL_LOSS) == [
         (int(x), float(v)) for x, v in zip(curves[record.SAMPLES_SEEN], curves[record.VAL_LOSS])]
+
+
+def test_a_run_whose_end_was_logged_but_not_its_status_is_ended_by_the_next_export(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server goes away between a trial's end (its final metrics and tags, one call) and the
+    call that ends its run: the next pass ends the run, and logs nothing twice."""
+    storage = f"sqlite:///{tmp_path / 'hpsearch.db'}"
+    search = synthetic_study(storage, "cut", n_trials=3, seed=2)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    os.chdir(tmp_path)
+    real = MlflowClient.set_terminated
+    went = []
+
+    def server_gone_once(self: MlflowClient, run_id: str, *args: Any, **kwargs: Any) -> None:
+        if not went:  # the first trial's run: the server is gone (a fault no local store makes by itself)
+            went.append(run_id)
+            raise ConnectionError("Connection refused")
+        real(self, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "set_terminated", server_gone_once)
+    with pytest.raises(TrackingError, match="connection refused"):
+        search.export_to_mlflow(uri)
+    monkeypatch.setattr(MlflowClient, "set_terminated", real)
+    client = MlflowClient(uri)
+    cut = client.get_run(went[0])
+    assert cut.data.tags["hpsearch.final"] == "1" and cut.info.status == "RUNNING"
+    before = _history(client, went[0], record.VAL_LOSS)
+
+    again = search.export_to_mlflow(uri)
+    assert (again.created, again.updated, again.runs) == (2, 1, 3)
+    parent, children = _runs(client, "cut")
+    assert client.get_run(went[0]).info.status != "RUNNING"
+    assert _history(client, went[0], record.VAL_LOSS) == before
+    _check_trial_runs(client, search, parent, children)
 
 
 def test_export_says_when_mlflow_does_not_answer_and_exits_1(tmp_path: Path) -> None:
