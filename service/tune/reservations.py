@@ -94,9 +94,20 @@ class Grant:
         the trial's ranks on these units (close it, or use it as a context manager: the ranks it
         started stop when it closes)."""
         if self.spans:
-            return SpanningRanks(self.spans)
-        assert self.pool is not None, "a grant from the desk carries its node's pool"
-        return PoolClient(self.pool)
+            self._ranks: PoolClient | SpanningRanks = SpanningRanks(self.spans)
+        else:
+            assert self.pool is not None, "a grant from the desk carries its node's pool"
+            self._ranks = PoolClient(self.pool)
+        return self._ranks
+
+    def lost_nodes(self) -> list[str]:
+        """The nodes whose pools the trial could not reach through ``ranks`` (their machines
+        are likely gone): the desk hears of them as the trial ends, before Ray's health checks
+        declare them dead."""
+        ranks = getattr(self, "_ranks", None)
+        if isinstance(ranks, SpanningRanks):
+            return ranks.lost_nodes
+        return [self.node_id] if isinstance(ranks, PoolClient) and ranks.lost else []
 
 
 @dataclass
@@ -134,6 +145,7 @@ class _ReservationsActor:
         self._warm: dict[str, PoolAddress] = {}  # nodes whose pools are warm: where they are served
         self._mps: dict[str, str | None] = {}  # each node's CUDA MPS state, as its trials record it
         self._stopping = False  # ``stop_granting``: the search is ending
+        self._lost: set[str] = set()  # nodes a trial could not reach, before Ray placed anew there
         if local is not None:  # the node whose pool the search's own process serves (``LocalPool``)
             self._pools[local[0]] = None
             self._warm[local[0]] = local[1]
@@ -187,10 +199,12 @@ class _ReservationsActor:
         return grant
 
     def _forget_lost_nodes(self) -> None:
-        """Drop what the desk holds on nodes that are gone (a machine lost mid-search): their
-        free units would be granted to the next trial, which could never reach their pool.
-        Their groups go back to Ray and a new trial gets units on the nodes alive."""
-        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        """Drop what the desk holds on nodes that are gone (a machine lost mid-search), as Ray
+        says or as a trial found (``release``): their free units would be granted to the next
+        trial, which could never reach their pool. Their groups go back to Ray and a new trial
+        gets units on the nodes alive. A node a trial found lost gets no more units from the
+        desk's free ones, until Ray places a new group there (its raylet answered)."""
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")} - self._lost
         for gid, g in list(self._groups.items()):
             if any(node not in alive for node in g.nodes) and all(g.free):
                 with contextlib.suppress(Exception):
@@ -225,9 +239,15 @@ class _ReservationsActor:
         states = await asyncio.gather(*(a.mps_state.remote() for a in self._pools.values() if a is not None))
         return [error for _, error in states if error is not None]
 
-    async def release(self, units: list[tuple[int, int]]) -> None:
+    async def release(self, units: list[tuple[int, int]], lost: Collection[str] = ()) -> None:
+        """A trial's units are free again; ``lost``: the nodes whose pools it could not reach,
+        forgotten now (``_forget_lost_nodes``), so that the next trial is not granted their units
+        in the seconds before Ray's health checks declare them dead."""
         for group, index in units:
             self._groups[group].free[index] = True
+        if lost:
+            self._lost.update(lost)
+            self._forget_lost_nodes()
         self._released.set()
         self._schedule_idle_return()
 
@@ -248,7 +268,7 @@ class _ReservationsActor:
         order = sorted(self._groups.items(), key=lambda item: item[1].free.count(True))
         for gid, g in order:
             for i, free in enumerate(g.free):
-                if free:
+                if free and g.nodes[i] not in self._lost:
                     by_node.setdefault(g.nodes[i], []).append((gid, i))
         return by_node
 
@@ -332,6 +352,7 @@ class _ReservationsActor:
         placed = placement_group_table(pg)["bundles_to_node_id"]
         node_ids = [str(placed[i]) for i in range(n)]
         nodes: dict[str, dict[str, Any]] = {n["NodeID"]: n for n in ray.nodes() if n["NodeID"] in set(node_ids)}
+        self._lost.difference_update(node_ids)  # Ray placed work there: its raylet answers
         for node_id in dict.fromkeys(node_ids):
             if node_id not in self._pools:
                 self._pool(node_id, nodes.get(node_id, {}).get("Resources", {}))
@@ -418,7 +439,7 @@ def reserved(processes: int) -> Iterator[Grant]:
         yield grant
     finally:
         with contextlib.suppress(ray.exceptions.RayError):  # the search is ending: nothing to return to
-            ray.get(desk.release.remote(grant.units))
+            ray.get(desk.release.remote(grant.units, grant.lost_nodes()))
 
 
 async def _bundle_gpus(group: Any, index: int, gpus: float) -> list[str]:

@@ -117,6 +117,8 @@ def test_a_node_lost_mid_trial_fails_it_as_peer_lost_and_stops_the_other_node(tm
         with SpanningRanks(shares) as ranks, pytest.raises(TrialFailed) as failed:
             run_trial(spec, tmp_path, ranks=ranks, collective_timeout_s=60)
         assert failed.value.reason == "peer_lost"
+        # The node named to the search's desk, which then grants nothing more there.
+        assert ranks.lost_nodes == ["node-1"]
         assert time.monotonic() - began < 60  # not the collective timeout: the node's loss is seen
         # Rank 0's node is clean: its rank was stopped and a fresh process takes its place.
         deadline = time.monotonic() + 30

@@ -197,6 +197,8 @@ class PoolClient:
     def __init__(self, address: PoolAddress) -> None:
         self.address = address
         self._conn: Connection | None = None
+        #: The pool could not be reached, or its connection broke: its node is likely gone.
+        self.lost = False
 
     def start(self, spec: TrialSpec, run_dir: str, *, gpu_ids: Sequence[str] | None = None,
               collective_timeout_s: float = 300.0, sys_path: Sequence[str] | None = None,
@@ -241,12 +243,14 @@ class PoolClient:
             try:
                 self._conn = Client(self.address.address, authkey=self.address.authkey)
             except (EOFError, OSError, AuthenticationError) as exc:
+                self.lost = True
                 raise TrialFailed(record.REASON_RANK_EXITED, f"cannot reach the node's rank pool at "
                                   f"{_shown(self.address.address)} ({exc or type(exc).__name__})") from None
         try:
             self._conn.send(request)
             answer = self._conn.recv()
         except (EOFError, OSError) as exc:
+            self.lost = True
             raise TrialFailed(record.REASON_RANK_EXITED, f"lost the node's rank pool ({exc or type(exc).__name__})") from None
         if isinstance(answer, _Failed):
             raise TrialFailed(answer.reason, answer.detail)

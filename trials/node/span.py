@@ -78,6 +78,11 @@ class SpanningRanks:
             first += share.ranks
 
     @property
+    def lost_nodes(self) -> list[str]:
+        """The Ray ids of the nodes whose pools could not be reached, or whose connection broke."""
+        return [p.share.node_id for p in self._parts if p.client.lost]
+
+    @property
     def rendezvous(self) -> str | None:
         """Where the trial's ranks meet (``tcp://HOST:PORT``), once started."""
         return getattr(self, "_rendezvous", None)
