@@ -83,6 +83,8 @@ class Grant:
     #: A trial that spans nodes: each node's share of its ranks, rank 0's node first (the desk
     #: sets their pools); empty for a trial on one node.
     spans: list[NodeShare] = field(default_factory=list)
+    #: The connection ``ranks`` made, asked at the trial's end which nodes it lost.
+    _ranks: PoolClient | SpanningRanks | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def node_ids(self) -> list[str]:
@@ -93,21 +95,22 @@ class Grant:
         """A connection to the node's pool (to the pools of every node the trial spans), to run
         the trial's ranks on these units (close it, or use it as a context manager: the ranks it
         started stop when it closes)."""
+        ranks: PoolClient | SpanningRanks
         if self.spans:
-            self._ranks: PoolClient | SpanningRanks = SpanningRanks(self.spans)
+            ranks = SpanningRanks(self.spans)
         else:
             assert self.pool is not None, "a grant from the desk carries its node's pool"
-            self._ranks = PoolClient(self.pool)
-        return self._ranks
+            ranks = PoolClient(self.pool)
+        self._ranks = ranks
+        return ranks
 
     def lost_nodes(self) -> list[str]:
         """The nodes whose pools the trial could not reach through ``ranks`` (their machines
         are likely gone): the desk hears of them as the trial ends, before Ray's health checks
         declare them dead."""
-        ranks = getattr(self, "_ranks", None)
-        if isinstance(ranks, SpanningRanks):
-            return ranks.lost_nodes
-        return [self.node_id] if isinstance(ranks, PoolClient) and ranks.lost else []
+        if isinstance(self._ranks, SpanningRanks):
+            return self._ranks.lost_nodes
+        return [self.node_id] if self._ranks is not None and self._ranks.lost else []
 
 
 @dataclass
