@@ -342,6 +342,7 @@ class _Group:
         self.ratio: float | None = None  # solo step / fused step, once timed
         self.fused_step_s: float | None = None
         self.solo_step_s: float | None = None
+        self.solo_comm_share: float | None = None
         self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
         self.late_fused: list[float] = []  # the steady fused steps' times, and their fetching
         self.late_fetch: list[float] = []
@@ -406,6 +407,8 @@ class _Group:
         self.samples_seen = self.steps = self.evaluations = 0
         self.fused_times: list[float] = []
         self.solo_times: list[float] = []
+        # The all-reduce of each solo step timed (its one gradient, as a member's solo run sends it).
+        self.solo_comm: list[float] = []
         self.probe_batches: list[tuple[list[Any], list[tuple[int, int, int]], int]] = []
         self.fetch_times: list[float] = []
         self.first_fused_s = self.first_solo_s = self.warm_fused_s = self.warm_solo_s = 0.0
@@ -556,7 +559,9 @@ class _Group:
                 float(loss.detach())  # a solo step on the CPU reads its loss
         if self.P > 1:
             flat = torch.cat([p.grad.reshape(-1) for p in solo.parameters() if p.grad is not None])
+            reducing = _clock(self.device)
             dist.all_reduce(flat.div_(self.P))
+            self.solo_comm.append(_clock(self.device) - reducing)
         self.solo_optimizer.step()
         self.solo_optimizer.zero_grad(set_to_none=True)
         return _clock(self.device) - start
@@ -621,6 +626,11 @@ class _Group:
         the median fetching of a step's batches), each the slowest process's, and their ratio."""
         fused_s, solo_s = self._slowest(statistics.median(fused), statistics.median(solo) + statistics.median(fetch))
         self.fused_step_s, self.solo_step_s = fused_s, solo_s
+        if self.solo_comm:
+            # A member's share of communication is its solo run's, as its runtime is: the group
+            # all-reduces every member's gradient at once, so its own share says nothing of one.
+            comm_s, = self._slowest(statistics.median(self.solo_comm))
+            self.solo_comm_share = min(1.0, comm_s / solo_s) if solo_s > 0 else None
         self.ratio = solo_s / fused_s if fused_s > 0 else 1.0
         return fused_s, solo_s
 
@@ -777,8 +787,7 @@ class _Group:
                     "epoch": epoch, record.EPOCHS_COMPLETED: epochs_completed, "evaluation": self.evaluations,
                     "final": final, record.SAMPLES_SEEN: self.samples_seen, record.STEPS: self.steps,
                     record.TRAIN_LOSS: train_losses[k], **measured[k], record.LAST_LR: m.lr,
-                    record.COMM_FRACTION: (min(1.0, self.comm_epoch / epoch_seconds)
-                                           if self.P > 1 and epoch_seconds > 0 else 0.0),
+                    record.COMM_FRACTION: self._comm_fraction(epoch_seconds),
                     record.ALLREDUCE_CALLS: self.comm_calls,
                     record.NOISE_SCALE: m.noise.value() if self.measurable else None,
                     **self.setup,
@@ -826,6 +835,16 @@ class _Group:
             dist.broadcast(flags, src=0)
             diverged = [k for k, v in enumerate(flags.tolist()) if v]
         self._remove(diverged)
+
+    def _comm_fraction(self, epoch_seconds: float) -> float:
+        """A member's communication share: its solo steps' (the all-reduce of its own gradient
+        over the solo step, the basis of its ``runtime_s``), where the probe timed them; else,
+        before that, the group's."""
+        if self.P == 1:
+            return 0.0
+        if self.solo_comm_share is not None:
+            return self.solo_comm_share
+        return min(1.0, self.comm_epoch / epoch_seconds) if epoch_seconds > 0 else 0.0
 
     def _declined(self, why: str, measured: dict[str, Any]) -> dict[str, Any] | None:
         report = {"final": True, FUSE_DECLINED: why, **measured, record.RUNTIME_S: 0.0,
