@@ -4,6 +4,7 @@ through the same loop a search's trials run."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from hpsearch import record
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.rank.context import RankContext
-from hpsearch.trials.rank.fused import PROBE_STEPS, FusedOptimizer, train_fused
+from hpsearch.trials.rank.fused import CLEAR_LOSS, PROBE_STEPS, FusedOptimizer, train_fused
 from hpsearch.trials.rank.loop import train
 from hpsearch.trials.spec import TrialSpec, group_spec
 
@@ -97,13 +98,20 @@ def _check_exact(members: list[TrialSpec], tmp_path: Path, pool: RankPool, withi
             assert float((ours - theirs).norm()) <= bound * float(theirs.norm()) + 1e-6, name
 
 
-@pytest.mark.parametrize(("workload", "optimizer", "W", "A"), [
+#: One of each workload, optimizer, world size and accumulation, run by default; the slow test
+#: below runs the rest of their product.
+REPRESENTATIVE = [
     ("digits_mlp", "sgd", 1, 1),
     ("digits_cnn", "adamw", 1, 1),
     ("digits_cnn", "sgd", 1, 2),
     ("teacher_mlp", "sgd", 2, 1),
     ("digits_mlp", "adamw", 2, 2),
-])
+]
+EVERY_OTHER = [case for case in itertools.product(["digits_mlp", "digits_cnn", "teacher_mlp"], ["sgd", "adamw"],
+                                                  [1, 2], [1, 2]) if case not in REPRESENTATIVE]
+
+
+@pytest.mark.parametrize(("workload", "optimizer", "W", "A"), REPRESENTATIVE)
 def test_each_member_trains_what_its_solo_run_trains(workload: str, optimizer: str, W: int, A: int, tmp_path: Path,
                                                      pool: RankPool) -> None:
     _check_exact(_members(workload, optimizer, W, A), tmp_path, pool, within=_within(workload, optimizer, W, A),
@@ -136,10 +144,7 @@ def _weights_within(workload: str, optimizer: str, W: int, A: int) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("A", [1, 2])
-@pytest.mark.parametrize("W", [1, 2])
-@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
-@pytest.mark.parametrize("workload", ["digits_mlp", "digits_cnn", "teacher_mlp"])
+@pytest.mark.parametrize(("workload", "optimizer", "W", "A"), EVERY_OTHER)
 def test_every_workload_optimizer_world_size_and_accumulation(workload: str, optimizer: str, W: int, A: int,
                                                                tmp_path: Path, pool: RankPool) -> None:
     _check_exact(_members(workload, optimizer, W, A), tmp_path, pool, within=_within(workload, optimizer, W, A),
@@ -278,28 +283,37 @@ def test_a_model_vmap_refuses_declines_to_fuse_and_says_why(tmp_path: Path, plug
     assert ctx.reports[0][record.FUSE_DECLINED].startswith("the model cannot be vectorized over members")
 
 
-def test_auto_declines_on_the_first_timed_step_where_fusing_clearly_loses(tmp_path: Path) -> None:
+def test_auto_follows_its_own_step_times_and_declines_on_the_first_where_fusing_clearly_loses(
+        tmp_path: Path) -> None:
     """A wide CNN at b 128 on the CPU, one thread as a trial's rank has: six members fused cost
-    a member 1.3-1.4x its solo step here (2x on an AMD EPYC). The group declines after one timed
+    a member 1.3-1.4x its solo step on one host, 2x on an AMD EPYC, and less than its solo step
+    on a CI host. Whatever the host, ``auto`` keeps to what it timed: a group that declined
+    timed a member's fused step at or above its solo step, one that went on below it. Where the
+    first timed step already lost clearly (``CLEAR_LOSS``), the group declines after that one
     step, not the probe's eight (ten fused steps, a whole trial's worth of the b 128 grid's).
-    One step's timing is noisy on a shared CPU (one group in ten went on to the full probe), so
-    three groups run: at least one declines at once, and every one declines."""
+    One step's timing is noisy on a shared CPU, so three groups run."""
     specs = [TrialSpec(per_device_batch_size=128, base_lr=lr, workload="digits_cnn", epochs=1, seed=1,
                        workload_options={"channels": 32}) for lr in (0.001, 0.003, 0.01, 0.03, 0.1, 0.3)]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as a trial's rank process sets it (cpus_per_worker: 1)
-    reasons = []
+    declines = []
     try:
         for attempt in range(3):
             ctx = RankContext(run_dir=tmp_path / str(attempt))
             train_fused(group_spec(specs, fuse="auto"), ctx)
-            (declined,) = ctx.reports
-            assert declined[record.FUSE_DECLINED].startswith("fusing did not pay on cpu: a step of 6 members fused")
-            assert declined[record.FUSED_STEP_S] / 6 >= declined[record.SOLO_STEP_S]
-            reasons.append(declined[record.FUSE_DECLINED])
+            if len(ctx.reports) == 1 and ctx.reports[0].get(record.FUSE_DECLINED):
+                declined = ctx.reports[0]
+                assert declined[record.FUSE_DECLINED].startswith("fusing did not pay on cpu: a step of 6 members fused")
+                assert declined[record.FUSED_STEP_S] / 6 >= declined[record.SOLO_STEP_S]
+                declines.append(declined)
+            else:
+                finals = [r for r in ctx.reports if r.get("final")]
+                assert len(finals) == 6 and not any(r.get(record.FUSE_DECLINED) for r in ctx.reports)
+                assert all(r[record.FUSED_STEP_S] / 6 < r[record.SOLO_STEP_S] for r in finals), finals[0]
     finally:
         torch.set_num_threads(threads)
-    assert any(r.endswith("(timed on 1 step)") for r in reasons), reasons
+    clear = [d for d in declines if d[record.FUSED_STEP_S] / 6 >= 2 * CLEAR_LOSS * d[record.SOLO_STEP_S]]
+    assert all(d[record.FUSE_DECLINED].endswith("(timed on 1 step)") for d in clear), clear
 
 
 PLUGINS = '''
