@@ -182,7 +182,8 @@ class LRLawInfo:
 
 def lr_law_info(analysis: StudyAnalysis) -> LRLawInfo:
     """The best LR per batch and the fitted law of a study's analysis, as plain data."""
-    points = tuple((p.effective_batch_size, p.lr, p.trial, p.at_edge, p.by) for p in analysis.lr_points)
+    points = tuple((p.effective_batch_size, p.lr, p.trial, p.at_edge, p.by if p.used else f"{p.by}; left out of the law: {p.why}")
+                   for p in analysis.lr_points)
     law = analysis.lr_law
     if law is None or not points:
         return LRLawInfo(points, (), {}, "", analysis.lr_law_refusal if points else

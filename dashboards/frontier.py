@@ -100,6 +100,8 @@ class FrontierPoint:
             ``None`` when the trial has none.
         config: The trial's configuration for hover text: column name to a plain Python
             value, the batch and LR columns first; missing values are left out.
+        confirmation: The trial is a confirmation run of the study's answer: drawn as a
+            diamond, on no front (the search's own trials place its configuration).
     """
 
     number: int
@@ -107,6 +109,7 @@ class FrontierPoint:
     y: float
     size: float | None
     config: Mapping[str, object] = field(hash=False)
+    confirmation: bool = False
 
 
 @dataclass(frozen=True)
@@ -332,8 +335,20 @@ def _off_front_notes(completed: pd.DataFrame) -> list[str | None]:
     faster trial left off the front with nothing said read as a drawing error."""
     nothing = learned_nothing(completed).to_numpy(dtype=bool)
     chance = floats(completed, record.CHANCE_ACCURACY)
+    confirming = _confirmation_runs(completed)
     return [f"learned nothing: accuracy at or below chance, {chance[i]:.3g} (always the commonest class)"
-            if nothing[i] else None for i in range(len(completed))]
+            if nothing[i] else CONFIRMATION_NOTE if confirming[i] else None for i in range(len(completed))]
+
+
+#: The hover's line for a confirmation run (``_off_front_notes``).
+CONFIRMATION_NOTE = "a confirmation run of the study's answer (a new seed): the search's own trials make the front"
+
+
+def _confirmation_runs(completed: pd.DataFrame) -> list[bool]:
+    """Per completed trial, whether it is a confirmation run (``record.ROLE``)."""
+    if record.ROLE not in completed.columns:
+        return [False] * len(completed)
+    return [role == record.ROLE_CONFIRMATION for role in completed[record.ROLE].tolist()]
 
 
 def _points(
@@ -360,6 +375,7 @@ def _points(
                 y=float(ys[i]),
                 size=float(sizes[i]) if math.isfinite(sizes[i]) else None,
                 config=config,
+                confirmation=i < len(notes) and notes[i] == CONFIRMATION_NOTE,
             )
         )
     return points

@@ -337,6 +337,9 @@ def trial_markers(name: str, points: Sequence[TrialLike], size: float | list[flo
             "size": size,
             "line": {"width": 1, "color": "white"},
             "opacity": 0.85,
+            # A confirmation run of the study's answer (a trial with ``confirmation``) is a diamond.
+            **({"symbol": ["diamond" if getattr(p, "confirmation", False) else "circle" for p in points]}  # not a record name: a point's field
+               if any(getattr(p, "confirmation", False) for p in points) else {}),  # not a record name
         },
         customdata=[p.number for p in points],
         hovertext=hovertext,

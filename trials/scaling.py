@@ -12,11 +12,14 @@ over ``warmup_epochs``; a constant low LR followed by a jump fails at large batc
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from hpsearch.search_spaces.space import LR_RULES, LR_SCHEDULES
+from hpsearch import record
+from hpsearch.search_spaces.space import LR_RULES, LR_SCHEDULES, Choice, Fixed, Scalar, SearchSpace
 
-__all__ = ["LR_RULES", "LR_SCHEDULES", "STEP_MILESTONES", "effective_batch_size", "lr_at", "scale_factor", "scaled_lr"]
+__all__ = ["FEW_LRS", "LR_RULES", "LR_SCHEDULES", "STEP_MILESTONES", "effective_batch_size", "few_lrs_warning", "lr_at",
+           "lrs_per_batch", "scale_factor", "scaled_lr"]
 
 #: The ``step`` schedule multiplies the LR by ``STEP_GAMMA`` at these fractions of the
 #: post-warmup epochs (the ResNet-style 50% / 75% milestones).
@@ -100,3 +103,63 @@ def lr_at(
     if schedule == "cosine":
         return peak_lr * 0.5 * (1.0 + math.cos(math.pi * t))
     return peak_lr * STEP_GAMMA ** sum(t >= m for m in STEP_MILESTONES)
+
+
+#: Fewer distinct LRs than this at a batch and its best measured LR may sit far from its
+#: optimum: the critical-batch fit reads each batch's best as the optimum (docs/analysis.md).
+FEW_LRS = 3
+
+
+def lrs_per_batch(space: SearchSpace) -> dict[int, tuple[float, ...]] | None:
+    """The distinct peak LRs a grid of ``space`` runs at each effective batch (every choice of
+    b, W, A, rule and base LR); ``None`` where one of those is continuous (any LR can be drawn).
+
+    Example:
+        >>> from hpsearch.search_spaces import space_from_mapping
+        >>> space = space_from_mapping({"study": "s", "workload": {"name": "digits_mlp"},
+        ...     "scaling": {"base_batch_size": 8},
+        ...     "parameters": {"per_device_batch_size": {"choices": [8, 32]}, "world_size": 1,
+        ...                    "lr_rule": {"choices": ["constant", "linear", "sqrt"]}, "base_lr": 0.01}})
+        >>> {b: [round(lr, 4) for lr in lrs] for b, lrs in lrs_per_batch(space).items()}
+        {8: [0.01], 32: [0.01, 0.02, 0.04]}
+    """
+    def values(name: str, default: Scalar) -> tuple[Scalar, ...] | None:
+        p = space.parameters.get(name)
+        if p is None:
+            return (default,)
+        if isinstance(p, Fixed):
+            return (p.value,)
+        if isinstance(p, Choice):
+            return p.choices
+        return None
+
+    found = [values(n, d) for n, d in ((record.PER_DEVICE_BATCH_SIZE, 1), (record.WORLD_SIZE, 1),
+                                        (record.GRAD_ACCUM_STEPS, 1), (record.LR_RULE, "constant"),
+                                        (record.BASE_LR, 0.0))]
+    axes = [v for v in found if v is not None]
+    if len(axes) < len(found):
+        return None
+    base_batch = space.scaling.base_batch_size
+    out: dict[int, set[float]] = {}
+    for b, w, a, rule, base in itertools.product(*axes):
+        batch = effective_batch_size(int(b), int(w), int(a))
+        out.setdefault(batch, set()).add(float(f"{scaled_lr(str(rule), float(base), batch, base_batch):.12g}"))
+    return {batch: tuple(sorted(lrs)) for batch, lrs in sorted(out.items())}
+
+
+def few_lrs_warning(space: SearchSpace) -> str | None:
+    """One sentence where a grid of ``space`` gives some batch fewer than ``FEW_LRS`` LRs (the
+    quickstart's three rules at one base LR give its smallest batch one), else ``None``. Only a
+    space of three batches or more says it: fewer fit no critical batch, so no answer leans on
+    where each batch's best LR is."""
+    per_batch = lrs_per_batch(space)
+    if not per_batch or len(per_batch) < 3:
+        return None
+    few = {batch: lrs for batch, lrs in per_batch.items() if len(lrs) < FEW_LRS}
+    if not few:
+        return None
+    shown = ", ".join(f"B {batch} at {len(lrs)}" for batch, lrs in list(few.items())[:6])
+    return (f"few LRs per batch: {shown} {'LR' if len(few) == 1 and len(next(iter(few.values()))) == 1 else 'LRs'} "
+            f"(fewer than {FEW_LRS}); each batch's best run is read as its best LR, so the critical batch and the "
+            f"answer's LR lean on where the grid put them: give base_lr more choices, or expect the confirmation "
+            "to move the answer")

@@ -409,12 +409,20 @@ function analysisSection(base) {
         rows.push(el("div", { id: "answer-memory" }, el("span", {}, "memory "), `${peak}${cap}`));
       }
       for (const line of r.extrapolated) rows.push(el("div", { class: "extrapolated" }, el("span", {}, "extrapolated "), line));
+      if (r.confirmation) {
+        // Whether the search ran this answer and it held, as `hpsearch recommend` says.
+        rows.push(el("div", { id: "answer-confirmation", class: r.confirmation.confirmed ? "confirmed" : "unconfirmed" },
+          el("span", {}, "confirmation "), r.confirmation.text));
+      }
     } else {
       rows.push(el("p", { class: "note" }, `no recommendation: ${result.recommendation_error}`));
     }
     answer.replaceChildren(...rows);
+    const rounds = (a.confirmations || []).map((c) => `confirmation round ${c.round} (${c.trials.map((n) => `#${n}`).join(", ") || "no trial yet"}): ` +
+      `${c.configuration} on ${c.devices} device(s), predicted ${fmt(c.predicted_samples[1])} [${fmt(c.predicted_samples[0])}, ` +
+      `${fmt(c.predicted_samples[2])}] samples to reach ${c.target}: ${c.verdict}${c.note ? ` (${c.note})` : ""}`);
     const lines = (r ? r.explanation : [`target: ${a.target.metric} ${a.target.direction === "maximize" ? ">=" : "<="} ${fmt(a.target.value)}`])
-      .concat(a.rules.map((rule) => rule.summary));
+      .concat(a.rules.map((rule) => rule.summary), rounds);
     notes.replaceChildren(...lines.map((line) => el("li", {}, line)));
   }
 

@@ -18,12 +18,16 @@ from hpsearch.analysis._stats import format_batch
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError
 
-__all__ = ["COUNTED", "BatchPoint", "LRPoint", "best_lrs", "best_per_batch", "config_key", "critical_batch", "lr_key",
-           "lr_law", "median"]
+__all__ = ["COUNTED", "CUT_SHORT", "BatchBound", "BatchPoint", "LRPoint", "batch_bounds", "best_lrs", "best_per_batch",
+           "config_key", "critical_batch", "law_points", "lr_key", "lr_law", "median"]
 
 #: Trial states whose curves count: a trial stopped early by ASHA reached what it reached; a
 #: failed one enters no fit.
 COUNTED = ("COMPLETE", "PRUNED")
+
+#: Reasons of FAIL trials that the search itself cut short while they trained: what they
+#: trained without reaching the target is a lower bound like a COMPLETE run's.
+CUT_SHORT = frozenset({record.REASON_BUDGET, record.REASON_INTERRUPTED})
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,38 @@ class BatchPoint:
 
 
 @dataclass(frozen=True)
+class BatchBound:
+    """An effective batch at which every configuration tried missed the target: a lower bound
+    (right-censored) on the samples its best configuration needs.
+
+    Each run trained ``samples`` or more without reaching the target (COMPLETE, stopped early
+    by ASHA, or cut short by the budget; failed and diverging runs say nothing). A
+    configuration's bound is the median of its runs'; the batch's is the least over its
+    configurations (over those that trained on to their end, where some did: a run ASHA stopped
+    was behind the others at its rung): at those LRs, and so far as the runs show between them,
+    the batch needs more.
+
+    Attributes:
+        effective_batch_size: B.
+        samples: The bound: the best configuration there needs more than this many samples.
+        runs: The trial numbers of the runs behind it.
+        n_configurations: Configurations (LRs, with the study's other parameters) tried there.
+        lrs: The least and the largest LR tried there.
+        used: Whether the critical-batch fit was held at or above it.
+        why_not: Why it was not (a larger batch reached the target in fewer samples: its LRs
+            were off, which says nothing of E(B)); ``None`` where used.
+    """
+
+    effective_batch_size: float
+    samples: float
+    runs: tuple[int, ...]
+    n_configurations: int
+    lrs: tuple[float, float]
+    used: bool = True
+    why_not: str | None = None
+
+
+@dataclass(frozen=True)
 class LRPoint:
     """The best LR found at one effective batch.
 
@@ -71,6 +107,10 @@ class LRPoint:
         n_lrs: Distinct LRs tried at this batch.
         at_edge: The best LR is the smallest or largest tried there: the optimum may lie beyond.
         by: ``samples to target`` or, where no trial reached it, the metric's best value.
+        reached: Whether some run at this batch reached the target (``lr`` is then the fastest
+            to it; else the best metric's).
+        used: Whether the LR law is fitted to this point (``law_points``).
+        why: Why it is not, or ``None``.
     """
 
     effective_batch_size: float
@@ -79,6 +119,9 @@ class LRPoint:
     n_lrs: int
     at_edge: bool
     by: str
+    reached: bool = True
+    used: bool = True
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,8 +222,46 @@ def best_per_batch(reached: Sequence[Mapping[str, Any]], parameters: Sequence[st
     return tuple(points)
 
 
+def batch_bounds(missed: Sequence[Mapping[str, Any]], batches: Sequence[BatchPoint],
+                 parameters: Sequence[str] = ()) -> tuple[BatchBound, ...]:
+    """The batches at which every run that trained missed the target (``missed``: runs that
+    trained without reaching it, each with its ``samples_trained``), as lower bounds
+    (``BatchBound``). ``batches``: the batches that reached it, at their best configuration.
+
+    A bound at B says E(B) is above it, and as E rises with B, so is every larger batch's: a
+    larger batch that reached the target in fewer samples contradicts it. Then the LRs tried at
+    B were off, not E(B) large, and the bound is kept out of the fit (``used`` false, with
+    why); it still rules out an answer at B predicted below it."""
+    reached_at = {p.effective_batch_size for p in batches}
+    by_batch: dict[float, list[Mapping[str, Any]]] = {}
+    for t in missed:
+        batch = t[record.EFFECTIVE_BATCH_SIZE]
+        if batch is not None and float(batch) not in reached_at and t.get("lr") and t.get("samples_trained"):
+            by_batch.setdefault(float(batch), []).append(t)
+    out = []
+    for batch in sorted(by_batch):
+        configs: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+        for t in by_batch[batch]:
+            configs.setdefault((lr_key(t["lr"]), *config_key(t, parameters)), []).append(t)
+        # A run ASHA stopped was behind the others at its rung: where some configuration here
+        # trained on to its end, the batch's best is among those, and their bound is the batch's.
+        ran_on = [runs for runs in configs.values() if any(t[record.STATUS_REASON] != record.REASON_EARLY_STOPPED for t in runs)]
+        bound = min(median([float(t["samples_trained"]) for t in runs]) for runs in (ran_on or configs.values()))
+        lrs = [float(t["lr"]) for t in by_batch[batch]]
+        runs = tuple(sorted(int(t["number"]) for t in by_batch[batch]))
+        faster = [p for p in batches if p.effective_batch_size > batch and p.samples < bound]
+        why = None
+        if faster:
+            p = faster[0]
+            why = (f"B {format_batch(p.effective_batch_size)} reached the target in {p.samples:,.0f} samples, fewer than "
+                   f"the {bound:,.0f} every run at B {format_batch(batch)} trained without reaching it: the LRs tried "
+                   f"there were off, which says nothing of E(B)")
+        out.append(BatchBound(batch, bound, runs, len(configs), (min(lrs), max(lrs)), why is None, why))
+    return tuple(out)
+
+
 def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str, Any]],
-                    seed: int) -> tuple[CriticalBatchFit | None, str | None]:
+                    seed: int, bounds: Sequence[BatchBound] = ()) -> tuple[CriticalBatchFit | None, str | None]:
     """The fit on one entry per run of each batch's best configuration, or one per batch where
     its optimum came from a parabola (a smoothed value, not a run).
 
@@ -188,7 +269,8 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
     its samples only bound the truth from above (a study whose every trial crossed there would
     otherwise fit a flat line through one epoch's samples, with intervals of zero width). A fit
     whose draws all agree (intervals of zero width) is refused: there is no scatter to bound
-    it with, so it is no evidence of a law.
+    it with, so it is no evidence of a law. The line is held at or above the ``bounds`` that
+    are ``used`` (right-censored batches: ``batch_bounds``).
     """
     if not reached:
         return None, "no trial reached the target"
@@ -211,7 +293,8 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
             sizes.append(point.effective_batch_size)
             examples.append(runs[number]["samples_to_target"])
     try:
-        fit = fit_critical_batch(sizes, examples, seed=seed)
+        fit = fit_critical_batch(sizes, examples, seed=seed,
+                                 lower_bounds=[(b.effective_batch_size, b.samples) for b in bounds if b.used])
     except AnalysisError as exc:
         return None, str(exc)
     # Zero width up to rounding: draws that agree to a part in a billion all agree.
@@ -256,11 +339,39 @@ def best_lrs(trials: Sequence[Mapping[str, Any]], target: Target, parameters: Se
             if vertex is not None:
                 lr, by = vertex, by + ", parabola"
         at_edge = lr <= lrs[0] * (1 + 1e-9) or lr >= lrs[-1] * (1 - 1e-9)
-        points.append(LRPoint(batch, lr, trial, len(lrs), at_edge, by))
-    return tuple(points)
+        points.append(LRPoint(batch, lr, trial, len(lrs), at_edge, by, bool(reached)))
+    return law_points(tuple(points))
+
+
+def law_points(points: Sequence[LRPoint]) -> tuple[LRPoint, ...]:
+    """``points`` marked with whether the LR law is fitted to them (``used``, and ``why`` not).
+
+    The law is the LR that reaches the target soonest, so it is fitted to the batches that
+    measured that: where three or more batches reached the target with their best LR inside the
+    LRs they tried, to those only. A batch where no run reached the target names the LR of its
+    best metric within its budget, another optimum (on the quickstart, B 256's best accuracy at
+    10 epochs sat at half of B 128's fastest LR and pulled the law's LR at B 32 a quarter below
+    the reference grid's best); a best LR at the edge of those tried bounds the optimum on one
+    side only. With fewer such batches the edge points come back in, then the batches that
+    missed, so that a study of few batches still has a law, each point being what it says."""
+    timed = [p for p in points if p.reached]
+    inside = [p for p in timed if not p.at_edge]
+    fitted = inside if len(inside) >= 3 else timed if len(timed) >= 3 else list(points)
+    out = []
+    for p in points:
+        if p in fitted:
+            out.append(p)
+        elif not p.reached:
+            out.append(replace(p, used=False, why="no run reached the target here: its best LR is the best metric's "
+                                                    "within the budget, not the fastest to the target"))
+        else:
+            out.append(replace(p, used=False, why="its best LR is at the edge of those tried here: the optimum may "
+                                                    "lie beyond"))
+    return tuple(out)
 
 
 def lr_law(points: Sequence[LRPoint], seed: int) -> tuple[LRLawFit | None, str | None]:
+    points = [p for p in points if p.used]
     try:
         return fit_lr_law([p.effective_batch_size for p in points], [p.lr for p in points], seed=seed), None
     except AnalysisError as exc:

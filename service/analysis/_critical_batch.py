@@ -9,6 +9,7 @@ With each batch size at its best configuration, the examples needed to reach a t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -20,12 +21,12 @@ from hpsearch.analysis._stats import (
     FloatArray,
     Interval,
     as_positive_array,
+    bounded_line,
     check_level,
     check_n_boot,
     check_same_length,
     format_batch,
     format_number,
-    nonnegative_line,
     percentile_interval,
     prediction_batches,
 )
@@ -76,6 +77,17 @@ class CriticalBatchFit:
         level: the intervals' level.
         note: what a reader should know about this fit (perfect scaling, extrapolation,
             lack of fit), or ``None``.
+        lower_bounds: the right-censored runs the line was held at or above, as
+            ``(batch size, examples)`` pairs: at that batch a run trained that many examples
+            without reaching the target.
+        run_scatter: the relative scatter of one run about the line (the root mean square of
+            the runs' relative residuals, on ``n_runs - 2`` degrees of freedom): what a new run
+            adds to the uncertainty of the line itself.
+        form_error: the line's own error when it extrapolates, in log examples per log batch
+            size: the line refitted without its largest batch size predicts that batch off by
+            ``exp(form_error x ln(B_max / B_next))``. ``None`` with fewer than 4 batch sizes (3
+            are needed left after leaving one out).
+        form_error_check: ``(batch, predicted, measured)`` of that leave-one-out check.
 
     Example:
         >>> fit = fit_critical_batch([64, 256, 1024, 4096], [1.02e5, 1.06e5, 1.25e5, 1.99e5], n_boot=200)
@@ -103,6 +115,33 @@ class CriticalBatchFit:
     e_min_draws: FloatArray = field(repr=False, compare=False)
     s_min_draws: FloatArray = field(repr=False, compare=False)
     b_crit_draws: FloatArray = field(repr=False, compare=False)
+    lower_bounds: tuple[tuple[float, float], ...] = ()
+    run_scatter: float = 0.0
+    form_error: float | None = None
+    form_error_check: tuple[float, float, float] | None = None
+
+    def form_factor(self, batch_size: float) -> float | None:
+        """How much wider (a factor, on each side) an interval at ``batch_size`` must be to
+        carry the line's form error: 1 within the batch sizes fitted, ``exp(form_error x
+        ln(B / B_max))`` beyond the largest; ``None`` beyond it where the form error could not
+        be measured (fewer than 4 batch sizes).
+
+        Example:
+            >>> fit = fit_critical_batch([8, 16, 32, 64], [100.0, 103.0, 112.0, 125.0], n_boot=100)
+            >>> fit.form_factor(32.0), fit.form_factor(128.0) >= 1.0
+            (1.0, True)
+        """
+        largest = self.batch_sizes[-1]
+        if batch_size <= largest * (1 + 1e-9):
+            return 1.0
+        if self.form_error is None:
+            return None
+        return math.exp(self.form_error * math.log(batch_size / largest))
+
+    def lower_bound(self, batch_size: float) -> float:
+        """The most examples a censored run at ``batch_size`` or below trained without reaching
+        the target (0 where none did): the line rises with B, so none is predicted below it."""
+        return max((s for x, s in self.lower_bounds if x <= batch_size * (1 + 1e-9)), default=0.0)
 
     @property
     def n_draws(self) -> int:
@@ -214,6 +253,7 @@ def fit_critical_batch(
     batch_sizes: ArrayLike,
     examples_to_target: ArrayLike,
     *,
+    lower_bounds: Sequence[tuple[float, float]] = (),
     level: float = 0.9,
     n_boot: int = 1000,
     seed: int = 0,
@@ -228,6 +268,9 @@ def fit_critical_batch(
         batch_sizes: the effective (global) batch size of each run.
         examples_to_target: examples each run needed to reach the target, in any unit
             (samples, sequences, epochs); runs that never reached it do not belong here.
+        lower_bounds: ``(batch size, examples)`` of runs that trained that many examples
+            without reaching the target (right-censored, in the same unit): the line is held
+            at or above each, in the fit and in every bootstrap draw (``bounded_line``).
         level: level of the bootstrap intervals.
         n_boot: number of bootstrap draws (at least 100).
         seed: seed of the bootstrap's ``numpy.random.default_rng``.
@@ -243,12 +286,20 @@ def fit_critical_batch(
         >>> fit = fit_critical_batch([256, 256, 1024, 1024, 4096, 4096], [51e3, 49e3, 60e3, 61e3, 99e3, 101e3])
         >>> fit.method, round(fit.b_crit, -2), fit.runs_per_batch
         ('seed-weighted means', 3600.0, (2, 2, 2))
+        >>> held = fit_critical_batch([8, 16, 32, 64], [3500, 3600, 4200, 6000], lower_bounds=[(128, 14380)])
+        >>> held.examples(128.0) >= 14380, held.b_crit < fit_critical_batch([8, 16, 32, 64], [3500, 3600, 4200, 6000]).b_crit
+        (True, True)
     """
     check_level(level)
     check_n_boot(n_boot)
     b = as_positive_array("batch sizes", batch_sizes)
     e = as_positive_array("examples to target", examples_to_target)
     check_same_length(batch_sizes=b, examples_to_target=e)
+    # The runs in a fixed order, so that the bootstrap's draws (and the intervals) do not depend
+    # on the order the study happened to finish them in.
+    order = np.lexsort((e, b))
+    b, e = b[order], e[order]
+    bx, by = _bounds(lower_bounds)
     distinct, group, counts = np.unique(b, return_inverse=True, return_counts=True)
     if distinct.size < 3:
         shown = ", ".join(format_batch(float(x)) for x in distinct)
@@ -266,7 +317,7 @@ def fit_critical_batch(
     if counts.min() >= 2 and seed_var.max() > 0:
         method = SEED_WEIGHTED
         w = _seed_weights(means, seed_var, counts.astype(np.float64))
-        a, c = (float(v) for v in nonnegative_line(distinct, means, w))
+        a, c = (float(v) for v in bounded_line(distinct, means, w, bx, by))
         dof = distinct.size - 2
         chi2 = float(np.sum(w * (means - a - c * distinct) ** 2))
         reduced_chi2 = chi2 / dof
@@ -280,15 +331,15 @@ def fit_critical_batch(
                 f"(reduced chi-square {reduced_chi2:.3g} on {dof} df): E(B) = E_min (1 + B / B_crit) "
                 f"is only approximate here, and the intervals were widened {widen:.2g}x to cover it"
             )
-        a_draws, c_draws = _stratified_draws(distinct, groups, widen, n_boot, rng)
+        a_draws, c_draws = _stratified_draws(distinct, groups, widen, n_boot, rng, bx, by)
     else:
         # Single runs (or some batch sizes with one run, or seeds that agree exactly): no
         # per-batch variance to weight by, so assume a constant relative error, which is how
         # time-to-target noise behaves (a 5% spread at 10 epochs is a 5% spread at 80).
         method = RELATIVE_ERROR
-        a_arr, c_arr = _relative_fit(b, e)
+        a_arr, c_arr = _relative_fit(b, e, bx, by)
         a, c = float(a_arr), float(c_arr)
-        a_draws, c_draws = _residual_draws(b, e, a, c, n_boot, rng)
+        a_draws, c_draws = _residual_draws(b, e, a, c, n_boot, rng, bx, by)
 
     b_crit = a / c if c > 0 else math.inf
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -299,6 +350,11 @@ def fit_critical_batch(
                             "runs scatter too much about the line to bound it")
     b_crit_interval = percentile_interval(b_crit_draws, level)
     notes.extend(_notes(b_crit, b_crit_interval, distinct))
+    held = [(float(x), float(y)) for x, y in zip(bx, by)]
+    if held and any(abs(a + c * x - y) <= 1e-6 * y for x, y in held):
+        shown = ", ".join(f"{format_number(y)} at B {format_batch(x)}" for x, y in held if abs(a + c * x - y) <= 1e-6 * y)
+        notes.append(f"held at or above runs that missed the target ({shown} examples trained without reaching it)")
+    form_error, check = _form_error(b, e, bx, by)
     if dropped:
         notes.append(f"{dropped} of {n_boot} bootstrap draws left the model (examples to target of zero or less) "
                      "and were dropped: the intervals rest on the others")
@@ -323,7 +379,68 @@ def fit_critical_batch(
         e_min_draws=a_draws,
         s_min_draws=c_draws,
         b_crit_draws=b_crit_draws,
+        lower_bounds=tuple(held),
+        run_scatter=_run_scatter(b, e, a, c),
+        form_error=form_error,
+        form_error_check=check,
     )
+
+
+def _bounds(lower_bounds: Sequence[tuple[float, float]]) -> tuple[FloatArray, FloatArray]:
+    """The censored runs as two arrays, checked like the runs (positive, finite)."""
+    pairs = list(lower_bounds)
+    if not pairs:
+        return np.zeros(0), np.zeros(0)
+    bx = as_positive_array("lower bounds' batch sizes", [p[0] for p in pairs])
+    by = as_positive_array("lower bounds' examples", [p[1] for p in pairs])
+    return bx, by
+
+
+def _point_fit(b: FloatArray, e: FloatArray, bx: FloatArray, by: FloatArray) -> tuple[float, float]:
+    """The fit's line without its bootstrap: seed-weighted means where every batch size has two
+    runs or more that differ, else the relative-error fit (as ``fit_critical_batch`` chooses)."""
+    distinct, group, counts = np.unique(b, return_inverse=True, return_counts=True)
+    groups = [e[group == g] for g in range(distinct.size)]
+    means = np.array([g.mean() for g in groups])
+    var = np.array([g.var(ddof=1) if g.size > 1 else 0.0 for g in groups])
+    if counts.min() >= 2 and var.max() > 0:
+        a, c = bounded_line(distinct, means, _seed_weights(means, var, counts.astype(np.float64)), bx, by)
+    else:
+        a, c = _relative_fit(b, e, bx, by)
+    return float(a), float(c)
+
+
+def _form_error(b: FloatArray, e: FloatArray, bx: FloatArray,
+                by: FloatArray) -> tuple[float | None, tuple[float, float, float] | None]:
+    """The line's error when it extrapolates, measured on the runs themselves: refit without
+    the largest batch size, predict it, and take the error in log examples per log batch of
+    the distance extrapolated (``CriticalBatchFit.form_error``). An interval that counts only
+    the scatter about the line says nothing of whether the line's form holds beyond the data,
+    which is where an answer that favours large batches reads it: on the digits quickstart the
+    answer's 90% interval at twice the largest batch that reached the target held half of what
+    the run then measured. ``(None, None)`` with fewer than 4 batch sizes."""
+    distinct = np.unique(b)
+    if distinct.size < 4:
+        return None, None
+    largest, next_largest = float(distinct[-1]), float(distinct[-2])
+    keep = b < largest
+    a, c = _point_fit(b[keep], e[keep], bx, by)
+    predicted = a + c * largest
+    measured = float(e[~keep].mean())
+    if not (predicted > 0 and measured > 0):
+        return None, None
+    error = abs(math.log(predicted / measured)) / math.log(largest / next_largest)
+    return error, (largest, predicted, measured)
+
+
+def _run_scatter(b: FloatArray, e: FloatArray, a: float, c: float) -> float:
+    """One run's relative scatter about the line: the root mean square of the runs' relative
+    residuals on n - 2 degrees of freedom (0 where there are none left)."""
+    fitted = a + c * b
+    dof = b.size - 2
+    if dof < 1 or not (fitted > 0).all():
+        return 0.0
+    return float(math.sqrt(float(np.sum((e / fitted - 1.0) ** 2)) / dof))
 
 
 def _seed_weights(means: FloatArray, var: FloatArray, counts: FloatArray) -> FloatArray:
@@ -344,7 +461,8 @@ def _seed_weights(means: FloatArray, var: FloatArray, counts: FloatArray) -> Flo
 
 
 def _stratified_draws(
-    x: FloatArray, groups: list[FloatArray], widen: float, n_boot: int, rng: np.random.Generator
+    x: FloatArray, groups: list[FloatArray], widen: float, n_boot: int, rng: np.random.Generator,
+    bx: FloatArray, by: FloatArray,
 ) -> tuple[FloatArray, FloatArray]:
     """Refit the seed-weighted line on runs resampled within each batch size."""
     means = np.empty((n_boot, len(groups)))
@@ -363,21 +481,23 @@ def _stratified_draws(
     # which refitted to lines that no run supports.
     inside = (means > 0).all(axis=1)
     means[~inside] = np.array([g.mean() for g in groups])
-    a, c = nonnegative_line(x, means, _seed_weights(means, var, counts))
+    a, c = bounded_line(x, means, _seed_weights(means, var, counts), bx, by)
     return np.where(inside, a, np.nan), np.where(inside, c, np.nan)
 
 
-def _relative_fit(x: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Nonnegative line under a constant relative error, reweighted by the fitted line."""
+def _relative_fit(x: FloatArray, y: FloatArray, bx: FloatArray, by: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Nonnegative line under a constant relative error, reweighted by the fitted line, held at
+    or above the lower bounds."""
     w = 1.0 / y**2
     for _ in range(_IRLS_STEPS):
-        a, c = nonnegative_line(x, y, w)
+        a, c = bounded_line(x, y, w, bx, by)
         w = 1.0 / (a[..., None] + c[..., None] * x) ** 2
-    return nonnegative_line(x, y, w)
+    return bounded_line(x, y, w, bx, by)
 
 
 def _residual_draws(
-    x: FloatArray, y: FloatArray, a: float, c: float, n_boot: int, rng: np.random.Generator
+    x: FloatArray, y: FloatArray, a: float, c: float, n_boot: int, rng: np.random.Generator,
+    bx: FloatArray, by: FloatArray,
 ) -> tuple[FloatArray, FloatArray]:
     """Refit on the fitted line times resampled relative residuals."""
     fitted = a + c * x
@@ -396,7 +516,7 @@ def _residual_draws(
     # dropped (NaN), not clipped to a sliver of the line, which refitted to lines no run
     # supports (with three batch sizes, one degree of freedom, a few percent of the draws).
     inside = (factor > 0).all(axis=1)
-    a_star, c_star = _relative_fit(x, fitted * np.where(inside[:, None], factor, 1.0))
+    a_star, c_star = _relative_fit(x, fitted * np.where(inside[:, None], factor, 1.0), bx, by)
     return np.where(inside, a_star, np.nan), np.where(inside, c_star, np.nan)
 
 

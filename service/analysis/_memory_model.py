@@ -279,6 +279,7 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
     recorded = _numbers(frame, r.MEMORY_LIMIT_BYTES)
     b_asked = _numbers(frame, r.PER_DEVICE_BATCH_SIZE)
     phases = _texts(frame, r.OUT_OF_MEMORY_PHASE)
+    members = _numbers(frame, r.FUSED_MEMBERS)
     # A configuration is the values of the parameters that vary: one held fixed (momentum 0.9
     # throughout) names no configuration of its own.
     columns = {p: _param_values(frame[p]) for p in parameters if p in frame.columns}
@@ -306,7 +307,13 @@ def memory_models(frame: pd.DataFrame, parameters: Sequence[str] = (),
             facts.fit.append(int(b))
         peak = peaks[i]
         if not out and peak is not None and peak > 0:
-            facts.peaks.append((float(b), peak))
+            if (members[i] or 1) > 1:
+                # A fused member's peak is its group's process, every member's model, optimizer
+                # state and batch in it: no one configuration's memory at b. It fit (above);
+                # its peak stays out of the line.
+                facts.fused_peaks.append(numbers[i])
+            else:
+                facts.peaks.append((float(b), peak))
     models = []
     for (kind, config), facts in sorted(groups.items(), key=lambda item: (item[0][0], repr(item[0][1]))):
         if not facts.fit and not facts.out_of_memory and not facts.peaks:
@@ -324,6 +331,7 @@ class _Facts:
     peaks: list[tuple[float, float]] = field(default_factory=list)  # (per-device batch, bytes)
     limits: list[float] = field(default_factory=list)  # memory_limit_bytes the trials recorded
     elsewhere: list[tuple[int, str]] = field(default_factory=list)  # (trial, phase): ran out outside training
+    fused_peaks: list[int] = field(default_factory=list)  # trials whose peak is their fused group's
 
 
 def _limit(kind: str, recorded: Sequence[float], limits: MemoryLimits) -> tuple[float, str] | None:
@@ -356,6 +364,9 @@ def _model(kind: str, configuration: dict[str, Any], facts: _Facts, limit: tuple
     if facts.elsewhere:
         shown = ", ".join(f"trial {n} in {phase}" for n, phase in sorted(facts.elsewhere))
         ignored.append(f"ran out of memory outside training, not counted against its batch: {shown}")
+    if facts.fused_peaks:
+        ignored.append(f"{len(facts.fused_peaks)} fused trials' peaks left out of the line (each is its group's "
+                       "process, all its members at once)")
     smallest = min((b for b, _ in facts.out_of_memory), default=None)
     fixed = per_sample = rmse = None
     batches = tuple(sorted({int(b) for b, _ in facts.peaks}))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -40,8 +40,8 @@ from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.search_spaces.space import LR_RULES
-from hpsearch.study import format_bytes
-from hpsearch.trials.scaling import STEP_GAMMA, STEP_MILESTONES, scale_factor
+from hpsearch.study import ConfirmationStatus, confirmation_status, format_bytes
+from hpsearch.trials.scaling import FEW_LRS, STEP_GAMMA, STEP_MILESTONES, scale_factor
 
 __all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
 
@@ -68,6 +68,9 @@ _LEAST_KEPT = 0.5
 #: An interval narrower than this share of its estimate has no width: its draws all agree.
 _NO_WIDTH = 1e-9
 
+#: Seeds the draws of one run's scatter in the answer's intervals (``_run_noise``).
+_NOISE_SEED = 0x72756E
+
 
 @dataclass(frozen=True)
 class Alternative:
@@ -80,6 +83,8 @@ class Alternative:
     time_s: float
     device_hours: float
     extrapolated: tuple[str, ...] = ()
+    ran: bool = False
+    samples: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,11 @@ class Recommendation:
         extrapolated: What the prediction reads beyond the study's data.
         explanation: How the answer was reached, line by line.
         alternatives: The best configuration at each world size (powers of two and N).
+        confirmation: Whether a confirmation round ran this answer's configuration and it held
+            (``confirmed by trial #N: ...``), or why it is unconfirmed.
+        tied: The configurations the data cannot tell from the fastest (the answer first): the
+            answer is the one of them that ran, then that reads least beyond the data, then on
+            fewest devices, then that needs fewest samples (docs/analysis.md, "Ties").
         target: What "reached" means.
         step_time_s: Predicted seconds per optimizer step (``None`` for a measured answer).
         step_time_interval: Its interval from the step-time model's draws.
@@ -191,6 +201,8 @@ class Recommendation:
     emulated_ranks: int = 1
     layout: NodeLayout | None = None
     nodes: int = 1
+    tied: tuple[Alternative, ...] = ()
+    confirmation: ConfirmationStatus | None = None
 
     @property
     def interval_coverage(self) -> float | None:
@@ -280,6 +292,8 @@ class Recommendation:
             "params": self.params(), "other_params": dict(self.other_params), "source_trials": list(self.source_trials),
             "extrapolated": list(self.extrapolated), "explanation": list(self.explanation),
             "alternatives": [vars(a) for a in self.alternatives],
+            "tied": [vars(a) for a in self.tied],
+            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),  # not a record name: the answer's status
             "target": None if self.target is None else str(self.target),
             record.PEAK_MEMORY_BYTES: self.peak_memory_bytes, "per_device_batch_cap": self.per_device_batch_cap,
             "memory": None if self.memory is None else self.memory.to_dict(),
@@ -356,8 +370,11 @@ def recommend(analysis: StudyAnalysis, devices: int, *, minimize: Minimize = "ti
     if analysis.critical_batch is None or kind is None:
         why = analysis.critical_batch_refusal if analysis.critical_batch is None else (
             "; ".join(analysis.throughput_refusals.values()) or "no trial recorded its step time")
-        return _from_measurements(analysis, layout, minimize, kind, str(why))
-    return _from_laws(analysis, layout, minimize, allow_larger_batch, kind)
+        answer = _from_measurements(analysis, layout, minimize, kind, str(why))
+    else:
+        answer = _from_laws(analysis, layout, minimize, allow_larger_batch, kind)
+    # Whether the search ran this answer and it held (docs/analysis.md, "Confirmation").
+    return replace(answer, confirmation=confirmation_status(analysis.confirmations, answer.params()))
 
 
 def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, allow_larger_batch: bool,
@@ -381,13 +398,17 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     tried_a = {int(t[record.GRAD_ACCUM_STEPS]) for t in analysis.trials if t[record.GRAD_ACCUM_STEPS]}
     a_choices = sorted(set(_ACCUMULATION) | tried_a)
     reached = [p.effective_batch_size for p in analysis.batches]
-    ceiling = _BEYOND_DATA * max(reached)
+    # Beyond the batches that reached the target the line is read only where its form error was
+    # measured (``CriticalBatchFit.form_error``), and never far: an interval that cannot own its
+    # extrapolation is not offered.
+    ceiling = (_BEYOND_DATA if cb.form_error is not None else 1.0) * max(reached)
     b, w, a = (np.array(x, dtype=float).ravel() for x in np.meshgrid(b_choices, np.arange(1, devices + 1), a_choices))
     batch = b * w * a
-    keep = batch <= ceiling
+    keep = batch <= ceiling * (1 + 1e-9)
     if not keep.any():
         raise NoAnswerError(f"every configuration on {devices} device(s) has an effective batch above {ceiling:,.0f}, "
-                            f"twice the largest batch that reached the target; the fit says nothing there", analysis)
+                            f"{'twice ' if cb.form_error is not None else ''}the largest batch that reached the target; "
+                            "the fit says nothing there", analysis)
     b, w, a, batch = b[keep], w[keep], a[keep], batch[keep]
     # Memory: each candidate's per-device batch at most its configuration's cap on this kind.
     memory_of = _memory_at(analysis, kind, batch)
@@ -398,24 +419,43 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     if not fits.any():
         raise NoAnswerError(f"no configuration on {devices} device(s) has a per-device batch that fit in memory on "
                             f"{kind} (every batch tried is at or above one that ran out of memory)", analysis)
-    steps = np.asarray(cb.steps(batch), dtype=float)
+    samples_at = np.asarray(cb.examples(batch), dtype=float)
+    # What the runs that missed the target say: at a batch where every run trained S samples
+    # without reaching it, no candidate is offered that the fit predicts below S (a bound the fit
+    # was held to cannot be; one it left out, contradicted by a larger batch, still can).
+    contradicted = {float(x): bound for x in set(batch.tolist()) for bound in analysis.bounds
+                    if bound.effective_batch_size == float(x) and float(cb.examples(float(x))) < bound.samples}
+    allowed = fits & np.array([float(x) not in contradicted for x in batch])
+    if not allowed.any():
+        raise NoAnswerError(f"every configuration on {devices} device(s) that fits is at a batch where every run missed "
+                            "the target in more samples than the fit predicts there", analysis)
+    steps = samples_at / batch
     startup = np.array([analysis.startup(kind, int(x)) for x in w], dtype=float)
     # W ranks on ceil(W / G) nodes: those of more than one pay the all-reduce across nodes.
     nodes = np.ceil(w / layout.devices_per_node)
     time_s = startup + steps * np.asarray(model.step_time(b, w, a, nodes), dtype=float)
     hours = w * time_s / 3600
     score = time_s if minimize == "time" else hours
-    # Ties (flat scores) go to fewer devices, then less accumulation.
+    # The fastest, then the candidates the data cannot tell from it (``_ties``): the answer is
+    # the one of those that ran, then that reads least beyond the data, on fewest devices.
     order = np.lexsort((a, w, np.round(score, 9)))
     unbounded = int(order[0])
-    best = int(order[fits[order]][0])
+    fastest = int(order[allowed[order]][0])
+
+    def extrapolations(i: int) -> tuple[str, ...]:
+        return _extrapolations(analysis, model, int(b[i]), int(w[i]), int(a[i]), kind, memory_of[float(batch[i])],
+                               layout.nodes_of(int(w[i])))
+
+    best, tied, tie_lines = _ties(analysis, cb, model, (b, w, a, batch, nodes, startup, score), allowed, fastest,
+                                  minimize, kind, extrapolations)
     bb, ww, aa, big_b = int(b[best]), int(w[best]), int(a[best]), float(batch[best])
     nn = layout.nodes_of(ww)
     memory = memory_of[big_b]
-    memory_lines = _memory_lines(kind, memory, b_choices, (b, w, a, batch), unbounded, best, memory_of,
+    memory_lines = _memory_lines(kind, memory, b_choices, (b, w, a, batch), unbounded, fastest, memory_of,
                                  allow_larger_batch)
-    b, w, a, batch, time_s, hours, score = (x[fits] for x in (b, w, a, batch, time_s, hours, score))
-    best = int(np.count_nonzero(fits[:best]))  # its place among those that fit
+    bound_lines = _bound_lines(contradicted, samples_at, batch, order, fits)
+    time_best = float(time_s[best])
+    b, w, a, batch, time_s, hours, score = (x[allowed] for x in (b, w, a, batch, time_s, hours, score))
 
     # The intervals pair the two fits' draws, draw by draw, over the draws both kept: a draw
     # that left its model's support is NaN there (dropped, not clipped), and the answer says
@@ -426,7 +466,7 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     kept = np.isfinite(e_all[:n]) & np.isfinite(t_all[:n]) & (e_all[:n] > 0) & (t_all[:n] > 0)
     e_draws, t_draws = e_all[:n][kept], t_all[:n][kept]
     startup_s = analysis.startup(kind, ww)
-    samples, step_s, time = float(cb.examples(big_b)), float(model.step_time(bb, ww, aa, nn)), float(time_s[best])
+    samples, step_s, time = float(cb.examples(big_b)), float(model.step_time(bb, ww, aa, nn)), time_best
     if kept.sum() < _LEAST_KEPT * n:
         # Intervals of the draws that fitted hold their level of those draws only: of all the
         # draws, as little as level x kept / total. Below half, that is no interval at all.
@@ -434,9 +474,9 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
                                   f"only {int(kept.sum())} of {n:,} bootstrap draws of the fitted laws stayed inside "
                                   f"their models at the best configuration (b {bb}, W {ww}, A {aa}): intervals of "
                                   "those would cover far less than their level says")
-    samples_iv = percentile_interval(e_draws, cb.level).including(samples)
+    fit_iv = percentile_interval(e_draws, cb.level).including(samples)
     step_iv = percentile_interval(t_draws, model.level).including(step_s)
-    flat = [what for what, iv, point in (("samples to the target", samples_iv, samples), ("step time", step_iv, step_s))
+    flat = [what for what, iv, point in (("samples to the target", fit_iv, samples), ("step time", step_iv, step_s))
             if iv.width <= _NO_WIDTH * point]
     if flat:
         # Zero width is not certainty: the fit went exactly through its points (as many as
@@ -446,13 +486,20 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
                                   f"the fitted laws leave no scatter to bound their prediction of the "
                                   f"{' and the '.join(flat)} with (every bootstrap draw agrees: "
                                   f"{_why_exact(analysis, kind)}), so they are no evidence for a configuration")
+    # What one run of the answer measures: the line's uncertainty, a run's own scatter about it
+    # (``run_scatter``) and, beyond the batches that reached the target, the line's form error.
+    run_draws = e_draws * _run_noise(cb.run_scatter, len(e_draws))
+    form = cb.form_factor(big_b) or 1.0
+    floor = cb.lower_bound(big_b)
+    samples_iv = _widened(percentile_interval(run_draws, cb.level), form, floor).including(samples)
     # The time's draws are the two fits' draws multiplied; where the step time's draws gather on
     # a bound of its fit (no all-reduce cost, t_ar = 0), the product's 5th percentile fell a
     # fraction of a percent below the fewest samples at the fastest step. A time the two
     # intervals it is made of rule out is not offered.
     fewest = startup_s + samples_iv.low / big_b * step_iv.low
     most = startup_s + samples_iv.high / big_b * step_iv.high
-    product = percentile_interval(startup_s + e_draws / big_b * t_draws, cb.level)
+    product = _widened(percentile_interval(startup_s + run_draws / big_b * t_draws, cb.level), form,
+                       startup_s + floor / big_b * step_iv.low)
     low, high = max(product.low, fewest), min(product.high, most)
     time_iv = (Interval(low, high, cb.level) if low <= high else Interval(fewest, most, cb.level)).including(time)
     rule, base_lr, lr, lr_interval, lr_lines = _learning_rate(analysis, big_b)
@@ -461,10 +508,14 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     dropped = n - int(kept.sum())
     coverage = cb.level * int(kept.sum()) / n
     lr_lines.append(f"intervals: {cb.level:.0%} of {int(kept.sum()):,} paired bootstrap draws of the critical batch "
-                    f"and the step time" + (f" ({dropped} of {n:,} dropped: they left a model's support, a sample "
-                                            "count or step time of zero or less; the dropped draws may lie beyond "
-                                            f"either end, so the intervals hold at least {coverage:.0%} of all the "
-                                            f"draws, not {cb.level:.0%})" if dropped else ""))
+                    f"and the step time, with one run's scatter about the line ({cb.run_scatter:.0%})"
+                    + (f" and its form error beyond B {format_batch(cb.batch_sizes[-1])} (x{form:.2f} each way)"
+                       if form > 1 else "")
+                    + ": what one run of the answer measures"
+                    + (f" ({dropped} of {n:,} dropped: they left a model's support, a sample "
+                       "count or step time of zero or less; the dropped draws may lie beyond "
+                       f"either end, so the intervals hold at least {coverage:.0%} of all the "
+                       f"draws, not {cb.level:.0%})" if dropped else ""))
     others, sources, other_lines = _params_near(analysis, big_b)
     extrapolated = _extrapolations(analysis, model, bb, ww, aa, kind, memory, nn)
     if minimize == "time" and ww < devices:
@@ -480,12 +531,12 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
         grad_accum_steps=aa, effective_batch_size=int(big_b), rule=rule, base_lr=base_lr, lr=lr,
         lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs, lr_schedule=analysis.lr_schedule,
         epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind) if kind is not None else None,
-        time_s=time, time_interval=time_iv, device_hours=float(hours[best]),
+        time_s=time, time_interval=time_iv, device_hours=time * ww / 3600,
         device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
-        samples=samples, samples_interval=samples_iv, steps=float(cb.steps(big_b)), basis=FITTED,
+        samples=samples, samples_interval=samples_iv, steps=samples / big_b, basis=FITTED,
         extrapolated=tuple(extrapolated),
-        explanation=tuple(_explain(analysis, kind) + _layout_lines(layout, model, ww) + memory_lines + lr_lines
-                          + other_lines),
+        explanation=tuple(_explain(analysis, kind) + _layout_lines(layout, model, ww) + memory_lines + bound_lines
+                          + tie_lines + lr_lines + other_lines),
         alternatives=_alternatives(b, w, a, batch, time_s, hours, score, devices,
                                    lambda b_, w_, a_: _extrapolations(analysis, model, b_, w_, a_, kind,
                                                                       memory_of[float(b_ * w_ * a_)],
@@ -493,7 +544,109 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
         target=analysis.target, step_time_s=step_s, step_time_interval=step_iv, startup_s=startup_s,
         interval_draws=int(kept.sum()), interval_draws_total=n, other_params=others, source_trials=sources,
         memory=memory, per_device_batch_cap=None if memory is None else memory.cap(allow_larger_batch),
-        peak_memory_bytes=None if memory is None else memory.peak(bb), layout=layout, nodes=nn)
+        peak_memory_bytes=None if memory is None else memory.peak(bb), layout=layout, nodes=nn, tied=tied)
+
+
+def _run_noise(scatter: float, n: int) -> np.ndarray:
+    """``n`` factors of one run's scatter about the line (lognormal, sigma ``scatter``), from a
+    stream of their own: the same study gives the same interval."""
+    if scatter <= 0:
+        return np.ones(n)
+    return np.random.default_rng(_NOISE_SEED).lognormal(0.0, scatter, size=n)
+
+
+def _widened(interval: Interval, factor: float, floor: float = 0.0) -> Interval:
+    """``interval`` widened by ``factor`` on each side (the form error), its low end never below
+    ``floor`` (what runs that missed the target trained)."""
+    low = max(interval.low / factor, floor)
+    return Interval(min(low, interval.high * factor), interval.high * factor, interval.level)
+
+
+def _ties(analysis: StudyAnalysis, cb: Any, model: Any, candidates: tuple[np.ndarray, ...], allowed: np.ndarray,
+          fastest: int, minimize: Minimize, kind: str,
+          extrapolations: Any) -> tuple[int, tuple[Alternative, ...], list[str]]:
+    """The answer among the candidates the data cannot tell from the fastest, the tied ones, and
+    a line saying so.
+
+    A candidate is tied with the fastest when the 90% interval of the ratio of their predicted
+    times (or device-hours), over the fits' paired bootstrap draws and widened by each one's
+    form error, reaches 1: the draws share the line and the step-time model, so this is the
+    comparison of the two once what they have in common is taken out (comparing their own
+    intervals would tie candidates half again as slow). Of the tied ones the answer is the one
+    whose configuration ran and reached the target, then the one with the fewest
+    extrapolations (no accumulation, world size or batch the study never ran), then the one on
+    the fewest devices, then the one that needs the fewest samples (a property of the
+    accuracies alone): so step-time noise, which moves the fastest among equals from run to
+    run, does not move the answer (two identical quickstart searches answered B 64 and B 128)."""
+    b, w, a, batch, nodes, startup, score = candidates
+    idx = np.flatnonzero(allowed)
+    e = np.asarray(cb.examples_draws(batch[idx]), dtype=float)
+    t = np.asarray(model.step_time_draws(b[idx], w[idx], a[idx], nodes[idx]), dtype=float)
+    n = min(len(e), len(t))
+    draws = startup[idx] + e[:n] / batch[idx] * t[:n]
+    if minimize == "device-hours":
+        draws = draws * w[idx]
+    ok = np.isfinite(draws).all(axis=1) & (draws > 0).all(axis=1)
+    where = int(np.flatnonzero(idx == fastest)[0])
+    forms = np.array([cb.form_factor(float(x)) or 1.0 for x in batch[idx]])
+    if ok.sum() < 10:
+        low_ratio = score[idx] / score[fastest]
+    else:
+        ratio = draws[ok] / draws[ok][:, where:where + 1]
+        low_ratio = np.quantile(ratio, (1 - cb.level) / 2, axis=0) / (forms * forms[where])
+        # The form error widens what the line may be wrong by, never below what runs that missed
+        # the target trained there (a bound the line was held to).
+        floors = np.array([cb.lower_bound(float(x)) for x in batch[idx]])
+        steps_s = np.asarray(model.step_time(b[idx], w[idx], a[idx], nodes[idx]), dtype=float)
+        floor_score = (startup[idx] + floors / batch[idx] * steps_s) * (w[idx] if minimize == "device-hours" else 1.0)
+        low_ratio = np.maximum(low_ratio, floor_score / (score[fastest] * forms[where]))
+    tied_idx = [int(i) for i, lr in zip(idx, low_ratio) if lr <= 1.0 or int(i) == fastest]
+    ran_shapes = {(float(t_[record.PER_DEVICE_BATCH_SIZE]), float(t_[record.WORLD_SIZE]), float(t_[record.GRAD_ACCUM_STEPS]))
+                  for t_ in analysis.trials if t_["device"] == kind and t_["samples_to_target"] is not None
+                  and t_["state"] in ("COMPLETE", "PRUNED") and t_[record.PER_DEVICE_BATCH_SIZE]}
+    samples = np.asarray(cb.examples(batch), dtype=float)
+
+    def rank(i: int) -> tuple[Any, ...]:
+        ran = (float(b[i]), float(w[i]), float(a[i])) in ran_shapes
+        return (not ran, len(extrapolations(i)), int(w[i]), round(float(samples[i]), 6), int(a[i]), int(b[i]))
+
+    tied_idx.sort(key=rank)
+    best = tied_idx[0]
+    tied = tuple(Alternative(int(w[i]), int(b[i]), int(a[i]), int(batch[i]), float(score[i] if minimize == "time"
+                             else score[i] * 3600 / w[i]), float(score[i] * w[i] / 3600 if minimize == "time"
+                             else score[i]), extrapolations(i),
+                             ran=(float(b[i]), float(w[i]), float(a[i])) in ran_shapes, samples=float(samples[i]))
+                 for i in tied_idx)
+    if len(tied) == 1:
+        return best, tied, []
+    shown = "; ".join(f"b {x.per_device_batch_size} x W {x.world_size} x A {x.grad_accum_steps}"
+                      f"{' (ran)' if x.ran else ''}" for x in tied[:6]) + (f"; and {len(tied) - 6} more"
+                                                                           if len(tied) > 6 else "")
+    why = ("it ran and reached the target" if tied[0].ran and not tied[1].ran else
+           "it reads least beyond the data" if len(tied[0].extrapolated) < len(tied[1].extrapolated) else
+           "it uses fewer devices" if tied[0].world_size < tied[1].world_size else
+           "it needs the fewest samples")
+    measure = "time" if minimize == "time" else "device-hours"
+    lines = [f"{len(tied)} configurations are tied in predicted {measure} with the fastest (b {int(b[fastest])} x W "
+             f"{int(w[fastest])} x A {int(a[fastest])}): the {cb.level:.0%} interval of their ratio over paired draws "
+             f"reaches 1 ({shown}); the answer is the first: {why}"]
+    return best, tied, lines
+
+
+def _bound_lines(contradicted: Mapping[float, Any], samples_at: np.ndarray, batch: np.ndarray, order: np.ndarray,
+                 fits: np.ndarray) -> list[str]:
+    """Why candidates at a batch where every run missed the target were left out, where one of
+    them would have been the fastest."""
+    lines = []
+    for i in order[fits[order]]:
+        bound = contradicted.get(float(batch[i]))
+        if bound is None:
+            break  # the fastest that fits is allowed: nothing was left out ahead of it
+        lines.append(f"B {format_batch(float(batch[i]))} left out: the fit predicts {samples_at[i]:,.0f} samples there, "
+                     f"but every run at B {format_batch(float(batch[i]))} trained {bound.samples:,.0f} without reaching "
+                     f"the target ({bound.why_not})")
+        break
+    return lines
 
 
 def _why_exact(analysis: StudyAnalysis, kind: str) -> str:
@@ -632,7 +785,8 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
         step = math.log(1.25)
         slope = (math.log(float(law.lr(batch * 1.25))) - math.log(float(law.lr(batch / 1.25)))) / (2 * step)
         rule = _closest_rule(slope)
-        lines = [f"LR: {law.summary}; its slope at B {batch:,.0f} is {slope:.2f}, so the {rule} rule states it"]
+        lines = [f"LR: {law.summary}; its slope at B {batch:,.0f} is {slope:.2f}, so the {rule} rule states it"
+                 + _left_out(analysis)]
     else:
         # The configuration the answer's other parameters come from (``_params_near``): a
         # nearest batch of its own left out upper bounds and broke ties the other way, and gave
@@ -645,6 +799,15 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
                  f"{nearest.effective_batch_size:,.0f} (lr {nearest.lr:.4g}) scaled by its {rule} rule"]
     base_lr = None if b0 is None else lr / _scale(rule, batch / b0)
     return (rule if b0 is not None else None), base_lr, lr, interval, lines
+
+
+def _left_out(analysis: StudyAnalysis) -> str:
+    """The batches whose best LR the law was not fitted to, and why (``law_points``), as a clause."""
+    out = [p for p in analysis.lr_points if not p.used]
+    if not out:
+        return ""
+    shown = "; ".join(f"B {format_batch(p.effective_batch_size)}: {p.why}" for p in out[:4])
+    return f" (left out of the law: {shown}{'; ...' if len(out) > 4 else ''})"
 
 
 def _exp(log: float) -> float:
@@ -662,6 +825,23 @@ def _scale(rule: str, k: float) -> float:
     return scale_factor(rule, k)
 
 
+def _few_lrs(analysis: StudyAnalysis) -> str | None:
+    """A line where some batch of the fit ran at fewer than ``FEW_LRS`` LRs: its best run is read
+    as its best LR, which it may not be (``hpsearch validate`` says so of the space)."""
+    lrs: dict[float, set[float]] = {}
+    for t in analysis.trials:
+        batch, lr = t.get(record.EFFECTIVE_BATCH_SIZE), t.get(record.LR)
+        if batch is not None and lr is not None:
+            lrs.setdefault(float(batch), set()).add(round(float(lr), 12))
+    fitted = {float(p.effective_batch_size) for p in analysis.batches}
+    few = sorted(batch for batch in fitted if len(lrs.get(batch, ())) < FEW_LRS)
+    if not few:
+        return None
+    shown = ", ".join(f"B {format_batch(batch)} at {len(lrs.get(batch, ()))}" for batch in few[:6])
+    return (f"few LRs: {shown} (fewer than {FEW_LRS}): such a batch's best run may sit above its optimum, so the "
+            "fit reads it as needing more samples than it does")
+
+
 def _explain(analysis: StudyAnalysis, kind: str) -> list[str]:
     cb = analysis.critical_batch
     assert cb is not None
@@ -671,6 +851,9 @@ def _explain(analysis: StudyAnalysis, kind: str) -> list[str]:
              f"sizes; each batch at its best configuration ({cb.n_runs} runs)",
              f"critical batch B_crit {_num(cb.b_crit)} {cb.b_crit_interval}, E_min {_num(cb.e_min)} samples "
              f"({cb.method})" + (f"; {cb.note}" if cb.note else "")]
+    few = _few_lrs(analysis)
+    if few:
+        lines.append(few)
     if analysis.noise_scale is not None:
         ns = analysis.noise_scale
         lines.append(f"measured gradient noise scale B_simple: median {_num(ns['median'])} "

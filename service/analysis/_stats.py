@@ -20,6 +20,7 @@ __all__ = [
     "FloatArray",
     "Interval",
     "as_positive_array",
+    "bounded_line",
     "check_level",
     "check_n_boot",
     "check_same_length",
@@ -322,6 +323,73 @@ def nonnegative_line(x: FloatArray, y: FloatArray, w: FloatArray) -> tuple[Float
     a = np.where(flat, a_flat, np.where(through_origin, 0.0, a))
     c = np.where(flat, 0.0, np.where(through_origin, c_origin, c))
     return np.asarray(a, dtype=np.float64), np.asarray(c, dtype=np.float64)
+
+
+def bounded_line(x: FloatArray, y: FloatArray, w: FloatArray, bound_x: FloatArray,
+                 bound_y: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Weighted least squares of ``y = a + c x`` with ``a >= 0``, ``c >= 0`` and the line at or
+    above each lower bound: ``a + c bound_x[j] >= bound_y[j]``, vectorised over leading axes.
+
+    The bounds are runs that trained ``bound_y`` examples at batch ``bound_x`` without reaching
+    the target (right-censored): the line of examples to the target must not pass below what
+    they show. The problem is a convex quadratic over a polygon in (a, c), so its minimum is
+    the unconstrained minimum of the whole plane, of one edge (one constraint held with
+    equality), or a vertex (two held): every candidate is computed, those outside the polygon
+    are dropped, and the one of least weighted squared error is kept. With no bounds it is
+    ``nonnegative_line``.
+
+    Args:
+        x: positive abscissae, shape ``(..., n)``.
+        y: positive ordinates, shape ``(..., n)``.
+        w: non-negative weights, shape ``(..., n)``.
+        bound_x: the bounds' abscissae, shape ``(k,)``.
+        bound_y: the bounds' ordinates, shape ``(k,)``.
+
+    Returns:
+        ``(a, c)``, each of the broadcast leading shape.
+
+    Example:
+        >>> x, y = np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.1, 1.2])
+        >>> a, c = bounded_line(x, y, np.ones(3), np.array([6.0]), np.array([3.0]))
+        >>> bool(a + 6 * c >= 3 - 1e-9), round(float(a + 6 * c), 6)
+        (True, 3.0)
+    """
+    bx = np.asarray(bound_x, dtype=np.float64).ravel()
+    by = np.asarray(bound_y, dtype=np.float64).ravel()
+    if bx.size == 0:
+        return nonnegative_line(x, y, w)
+    x, y, w = np.broadcast_arrays(x, y, w)
+    a_free, c_free = weighted_line(x, y, w)
+    sw, swx, swxx = w.sum(axis=-1), (w * x).sum(axis=-1), (w * x * x).sum(axis=-1)
+    candidates = [(a_free, c_free),
+                  ((w * y).sum(axis=-1) / sw, np.zeros_like(sw)),  # flat: c = 0
+                  (np.zeros_like(sw), (w * x * y).sum(axis=-1) / swxx)]  # through the origin: a = 0
+    for j in range(bx.size):
+        # The line through bound j: y - by = c (x - bx), fitted in c.
+        dx = x - bx[j]
+        c_j = (w * dx * (y - by[j])).sum(axis=-1) / (w * dx * dx).sum(axis=-1)
+        candidates.append((by[j] - c_j * bx[j], c_j))
+        candidates.append((np.zeros_like(sw), np.full_like(sw, by[j] / bx[j])))  # and a = 0
+        candidates.append((np.full_like(sw, by[j]), np.zeros_like(sw)))  # and c = 0
+        for k in range(j + 1, bx.size):
+            if bx[k] != bx[j]:  # through bounds j and k
+                c_jk = (by[k] - by[j]) / (bx[k] - bx[j])
+                candidates.append((np.full_like(sw, by[j] - c_jk * bx[j]), np.full_like(sw, c_jk)))
+    a_all = np.stack([np.broadcast_to(a, sw.shape) for a, _ in candidates], axis=-1)
+    c_all = np.stack([np.broadcast_to(c, sw.shape) for _, c in candidates], axis=-1)
+    scale = np.maximum(np.abs(by).max(), 1e-300)
+    with np.errstate(invalid="ignore"):
+        feasible = (a_all >= -1e-12 * scale) & (c_all >= -1e-12 * scale / max(float(np.abs(bx).max()), 1e-300))
+        feasible &= (a_all[..., None] + c_all[..., None] * bx >= by * (1 - 1e-9)).all(axis=-1)
+        # sum w (y - a - c x)^2 = sum w y^2 - 2 a sum w y - 2 c sum w x y + a^2 sw + 2 a c swx + c^2 swxx
+        swy, swxy, swyy = (w * y).sum(axis=-1), (w * x * y).sum(axis=-1), (w * y * y).sum(axis=-1)
+        sse = (swyy[..., None] - 2 * a_all * swy[..., None] - 2 * c_all * swxy[..., None]
+               + a_all**2 * sw[..., None] + 2 * a_all * c_all * swx[..., None] + c_all**2 * swxx[..., None])
+    sse = np.where(feasible & np.isfinite(sse), sse, np.inf)
+    best = np.argmin(sse, axis=-1)[..., None]
+    a_best = np.take_along_axis(a_all, best, axis=-1)[..., 0]
+    c_best = np.take_along_axis(c_all, best, axis=-1)[..., 0]
+    return np.asarray(np.maximum(a_best, 0.0), dtype=np.float64), np.asarray(np.maximum(c_best, 0.0), dtype=np.float64)
 
 
 def percentile_interval(draws: FloatArray, level: float) -> Interval:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -28,8 +28,11 @@ from hpsearch import record as r
 from hpsearch import study as read_model
 from hpsearch.analysis._batches import (
     COUNTED,
+    CUT_SHORT,
+    BatchBound,
     BatchPoint,
     LRPoint,
+    batch_bounds,
     best_lrs,
     best_per_batch,
     critical_batch,
@@ -92,6 +95,9 @@ class StudyAnalysis:
         n_reached: Of those, the COMPLETE and PRUNED ones that reached the target.
         trials: Per trial: configuration and cost to the target (``None`` where not reached).
         batches: Each effective batch that reached the target, at its best configuration.
+        bounds: Each effective batch at which every run that trained missed the target: a
+            lower bound (right-censored) on its samples to the target, which the
+            critical-batch fit is held at or above where nothing contradicts it (``BatchBound``).
         critical_batch: The fit of E(B) = E_min (1 + B / B_crit), or ``None``.
         critical_batch_refusal: Why there is no such fit.
         noise_scale: Median and quartiles of the measured gradient noise scale (B_simple) of
@@ -122,6 +128,8 @@ class StudyAnalysis:
         memory: Peak memory per rank against the per-device batch, with the largest batch
             that fit and the smallest that ran out, per device kind and configuration
             (``MemoryModel``; docs/analysis.md, "Memory").
+        confirmations: The study's confirmation rounds (``hpsearch.study.ConfirmationRound``):
+            an answer's ``confirmation`` says whether one of them ran it and held.
     """
 
     study: str
@@ -148,6 +156,8 @@ class StudyAnalysis:
     parameters: tuple[str, ...] = ()
     diverging: tuple[int, ...] = ()
     memory: tuple[MemoryModel, ...] = ()
+    bounds: tuple[BatchBound, ...] = ()
+    confirmations: tuple[read_model.ConfirmationRound, ...] = ()
 
     def memory_model(self, kind: str, configuration: Mapping[str, Any] | None = None) -> MemoryModel | None:
         """The memory facts of device ``kind`` for a configuration (its values of the study's
@@ -184,6 +194,7 @@ class StudyAnalysis:
             "n_trials": self.n_trials,
             "n_reached": self.n_reached,
             "batches": [vars(b) for b in self.batches],
+            "bounds": [vars(b) for b in self.bounds],
             "critical_batch": None if cb is None else {
                 "b_crit": cb.b_crit, "b_crit_interval": _interval(cb.b_crit_interval), "e_min": cb.e_min,
                 "e_min_interval": _interval(cb.e_min_interval), "s_min": cb.s_min,
@@ -220,6 +231,7 @@ class StudyAnalysis:
             "parameters": list(self.parameters),
             "diverging": list(self.diverging),
             "memory": [m.to_dict() for m in self.memory],
+            "confirmations": [c.to_dict() for c in self.confirmations],
         })
         return data
 
@@ -252,12 +264,13 @@ def study_analysis(info: StudyInfo, frame: pd.DataFrame, curves: Callable[[str],
     metric_curves = curves(metric)
     if resolved is not None:
         _check_recorded(info.name, resolved, metric_curves, curves)
-    return analyze_trials(info.name, frame, metric_curves, target=resolved, metric=metric,
-                          direction=read_model.direction(metric, info.objective_directions), seed=seed,
-                          parameters=None if space is None else list(space.parameters),
-                          memory_limits=memory_limits(info),
-                          lr_schedule=None if space is None else space.scaling.schedule,
-                          epochs=None if space is None else space.workload.epochs)
+    analysis = analyze_trials(info.name, frame, metric_curves, target=resolved, metric=metric,
+                              direction=read_model.direction(metric, info.objective_directions), seed=seed,
+                              parameters=None if space is None else list(space.parameters),
+                              memory_limits=memory_limits(info),
+                              lr_schedule=None if space is None else space.scaling.schedule,
+                              epochs=None if space is None else space.workload.epochs)
+    return replace(analysis, confirmations=read_model.confirmation_rounds(info.user_attrs))
 
 
 def _check_recorded(study: str, target: Target, metric_curves: Mapping[int, Any],
@@ -362,14 +375,15 @@ def _metric_known(info: StudyInfo, target: Target | tuple[str, float] | None) ->
 _COSTS = frozenset({r.RUNTIME_S, r.DEVICE_SECONDS, r.SAMPLES_PER_S, r.COMM_FRACTION})
 
 
-#: The trials whose curves the analysis reads (a failed trial's crossing enters no fit).
-CURVE_STATES: tuple[str, ...] = COUNTED
+#: The trials whose curves the analysis reads: a failed trial's crossing enters no fit, but one
+#: the search cut short (its budget, an interruption) trained what it trained (``CUT_SHORT``).
+CURVE_STATES: tuple[str, ...] = (*COUNTED, "FAIL")
 
 #: The user attrs the analysis reads from the trials table (besides the params).
 ANALYSIS_ATTRS: tuple[str, ...] = (
     r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
     r.COMPILE_S, r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES,
-    r.RAN_AS, r.NODE_ID, r.NODES, r.RUNTIME_BASIS, r.SOLO_STEP_S, r.CHANCE_ACCURACY,
+    r.RAN_AS, r.NODE_ID, r.NODES, r.RUNTIME_BASIS, r.SOLO_STEP_S, r.CHANCE_ACCURACY, r.FUSED_MEMBERS,
 )
 
 
@@ -512,11 +526,19 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
                                 ignored=int(diverging.sum()))
         _refuse_a_target_at_chance(frame, target)
     shapes = ran_shapes(frame)
-    trials = _trial_costs(frame, crossings(arrays, target), others, shapes)
+    trials = _trial_costs(frame, crossings(arrays, target), others, shapes, arrays.trained().tolist())
     step_s, startup_s = arrays.step_lines()
-    reached = [t for t in trials if t["state"] in COUNTED and t["samples_to_target"] is not None]
+    # Runs that count: those that trained to their end or were stopped on the way (by ASHA, the
+    # budget or an interruption), not failed ones.
+    ran = [t for t in trials if t["state"] in COUNTED or (t["state"] == "FAIL" and t[r.STATUS_REASON] in CUT_SHORT)]
+    reached = [t for t in ran if t["samples_to_target"] is not None]
     batches = best_per_batch(reached, others)
-    critical, critical_refusal = critical_batch(batches, reached, seed)
+    # A run that trained S samples without reaching the target needs more (right-censored);
+    # one whose training diverged says nothing of what its configuration needs.
+    dropped = {int(n) for n, d in zip(frame["number"].tolist(), diverging) if d}
+    bounds = batch_bounds([t for t in ran if t["samples_to_target"] is None and t["number"] not in dropped],
+                          batches, others)
+    critical, critical_refusal = critical_batch(batches, reached, seed, bounds)
     # A trial that never trained (not started, or out of memory before its first step) says
     # nothing about an LR or a rule: it would count as an LR tried, or as a rule that failed.
     trained = [t for t in trials if t[r.STATUS_REASON] not in _NEVER_TRAINED]
@@ -535,7 +557,7 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         base_batch_size=base_batch, warmup_epochs=warmup or 0.0, parameters=others,
         lr_schedule=recorded[0] if recorded else lr_schedule or "none", epochs=epochs, compile_s=_compile_seconds(frame),
         diverging=tuple(int(n) for n, d in zip(frame["number"].tolist(), diverging) if d),
-        memory=memory_models(frame, others, memory_limits))
+        memory=memory_models(frame, others, memory_limits), bounds=bounds)
 
 
 def _compile_seconds(frame: pd.DataFrame) -> dict[str, float]:
@@ -572,16 +594,17 @@ _COST_KEYS = frozenset({
     "number", "state", r.STATUS_REASON, r.EFFECTIVE_BATCH_SIZE, r.PER_DEVICE_BATCH_SIZE, r.WORLD_SIZE,
     r.GRAD_ACCUM_STEPS, r.LR_RULE, "lr", r.BASE_LR, "device", "devices", "best_value", "samples_to_target",
     "steps_to_target", "train_seconds_to_target", "seconds_to_target", "device_seconds_to_target", "first_evaluation",
-    r.PEAK_MEMORY_BYTES, "out_of_memory_at", r.EMULATED_RANKS, r.NODES,
+    "samples_trained", r.PEAK_MEMORY_BYTES, "out_of_memory_at", r.EMULATED_RANKS, r.NODES,
 })
 
 
 def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str] = (),
-                 shapes: tuple[list[float | None], list[float | None], list[int | None]] | None = None
-                 ) -> list[dict[str, Any]]:
+                 shapes: tuple[list[float | None], list[float | None], list[int | None]] | None = None,
+                 trained: Sequence[float] | None = None) -> list[dict[str, Any]]:
     """Each trial's configuration (with its values of the study's other ``parameters``; its
-    per-device batch and accumulation as it ran, ``shapes``: see ``ran_shapes``) and its cost
-    to the target (``hits``: its crossing)."""
+    per-device batch and accumulation as it ran, ``shapes``: see ``ran_shapes``), its cost
+    to the target (``hits``: its crossing) and the samples it trained by its last evaluation
+    (``trained``: ``CurveArrays.trained``)."""
     numbers = [int(n) for n in frame["number"].tolist()]
     batch = _column(frame, r.EFFECTIVE_BATCH_SIZE)
     states = frame["state"].tolist()
@@ -612,6 +635,7 @@ def _trial_costs(frame: pd.DataFrame, hits: Crossings, parameters: Sequence[str]
             "train_seconds_to_target": _finite_or_none(hits.train_s[i]), "seconds_to_target": runtime,
             "device_seconds_to_target": None if runtime is None else runtime * devices,
             "first_evaluation": bool(hits.first_evaluation[i]),
+            "samples_trained": None if trained is None else _finite_or_none(trained[i]),
             r.PEAK_MEMORY_BYTES: peaks[i], "out_of_memory_at": halved_from[i],
         })
     return out

@@ -213,6 +213,14 @@ class CurveArrays:
         enough = (count >= 2) & np.isfinite(slope) & (slope > 0)
         return np.where(enough, slope, np.nan), np.where(enough, np.maximum(intercept, 0.0), np.nan)
 
+    def trained(self) -> FloatArray:
+        """Each trial's samples seen at its last evaluation (NaN: never evaluated): what a run
+        that missed the target trained without reaching it."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a trial never evaluated: NaN
+            last: FloatArray = np.nanmax(self.samples, axis=1)
+        return last
+
     def diverging(self, direction: Direction) -> BoolArray:
         """Which trials' metric went non-finite at an evaluation (the trial records ``None``
         there) while it was finite at another, or ended worse than at its first evaluation:

@@ -209,3 +209,19 @@ def test_trials_sharing_a_gpu_count_on_their_share_of_its_memory() -> None:
     # 1 GiB + 32 MiB x b: 20 GiB less the margin holds b 577, 80 GiB b 2406.
     assert shared.predicted_largest == 577 and alone.predicted_largest == 2406
     assert shared.cap(allow_larger=True) == 577 and shared.cap() == 256
+
+
+def test_a_fused_groups_peak_counts_as_a_fit_and_stays_out_of_the_line() -> None:
+    # Solo trials on the line 1 GiB + 4 MiB x b; fused members at b 64 recorded their group's
+    # process (8 members: far above any one of them).
+    frame = pd.DataFrame({
+        "number": [0, 1, 2, 3, 4], "state": ["COMPLETE"] * 5, "status_reason": [None] * 5,
+        "per_device_batch_size": [16, 32, 64, 64, 128], "device": ["cpu"] * 5,
+        "peak_memory_bytes": [GIB + 16 * 4 * MIB, GIB + 32 * 4 * MIB, 6 * GIB, 6 * GIB, GIB + 128 * 4 * MIB],
+        "fused_members": [None, None, 8, 8, None],
+    })
+    (model,) = memory_models(frame)
+
+    assert model.largest_fit == 128 and model.batches == (16, 32, 128)
+    assert model.per_sample_bytes == pytest.approx(4 * MIB, rel=1e-6)
+    assert "2 fused trials' peaks left out of the line" in model.describe()
