@@ -85,7 +85,8 @@ TOP_KEYS = (
 _WORKLOAD_KEYS = ("name", "lightning", "epochs", "options", "eval_every_samples", "save_model", "data", "loader",
                   "precision", "compile", "keep_data")
 _LOADER_KEYS = ("workers", "pin_memory", "prefetch_factor", "persistent_workers")
-_ANALYSIS_KEYS = ("target",)
+_ANALYSIS_KEYS = ("target", "confirm", "confirm_budget")
+_CONFIRM_BUDGET_KEYS = ("rounds", "share")
 _TRACKING_KEYS = ("mlflow", "experiment")
 _SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
@@ -206,17 +207,46 @@ def _loader(doc: Document, raw: Any, path: KeyPath) -> LoaderSpec:
 
 
 def parse_analysis(doc: Document, root: Mapping[str, Any]) -> AnalysisSpec:
+    """``analysis: {target: {METRIC: VALUE}, confirm: auto | off | K, confirm_budget: {rounds: R,
+    share: S}}``, each optional."""
     section = _section(doc, root, "analysis", _ANALYSIS_KEYS)
+    spec = AnalysisSpec()
     path: KeyPath = ("analysis", "target")
-    if section.get("target") is None:
-        return AnalysisSpec()
-    target = check_mapping(doc, section["target"], path)
-    if len(target) != 1:
-        fail(doc, path, "target must name one metric and its value, e.g. {val_accuracy: 0.95}, "
-                        f"got {len(target)} entries")
-    (metric, value), = target.items()
-    metric = check_one_of(doc, metric, path, METRICS, label="target metric")
-    return AnalysisSpec(target=(metric, check_number(doc, value, path + (metric,))))
+    target = spec.target
+    if section.get("target") is not None:
+        entries = check_mapping(doc, section["target"], path)
+        if len(entries) != 1:
+            fail(doc, path, "target must name one metric and its value, e.g. {val_accuracy: 0.95}, "
+                            f"got {len(entries)} entries")
+        (metric, value), = entries.items()
+        metric = check_one_of(doc, metric, path, METRICS, label="target metric")
+        target = (metric, check_number(doc, value, path + (metric,)))
+    confirm: str | int = spec.confirm
+    raw = section.get("confirm")
+    if raw is not None:
+        # YAML 1.1 reads a bare off/on as false/true.
+        if raw is False or raw == "off":
+            confirm = "off"
+        elif raw is True or raw == "auto":
+            confirm = "auto"
+        elif is_int(raw):
+            confirm = check_int(doc, raw, ("analysis", "confirm"), minimum=1, maximum=16)
+        else:
+            fail(doc, ("analysis", "confirm"), f"confirm must be auto, off or a number of confirmation runs a round "
+                                               f"(1 to 16), got {kind(raw)}: {show(raw)}")
+    rounds, share = spec.confirm_rounds, spec.confirm_share
+    if section.get("confirm_budget") is not None:
+        bpath: KeyPath = ("analysis", "confirm_budget")
+        budget = check_mapping(doc, section["confirm_budget"], bpath)
+        check_keys(doc, budget, bpath, _CONFIRM_BUDGET_KEYS)
+        if budget.get("rounds") is not None:
+            rounds = check_int(doc, budget["rounds"], bpath + ("rounds",), minimum=1, maximum=10)
+        if budget.get("share") is not None:
+            share = check_number(doc, budget["share"], bpath + ("share",), above=0.0)
+            if share > 1:
+                fail(doc, bpath + ("share",), f"share is the part of the search's device time confirmation may "
+                                              f"spend, between 0 and 1 (0.25: a quarter), got {show(share)}")
+    return AnalysisSpec(target=target, confirm=confirm, confirm_rounds=rounds, confirm_share=share)
 
 
 def parse_tracking(doc: Document, root: Mapping[str, Any]) -> TrackingSpec:

@@ -194,14 +194,24 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class AnalysisSpec:
-    """What the analysis of the study answers for (``hpsearch recommend``, the dashboard).
+    """What the analysis of the study answers for (``hpsearch recommend``, the dashboard), and
+    how the search confirms its answer.
 
     ``target`` is a metric and the value a trial must reach (at least that for a maximised
     metric, at most for a minimised one), e.g. ``("val_accuracy", 0.95)``; ``None`` lets the
     analysis derive one from the study (docs/analysis.md).
+
+    ``confirm`` says how many confirmation runs a round has: ``auto`` (2 where the confirmation
+    budget fits them, else 1), ``off`` (none), or K. After its trials, the search runs its own
+    answer as new trials with new seeds and says whether it held, in rounds, until a round holds
+    or ``confirm_rounds`` rounds or ``confirm_share`` of the search's device time are spent,
+    whichever ends first (docs/analysis.md, "Confirmation").
     """
 
     target: tuple[str, float] | None = None
+    confirm: str | int = "auto"
+    confirm_rounds: int = 2
+    confirm_share: float = 0.25
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from hpsearch.errors import (
 from hpsearch.search_spaces import SearchSpace, load_space
 
 if TYPE_CHECKING:
-    from hpsearch.search import DeletedStudy, Search, delete_study, list_studies, load, resume, start
+    from hpsearch.search import DeletedStudy, Search, confirm, delete_study, list_studies, load, resume, start
 
 #: The installed version (``__getattr__`` reads it on first use).
 __version__: str
@@ -47,7 +47,7 @@ __version__: str
 #: The Python API, loaded with its first name asked for (PEP 562): ``hpsearch.search`` brings
 #: the store, the read model and the budget, which ``hpsearch --help`` and a script that only
 #: validates a space do not need (docs/design.md, "Imports").
-_API = frozenset({"DeletedStudy", "Search", "delete_study", "list_studies", "load", "resume", "start"})
+_API = frozenset({"DeletedStudy", "Search", "confirm", "delete_study", "list_studies", "load", "resume", "start"})
 
 
 def __getattr__(name: str) -> Any:
@@ -85,6 +85,7 @@ __all__ = [
     "TrialFailed",
     "WorkloadError",
     "__version__",
+    "confirm",
     "delete_study",
     "list_studies",
     "load",

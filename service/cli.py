@@ -63,6 +63,7 @@ from hpsearch.study import (
     to_json,
 )
 from hpsearch.tracking import tracking_target
+from hpsearch.trials.scaling import few_lrs_warning
 
 if TYPE_CHECKING:
     from hpsearch.search import Search
@@ -132,11 +133,17 @@ def cli() -> None:
 @click.option("--budget", callback=_budget_option, help=_BUDGET_HELP + " Replaces the space's search.budget.")
 @click.option("--mlflow", "mlflow_uri", metavar="URI",
               help="Also log the search to MLflow at URI (default: $MLFLOW_TRACKING_URI, the space's tracking.mlflow).")
+@click.option("--no-confirm", is_flag=True,
+              help="Do not confirm the answer by running it after the trials (the space's analysis.confirm).")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None, budget: Any,
-          mlflow_uri: str | None, no_progress: bool, as_json: bool) -> None:
-    """Run a search defined by SPACE_FILE and print its trials and frontier.
+          mlflow_uri: str | None, no_confirm: bool, no_progress: bool, as_json: bool) -> None:
+    """Run a search defined by SPACE_FILE and print its trials, its frontier and its answer.
+
+    After the trials the search confirms its answer (analysis.confirm): it runs the answer as
+    new trials with new seeds and says whether it reached the target within the interval it
+    stated before it ran (--no-confirm skips that).
 
     Ctrl-C stops it cleanly: finished trials are kept, the running ones are marked
     'interrupted', and 'hpsearch resume STUDY' finishes the study. Exits with status 4 when no
@@ -148,7 +155,8 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
                                  quiet=as_json)
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
-                                on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri)
+                                on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri,
+                                confirm=False if no_confirm else None)
     _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
 
@@ -163,10 +171,11 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
               help=_BUDGET_HELP + " A new total for the study, what earlier runs spent included (kept by the study).")
 @click.option("--mlflow", "mlflow_uri", metavar="URI",
               help="Also log the search to MLflow at URI (default: $MLFLOW_TRACKING_URI, the space's tracking.mlflow).")
+@click.option("--no-confirm", is_flag=True, help="Do not confirm the answer after the trials.")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 def resume(study: str, storage: str | None, address: str | None, n_trials: int | None, budget: Any,
-           mlflow_uri: str | None, no_progress: bool, as_json: bool) -> None:
+           mlflow_uri: str | None, no_confirm: bool, no_progress: bool, as_json: bool) -> None:
     """Finish STUDY after its search was killed, interrupted or out of budget (or extend it
     with --n-trials or --budget).
 
@@ -180,9 +189,60 @@ def resume(study: str, storage: str | None, address: str | None, n_trials: int |
                                  enabled=not no_progress and not as_json, quiet=as_json)
     with display:
         search = hpsearch.resume(study, storage=storage, address=address, n_trials=n_trials,
-                                 on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri)
+                                 on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri,
+                                 confirm=False if no_confirm else None)
     _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
+
+
+@cli.command()
+@click.argument("study")
+@click.option("--devices", "-n", type=click.IntRange(min=1),
+              help="Devices the answer is for (default: what the cluster offers one trial, as start answers for).")
+@click.option("--runs", type=click.IntRange(min=1, max=16),
+              help="Runs a round has (default: the space's analysis.confirm; auto: 2 where the budget fits them).")
+@click.option("--storage", help=_STORAGE_HELP)
+@click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
+@click.option("--no-progress", is_flag=True, help="No live progress display.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rounds and the answer as JSON.")
+def confirm(study: str, devices: int | None, runs: int | None, storage: str | None, address: str | None,
+            no_progress: bool, as_json: bool) -> None:
+    """Run STUDY's answer for N devices as new trials, with seeds no earlier run of it used, and
+    say whether it held: reached the target within the interval it stated before it ran. The
+    runs are folded into the fits and the answer is given again, in rounds, until it holds or
+    the confirmation budget (analysis.confirm_budget) is spent. None of the search's own trials
+    runs. A study started before confirmation existed is confirmable.
+    """
+    objective = hpsearch.load(study, storage=storage).space.objectives[0]
+    display, on_plan = _progress(0, objective.metric, objective.direction == "maximize",
+                                 enabled=not no_progress and not as_json, quiet=True)
+    with display:
+        search = hpsearch.confirm(study, devices=devices, runs=runs, storage=storage, address=address,
+                                  on_event=display.on_event, on_plan=on_plan)
+    answer_devices = devices or on_plan.devices
+    answer: Any = None
+    refusal = None
+    try:
+        answer = search.recommend(answer_devices)
+    except AnalysisError as exc:
+        refusal = str(exc)
+    if as_json:
+        click.echo(json.dumps({"confirmations": [r.to_dict() for r in search.confirmations],
+                               "recommendation": answer.to_dict() if answer is not None else {"error": refusal}},
+                              default=str))
+        return
+    _print_rounds(search)
+    if answer is not None:
+        _print_recommendation(search.study_name, answer, brief=True)
+    else:
+        click.echo(f"no recommendation: {refusal}")
+
+
+def _print_rounds(search: Search) -> None:
+    """One line per confirmation round: the answer it ran, what it predicted before it ran, what
+    its runs measured, and whether it held."""
+    for round_ in search.confirmations:
+        click.echo(f"confirmation {round_.describe()}")
 
 
 def _require_completed(search: Search) -> None:
@@ -268,6 +328,11 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
         left_out = [_HEADERS.get(c, c) for c in columns if c not in shown]
         click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
                    f"{search.study_name})")
+    summary = search.summary()
+    if summary["confirmation_runs"]:
+        target = f" of {summary['target']}" if summary["target"] is not None else ""
+        click.echo(f"{summary['finished']}{target} trials finished, {_count(summary['confirmation_runs'], 'confirmation run')}")
+    _print_rounds(search)
     if answer is not None:
         _print_recommendation(search.study_name, answer, brief=True)
     elif refusal:
@@ -382,6 +447,8 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
         click.echo(f"  mem   {peak}{cap}")
     for line in answer.extrapolated:
         click.echo(f"  extrapolated: {line}")
+    if answer.confirmation is not None:
+        click.echo(f"  {answer.confirmation.text}")
     if brief:
         click.echo(f"  (why, and other device counts: hpsearch recommend {study} --devices N)")
         return
@@ -453,7 +520,8 @@ def validate(space_file: Path, as_json: bool) -> None:
     if space.tracking.mlflow:  # MLflow asked for and not installed: said here, before any search
         tracking_target(space, space.tracking.mlflow, space.study, asked=True)
     checked = check_space_workload(space)
-    for warning in checked.warnings:
+    few = few_lrs_warning(space)
+    for warning in (*checked.warnings, *([few] if few else [])):
         click.echo(f"warning: {warning}", err=True)
     if as_json:
         data = asdict(space)
@@ -690,7 +758,10 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
     click.echo(f"study {study!r} in {store_name(search.storage)}: {_count(summary['n_trials'], 'trial')} ({states})")
     if summary["target"] is not None:
         click.echo(f"finished {summary['finished']} of {summary['target']} (skipped, interrupted and budget-stopped "
-                   "trials do not count)")
+                   "trials do not count)" + (f", {_count(summary['confirmation_runs'], 'confirmation run')} apart"
+                                             if summary["confirmation_runs"] else ""))
+    for round_ in search.confirmations:
+        click.echo(f"confirmation {round_.describe()}")
     if budget.budget.limited:
         click.echo(budget.describe())
     best_trial = summary["best_trial"]
@@ -782,6 +853,8 @@ _GROUP = "group"  # not a record name: the table's own column
 _ESTIMATE = "~"
 #: The mark after the per-device batch of a trial the search ran halved (``ran_as``).
 _HALVED = "*"
+#: The mark after the number of a confirmation run of the study's answer (``role``).
+_CONFIRMATION = "c"
 _TABLE_COLUMNS = ("number", "state", _GROUP, record.LR_RULE, record.PER_DEVICE_BATCH_SIZE, record.WORLD_SIZE, record.GRAD_ACCUM_STEPS,
                   record.EFFECTIVE_BATCH_SIZE, record.BASE_LR, "lr", record.VAL_ACCURACY, record.RUNTIME_S, record.DEVICE_SECONDS,
                   PEAK_MEMORY_BYTES, record.STATUS_REASON)
@@ -827,7 +900,7 @@ def _marked(df: Any, *, group: bool | None = None) -> Any:
     trials that each took what the group's estimate says, beside trials of their own that did.
     Nor is a halved trial's b what its ranks held: unmarked, b 1024 read as a batch that fit.
     """
-    df = _halved_marked(df)
+    df = _confirmation_marked(_halved_marked(df))
     fused = len(df) > 0 and record.FUSED_GROUP in df.columns and bool(df[record.FUSED_GROUP].notna().any())
     if not (fused if group is None else group):
         return df
@@ -870,9 +943,24 @@ def _halved_marked(df: Any) -> Any:
     return df
 
 
+def _confirmation_marked(df: Any) -> Any:
+    """``df`` with each confirmation run's number marked (``24c``); ``df`` itself where none is."""
+    if not len(df) or record.ROLE not in df.columns:
+        return df
+    marks = [role == record.ROLE_CONFIRMATION for role in df[record.ROLE]]
+    if not any(marks):
+        return df
+    df = df.copy()
+    df["number"] = [f"{n}{_CONFIRMATION if mark else ''}" for n, mark in zip(df["number"], marks)]
+    return df
+
+
 def _legend(df: Any, shown: Sequence[str]) -> list[str]:
     """The lines under the trial table that say what its marks mean, where it shows them."""
     lines = []
+    if record.ROLE in df.columns and (df[record.ROLE] == record.ROLE_CONFIRMATION).any():
+        lines.append(f"{_CONFIRMATION} after a number: a confirmation run of the study's answer, with a new seed "
+                     "(counted apart from n_trials, and on no frontier: the search's own trials place it)")
     if record.PER_DEVICE_BATCH_SIZE in shown and record.RAN_AS in df.columns:
         halved = [f"#{n} {ran_as_text({record.RAN_AS: ran})}" for n, ran in zip(df["number"], df[record.RAN_AS])
                   if isinstance(ran, Mapping)]

@@ -22,7 +22,9 @@ class SearchEvent:
             (the sampler found nothing left to run; ``number`` is -1) or ``store`` (the store
             stopped or started answering again; ``number`` is -1), ``budget`` (what the search
             spent and has left, every second; ``number`` is -1) or ``budget_stop`` (the budget
-            cannot fit the next trial, ``number`` being that trial, or ran out, -1).
+            cannot fit the next trial, ``number`` being that trial, or ran out, -1), or
+            ``confirmation`` (a confirmation round starts, ends, or none runs: ``detail``, and
+            ``runs`` the round's runs; -1).
         number: The Optuna trial number.
         data: ``params`` (started), ``result`` (result), ``values`` (completed),
             ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted, store,
@@ -64,6 +66,7 @@ class ProgressDisplay:
         self.skipped = 0
         self.done = 0
         self.budget_stopped = 0
+        self.confirming = 0  # confirmation runs planned (counted on the bar, apart from n_trials)
         self.budget: Any = None  # the latest BudgetStatus of a budgeted search
         self.best: float | None = None
         self.started = time.monotonic()
@@ -113,6 +116,13 @@ class ProgressDisplay:
             self.skipped += 1
         elif event.kind in ("store", "exhausted", "budget_stop", "memory", "fuse", "tracking"):  # not a record name: the event kind
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
+        elif event.kind == "confirmation":  # not a record name: the event kind
+            # A round of the answer's runs: said, and counted on the bar beside the search's trials.
+            self.console.print(f"[cyan]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
+            runs = int(event.data.get("runs") or 0)
+            if runs:
+                self.confirming += runs
+                self.set_total(self.n_trials + runs)
         elif event.kind == "budget":
             self.budget = event.data.get("status")
         elif event.kind in ("completed", "failed", "pruned"):
@@ -140,6 +150,7 @@ class ProgressDisplay:
                  + (f"stopped early {self.pruned}  " if self.pruned else "")
                  + (f"skipped {self.skipped}  " if self.skipped else "")
                  + (f"stopped by budget {self.budget_stopped}  " if self.budget_stopped else "")
+                 + (f"confirmation runs {self.confirming}  " if self.confirming else "")
                  + f"best {self.objective} {best}  left ~{self._eta()}"
                  + (f"  {self._budget()}" if self.budget is not None else ""),
         )

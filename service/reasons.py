@@ -49,7 +49,7 @@ from hpsearch.record import (
     RERUN_REASONS,
     STATUS_REASON,
 )
-from hpsearch.study import is_finished
+from hpsearch.study import is_confirmation, is_finished
 
 if TYPE_CHECKING:
     import optuna
@@ -111,8 +111,9 @@ def describe_reason(reason: str) -> str:
 def counts_toward_n_trials(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether a trial is finished for ``n_trials`` (``hpsearch.study.is_finished``): it ran to
     an end of its own (COMPLETE, stopped early by ASHA, or failed), not skipped by a constraint
-    nor cut short by a stopped search or its budget."""
-    return is_finished(trial.state.name, trial.user_attrs.get(STATUS_REASON))
+    nor cut short by a stopped search or its budget, and it is one of the search's own (a
+    confirmation run counts apart)."""
+    return is_finished(trial.state.name, trial.user_attrs.get(STATUS_REASON)) and not is_confirmation(trial.user_attrs)
 
 
 def cut_short_by_the_search(trial: optuna.trial.FrozenTrial) -> bool:

@@ -61,6 +61,10 @@ LR = "lr"
 WARMUP_EPOCHS = "warmup_epochs"
 #: What runs after warmup (``scaling.schedule``): ``none``, ``cosine`` or ``step``.
 LR_SCHEDULE = "lr_schedule"
+#: The seed of the trial's model initialisation and data order: the space's ``search.seed``, or,
+#: for a confirmation run, one no earlier run of its configuration used. Trials recorded before
+#: it was kept ran with the space's ``search.seed``.
+SEED = "seed"
 
 # ---- measured by the trial (rank 0's reports) ----
 VAL_ACCURACY = "val_accuracy"
@@ -164,6 +168,17 @@ STATUS_DETAIL = "status_detail"
 CURVES = "curves"
 #: The number of the interrupted trial a queued rerun repeats.
 RERUN_OF = "rerun_of"
+#: Why the trial ran, where it is not one of the search's own: ``confirmation`` (``ROLE_CONFIRMATION``),
+#: a run of the study's own answer (``analysis.confirm``; docs/analysis.md, "Confirmation").
+ROLE = "role"
+#: A confirmation run's record: ``{"round": k, "devices": N, "target": "val_accuracy >= 0.95",
+#: "params": {...}, "predicted": {"samples": [low, estimate, high], "time_s": [...]}}``. Its
+#: ``params`` are the exact configuration it ran: where a value lies outside the study's
+#: distribution of that parameter (an LR the law gives between the choices, a world size the
+#: space never searched), Optuna cannot hold it as a param of the study, and this is where it is.
+CONFIRMATION = "confirmation"
+#: ``ROLE``'s value for a confirmation run.
+ROLE_CONFIRMATION = CONFIRMATION
 #: When the trial got its devices and its ranks started (seconds since the epoch); a RUNNING
 #: trial without it is still waiting for resources.
 TRAINING_STARTED = "training_started"
@@ -199,6 +214,9 @@ ATTR_BUDGET = "hpsearch.budget"
 ATTR_BUDGET_SPENT = "hpsearch.budget_spent"
 #: The trials whose saved weights a better trial made the search delete (``save_model: best``).
 ATTR_REMOVED_MODELS = "hpsearch.removed_models"
+#: The study's confirmation rounds, in order (``hpsearch.study.ConfirmationRound``): each the
+#: answer it ran, what it predicted before it ran, its trials and whether the answer held.
+ATTR_CONFIRMATIONS = "hpsearch.confirmations"
 #: A random id the study gets when it is created: a copy of the store holds the same study
 #: (same name, same Optuna ``study_id``), so files on disk name the store and this id
 #: (``hpsearch.ownership``).
@@ -280,6 +298,7 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
           doc="the LR the rule scaled to, base_lr x rule(B / B0): the peak warmup rises to and a schedule starts from"),
     Field(WARMUP_EPOCHS, "warmup epochs", "derived", doc="linear warmup from base_lr to lr"),
     Field(LR_SCHEDULE, "LR schedule", "derived", doc="after warmup: none (lr held), cosine (to 0) or step (x0.1 at 50%, 75%)"),
+    Field(SEED, "seed", "derived", doc="seeds the model's initial weights and the data order"),
     Field(VAL_ACCURACY, "validation accuracy", "measured", _MAX, objective=True, curve=True),
     Field(VAL_LOSS, "validation loss", "measured", _MIN, objective=True, curve=True),
     Field(CHANCE_ACCURACY, "chance accuracy", "measured",
@@ -348,6 +367,9 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(STATUS_DETAIL, "status detail", "bookkeeping"),
     Field(CURVES, "curves", "bookkeeping"),
     Field(RERUN_OF, "rerun of trial", "bookkeeping"),
+    Field(ROLE, "role", "bookkeeping", doc="confirmation: a run of the study's own answer, apart from n_trials"),
+    Field(CONFIRMATION, "confirmation", "bookkeeping",
+          doc="a confirmation run's round, devices, exact configuration and what the answer predicted before it ran"),
     Field(TRAINING_STARTED, "training started", "bookkeeping"),
     Field(PHASES, "phases (s since asked)", "bookkeeping"),
 )}

@@ -24,7 +24,7 @@ from hpsearch.study import sql_store, trial_configurations
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["ask_at", "create_sampler", "distributions", "grid_points"]
+__all__ = ["ask_at", "create_sampler", "distributions", "grid_points", "held_by"]
 
 def distributions(space: SearchSpace) -> dict[str, optuna.distributions.BaseDistribution]:
     """One Optuna distribution per parameter, fixed ones as a one-value categorical so that every
@@ -171,10 +171,11 @@ def _grid_sampler_class() -> type:
 
 
 def ask_at(study: optuna.Study, point: Mapping[str, Any],
-           distributions: Mapping[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
+           distributions: Mapping[str, optuna.distributions.BaseDistribution],
+           user_attrs: Mapping[str, Any] | None = None) -> optuna.Trial:
     """``study.ask(distributions)`` for a configuration already chosen (the grid's next point,
-    ``remaining(study)[0]``): the new RUNNING trial holds ``point`` as its params from the
-    start, written with the trial in one transaction.
+    ``remaining(study)[0]``, or a confirmation run): the new RUNNING trial holds ``point`` as its
+    params, and ``user_attrs``, from the start, written with the trial in one transaction.
 
     Optuna's ask writes each parameter in a transaction of its own and has the sampler read the
     study again to choose the point: on SQLite about 60% of an ask's 25 ms for the six
@@ -186,9 +187,36 @@ def ask_at(study: optuna.Study, point: Mapping[str, Any],
 
     template = FrozenTrial(number=-1, state=TrialState.RUNNING, value=None, datetime_start=datetime.datetime.now(),
                            datetime_complete=None, params=dict(point),
-                           distributions={name: distributions[name] for name in point}, user_attrs={},
+                           distributions={name: distributions[name] for name in point},
+                           user_attrs=dict(user_attrs or {}),
                            system_attrs={}, intermediate_values={}, trial_id=-1)
     return Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))
+
+
+def held_by(distributions: Mapping[str, optuna.distributions.BaseDistribution],
+            params: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``params`` the study's ``distributions`` can hold as params: those of a parameter it
+    has whose distribution contains the value (a categorical's choices are fixed for a study, so
+    a value between them cannot be written as that param).
+
+    Example:
+        >>> from optuna.distributions import CategoricalDistribution
+        >>> held_by({"base_lr": CategoricalDistribution([0.01]), "world_size": CategoricalDistribution([1, 2])},
+        ...         {"base_lr": 0.0174, "world_size": 2, "hidden": 32})
+        {'world_size': 2}
+    """
+    held = {}
+    for name, value in params.items():
+        distribution = distributions.get(name)
+        if distribution is None:
+            continue
+        try:
+            inside = distribution._contains(distribution.to_internal_repr(value))
+        except (ValueError, TypeError):  # a categorical's to_internal_repr refuses a value it lacks
+            inside = False
+        if inside:
+            held[name] = value
+    return held
 
 
 def create_sampler(space: SearchSpace) -> optuna.samplers.BaseSampler:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from hpsearch.analysis import Recommendation, StudyAnalysis
     from hpsearch.tune.plan import SearchPlan
 
-__all__ = ["DeletedStudy", "Search", "delete_study", "list_studies", "load", "resume", "start"]
+__all__ = ["DeletedStudy", "Search", "confirm", "delete_study", "list_studies", "load", "resume", "start"]
 
 log = logging.getLogger("hpsearch")
 
@@ -357,12 +357,21 @@ class Search:
             >>> summary["n_trials"], summary["finished"], sorted(summary["states"]), summary["cut_short"]
             (40, 40, ['COMPLETE', 'FAIL', 'PRUNED'], {})
         """
-        target = self.study.user_attrs.get(ATTR_N_TRIALS)
+        attrs = self.study.user_attrs
+        target = attrs.get(ATTR_N_TRIALS)
         summary = read_model.summarize(
             self.study_name, self.trials_dataframe(), self.objectives, self.directions,
             params=read_model.param_names(self.backend, self.study_name),
-            target=None if target is None else int(target))
+            target=None if target is None else int(target),
+            confirmations=[r.to_dict() for r in read_model.confirmation_rounds(attrs)])
         return summary.to_dict()
+
+    @property
+    def confirmations(self) -> tuple[read_model.ConfirmationRound, ...]:
+        """The study's confirmation rounds, in order (``hpsearch.study.ConfirmationRound``): the
+        answer each ran, what it predicted before it ran, what its runs measured, and whether it
+        held (docs/analysis.md, "Confirmation")."""
+        return read_model.confirmation_rounds(self.study.user_attrs)
 
     def search_process(self) -> SearchProcess:
         """Whether a search writes the study now (``hpsearch.locks.search_process``): trials
@@ -673,9 +682,11 @@ def start(
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | str | None = None,
     mlflow: str | None = None,
+    confirm: bool | None = None,
 ) -> Search:
-    """Run a search to the end (its ``n_trials``, or its budget, whichever comes first) and
-    return it.
+    """Run a search to the end (its ``n_trials``, or its budget, whichever comes first), then
+    confirm its answer (``analysis.confirm``: its answer run as new trials until it holds or the
+    confirmation budget is spent), and return it.
 
     Args:
         space: A ``SearchSpace``, a path to a space file, or a mapping in the file's schema.
@@ -691,6 +702,8 @@ def start(
         mlflow: An MLflow tracking URI to log the search to as it runs (docs/tracking.md);
             default ``MLFLOW_TRACKING_URI``, then the space's ``tracking.mlflow``. What was
             logged is the returned search's ``tracking``.
+        confirm: ``False`` skips the confirmation of the answer for this search (``start
+            --no-confirm``); default: the space's ``analysis.confirm``.
 
     Raises:
         SpaceError, StudyExistsError, ResourceError, WorkloadError, StoreError.
@@ -710,7 +723,8 @@ def start(
     limits = _budget(budget)
 
     def run(events: Callable[[SearchEvent], None] | None, plans: Callable[[SearchPlan], None] | None) -> None:
-        _orchestrator().run_search(space, name, settings, on_event=events, on_plan=plans, budget=limits)
+        _orchestrator().run_search(space, name, settings, on_event=events, on_plan=plans, budget=limits,
+                                   next_round=_confirmer(space, events, enabled=confirm))
 
     return _tracked(run, Search(name, settings.storage), space, target, on_event, on_plan)
 
@@ -725,8 +739,10 @@ def resume(
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | str | None = None,
     mlflow: str | None = None,
+    confirm: bool | None = None,
 ) -> Search:
-    """Finish a study whose search was stopped (killed, interrupted) or extend it.
+    """Finish a study whose search was stopped (killed, interrupted) or extend it, then confirm
+    its answer as ``start`` does.
 
     Finished trials stay as they are; trials left RUNNING become FAIL with ``status_reason``
     ``interrupted`` and their configurations run again; trials run until the study has
@@ -742,6 +758,8 @@ def resume(
             ``"2dh"``, ``"none"``...; kept by the study); it replaces the limits it names.
         mlflow: An MLflow tracking URI to log to (as for ``start``); the study's runs there,
             from its first search or an export, are found and carried on.
+        confirm: ``False`` skips the confirmation of the answer; default: the space's
+            ``analysis.confirm``.
 
     Raises:
         StudyNotFoundError, StudyBusyError, SpaceError, ResourceError, StoreError.
@@ -759,9 +777,63 @@ def resume(
 
     def run(events: Callable[[SearchEvent], None] | None, plans: Callable[[SearchPlan], None] | None) -> None:
         _orchestrator().resume_search(study, settings, n_trials=n_trials, on_event=events, on_plan=plans,
-                                      budget=limits, study=loaded.study)
+                                      budget=limits, study=loaded.study,
+                                      next_round=_confirmer(space, events, enabled=confirm))
 
     return _tracked(run, Search(study, settings.storage), space, target, on_event, on_plan)
+
+
+def confirm(
+    study: str,
+    *,
+    devices: int | None = None,
+    runs: int | None = None,
+    storage: str | None = None,
+    address: str | None = None,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    on_plan: Callable[[SearchPlan], None] | None = None,
+) -> Search:
+    """Confirm a study's answer (``hpsearch confirm``): run the answer for ``devices`` devices as
+    new trials, each with a seed no earlier run of it used, judge it against the interval it
+    stated before it ran, fold the runs into the fits and answer again, in rounds, until it holds
+    or the space's confirmation budget is spent (``analysis.confirm_budget``). None of the
+    search's own trials runs. A study started before confirmation existed is confirmable.
+
+    Args:
+        study: The study's name.
+        devices: The devices the answer is for; default: what the cluster offers one trial.
+        runs: Runs a round has; default: the space's ``analysis.confirm`` (``auto``: 2 where
+            the budget fits them).
+        storage: Store URL; default: ``HPSEARCH_STORAGE``, then ``sqlite:///hpsearch.db``.
+        address: Ray cluster to join; default ``RAY_ADDRESS``, else a local Ray.
+
+    Raises:
+        StudyNotFoundError, StudyBusyError, SpaceError, ResourceError, StoreError, SearchInterrupted.
+
+    Example:
+        >>> hpsearch.confirm("digits-quickstart", devices=2).confirmations[-1].verdict  # doctest: +SKIP
+        'held'
+    """
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+        raise AnalysisError(f"devices must be a whole number of 1 or more, got {devices!r}")
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+        raise AnalysisError(f"runs must be a whole number of 1 or more, got {runs!r}")
+    settings = _settings(storage=storage, ray_address=address)
+    loaded = load(study, settings.storage)
+    confirmation = _confirmation()
+    policy = confirmation.ConfirmationPolicy.of_space(loaded.space, runs=runs, enabled=True)
+    confirmer = confirmation.Confirmer(policy, devices=devices, on_event=on_event)
+    _orchestrator().confirm_study(study, settings, confirmer, on_event=on_event, on_plan=on_plan)
+    return Search(study, settings.storage)
+
+
+def _confirmer(space: SearchSpace, on_event: Callable[[SearchEvent], None] | None, *,
+               enabled: bool | None) -> Callable[..., Any] | None:
+    """The confirmation rounds a search runs after its trials (``hpsearch.confirmation``), or
+    ``None`` where ``analysis.confirm`` (or ``enabled``) turns them off."""
+    confirmation = _confirmation()
+    policy = confirmation.ConfirmationPolicy.of_space(space, enabled=enabled)
+    return None if policy is None else confirmation.Confirmer(policy, on_event=on_event)
 
 
 def _tracked(run: Callable[[Callable[[SearchEvent], None] | None, Callable[[SearchPlan], None] | None], None],
@@ -905,6 +977,14 @@ def _orchestrator() -> ModuleType:
     from hpsearch.tune import orchestrator
 
     return orchestrator
+
+
+def _confirmation() -> ModuleType:
+    """``hpsearch.confirmation``, loaded when a search confirms its answer: it reads the
+    analysis (numpy, scipy), which ``import hpsearch`` does not load."""
+    from hpsearch import confirmation
+
+    return confirmation
 
 
 def _analysis() -> ModuleType:

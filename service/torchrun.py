@@ -51,6 +51,7 @@ from hpsearch import record
 from hpsearch.errors import ResourceError, TrialNotFoundError
 from hpsearch.record import DEVICE
 from hpsearch.store import space_of_study
+from hpsearch.study import trial_params
 from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
 
 if TYPE_CHECKING:
@@ -173,7 +174,8 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     if trial is None:
         raise TrialNotFoundError(f"study {study.study_name!r} has no trial #{number} "
                                  f"(it has {len(study.get_trials(deepcopy=False))} trials)")
-    missing = [p for p in space.parameters if p not in trial.params]
+    configuration = trial_params(trial)  # a confirmation run's values its params could not hold too
+    missing = [p for p in space.parameters if p not in configuration]
     if missing:
         raise TrialNotFoundError(f"trial #{number} of study {study.study_name!r} has no {', '.join(missing)}: "
                                  "it stopped before its configuration was chosen")
@@ -182,12 +184,16 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
         space.resources.device if space.resources.device != "auto" else "cpu")
     # At the shape it trained (a trial halved by search.on_oom: accumulate ran out of memory at
     # its own per-device batch), with the same effective batch and LR.
-    params = {**trial.params, **ran_shape(trial.user_attrs.get(record.RAN_AS))}
-    ran = trial_spec(space, params, device=device)
+    params = {**configuration, **ran_shape(trial.user_attrs.get(record.RAN_AS))}
+    # The seed it ran with (a confirmation run's is its own; older trials recorded none and ran
+    # with the space's).
+    seed = trial.user_attrs.get(record.SEED)
+    seeded = {"seed": int(seed)} if isinstance(seed, int) else {}  # not a record name: the spec's field
+    ran = trial_spec(space, params, device=device, **seeded)
     # Real ranks under torchrun (the trial may have emulated its ranks on fewer devices), and
     # the weights saved: they are what this run is for.
     spec = trial_spec(space, {**params, record.WORLD_SIZE: world_size or ran.world_size}, device=device,
-                      epochs=epochs or ran.epochs, emulated_ranks=1, save_model=True)
+                      epochs=epochs or ran.epochs, emulated_ranks=1, save_model=True, **seeded)
     # The layout: the trial's nodes when it is exported as it ran; at another world size its node
     # count says nothing about the new one, so one node unless asked.
     trial_nodes = max(1, int(trial.user_attrs.get(record.NODES) or 1))

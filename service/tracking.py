@@ -45,6 +45,7 @@ from hpsearch.ownership import study_uid
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace, SpaceError
 from hpsearch.store import load_study, redact_url
+from hpsearch.study import trial_params
 
 if TYPE_CHECKING:
     import optuna
@@ -84,10 +85,11 @@ _EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 #: What a trial's run records beside its params, as tags ``hpsearch.<name>``.
 TAGGED = (record.STATUS_REASON, record.STATUS_DETAIL, record.DEVICE, record.NODE, record.FUSED_GROUP,
-          record.FUSE, record.RUNTIME_BASIS, record.PRECISION, record.RERUN_OF, record.RAN_AS)
+          record.FUSE, record.RUNTIME_BASIS, record.PRECISION, record.RERUN_OF, record.RAN_AS, record.ROLE,
+          record.CONFIRMATION)
 #: The trial's parameters the engine derives when it is proposed, logged as params with the searched ones.
 DERIVED_PARAMS = (record.EFFECTIVE_BATCH_SIZE, record.LR, record.BASE_BATCH_SIZE, record.LR_SCHEDULE,
-                  record.WARMUP_EPOCHS)
+                  record.WARMUP_EPOCHS, record.SEED)
 #: The series logged at each evaluation (``samples_seen`` is their step).
 STEPPED = tuple(m for m in record.CURVE_METRICS if m != record.SAMPLES_SEEN)
 
@@ -477,7 +479,7 @@ def _trained(trial: FrozenTrial) -> bool:
 
 
 def _params(trial: FrozenTrial) -> dict[str, Any]:
-    params: dict[str, Any] = dict(trial.params)
+    params: dict[str, Any] = trial_params(trial)  # a confirmation run's exact configuration
     for name in DERIVED_PARAMS:
         if trial.user_attrs.get(name) is not None:
             params[name] = trial.user_attrs[name]

@@ -18,6 +18,20 @@ Example:
     [0, 1]
 """
 
+from hpsearch.study._confirmations import (
+    HELD,
+    INCOMPLETE,
+    MISSED,
+    RUNNING,
+    ConfirmationRound,
+    ConfirmationRun,
+    ConfirmationStatus,
+    confirmation_rounds,
+    confirmation_status,
+    is_confirmation,
+    same_answer,
+    trial_params,
+)
 from hpsearch.study._export import to_csv, to_json
 from hpsearch.study._fused import (
     SOLO_ESTIMATE,
@@ -72,10 +86,17 @@ from hpsearch.study._table import (
 from hpsearch.study._units import format_bytes
 
 __all__ = [
+    "HELD",
+    "INCOMPLETE",
+    "MISSED",
     "PENDING",
+    "RUNNING",
     "SOLO_ESTIMATE",
     "TESTED_SCHEMA_VERSIONS",
     "BestTrial",
+    "ConfirmationRound",
+    "ConfirmationRun",
+    "ConfirmationStatus",
     "FusedSummary",
     "FusedTrial",
     "Phase",
@@ -86,6 +107,8 @@ __all__ = [
     "TrialPhases",
     "best_trial_number",
     "check_direction",
+    "confirmation_rounds",
+    "confirmation_status",
     "cut_short_counts",
     "direct_sql",
     "direction",
@@ -102,6 +125,7 @@ __all__ = [
     "fused_trial",
     "group_label",
     "group_members",
+    "is_confirmation",
     "is_finished",
     "is_solo_estimate",
     "learned_nothing",
@@ -116,6 +140,7 @@ __all__ = [
     "read_trials",
     "reason_counts",
     "revision",
+    "same_answer",
     "searched_params",
     "sql_store",
     "state_counts",
@@ -126,6 +151,7 @@ __all__ = [
     "to_csv",
     "to_json",
     "trial_configurations",
+    "trial_params",
     "trial_phases",
     "with_scaled_lr",
 ]

@@ -146,10 +146,11 @@ _LOSSES = (record.VAL_LOSS, record.TRAIN_LOSS)
 
 
 def frontier_candidates(frame: pd.DataFrame) -> pd.Series:
-    """Which trials may stand on a frontier: COMPLETE, with no ``status_reason`` (a trial that
-    diverged or failed carries one), a finite loss wherever the study's completed trials
-    record that loss, and, for a classifier, a validation accuracy above its
-    ``chance_accuracy`` (:func:`learned_nothing`).
+    """Which trials may stand on a frontier: COMPLETE, one of the search's own (a confirmation run
+    repeats the answer with another seed: drawn, marked, but never counted twice), with no
+    ``status_reason`` (a trial that diverged or failed carries one), a finite loss wherever the
+    study's completed trials record that loss, and, for a classifier, a validation accuracy
+    above its ``chance_accuracy`` (:func:`learned_nothing`).
 
     A diverged trial (val_accuracy 0.078, its loss NaN) that Optuna held as COMPLETE stayed on
     the runtime frontier, 0.27 ms faster than the first trial that learned: it reads as the
@@ -174,6 +175,8 @@ def frontier_candidates(frame: pd.DataFrame) -> pd.Series:
     import pandas as pd
 
     keep = frame["state"].astype(str) == "COMPLETE" if "state" in frame.columns else pd.Series(False, frame.index)
+    if record.ROLE in frame.columns:  # a run of the answer, which the search's own trials already place
+        keep &= frame[record.ROLE] != record.ROLE_CONFIRMATION
     if record.STATUS_REASON in frame.columns:
         reasons = frame[record.STATUS_REASON]
         keep &= reasons.isna() | (reasons.astype(str) == "")

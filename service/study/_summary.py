@@ -41,7 +41,19 @@ def finished_count(frame: pd.DataFrame) -> int:
     if not len(frame):
         return 0
     reasons = frame[record.STATUS_REASON] if record.STATUS_REASON in frame.columns else [None] * len(frame)
-    return sum(is_finished(state, _missing_as_none(reason)) for state, reason in zip(frame["state"], reasons))
+    searched = ~confirmation_rows(frame)
+    return sum(is_finished(state, _missing_as_none(reason)) and own
+               for state, reason, own in zip(frame["state"], reasons, searched))
+
+
+def confirmation_rows(frame: pd.DataFrame) -> pd.Series:
+    """Which rows of the trials table are confirmation runs (``record.ROLE``): they count apart
+    from ``n_trials``."""
+    import pandas as pd
+
+    if record.ROLE not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return frame[record.ROLE] == record.ROLE_CONFIRMATION
 
 
 def state_counts(frame: pd.DataFrame) -> dict[str, int]:
@@ -185,6 +197,9 @@ class StudySummary:
             skipped ones ended as they did.
         fused: Its fused groups and the trials that ran on their own with a reason
             (``hpsearch.study.fused_summary``; empty for a study that never fused).
+        confirmation_runs: Its confirmation runs (``record.ROLE``), which ``finished`` and
+            ``target`` leave out; ``confirmations`` its rounds, each as
+            ``ConfirmationRound.to_dict`` gives it.
     """
 
     study: str
@@ -198,6 +213,8 @@ class StudySummary:
     cut_short: Mapping[str, int] = field(default_factory=dict)
     reasons: Mapping[str, int] = field(default_factory=dict)
     fused: FusedSummary = field(default_factory=FusedSummary)
+    confirmation_runs: int = 0
+    confirmations: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status --json``, the dashboard)."""
@@ -215,15 +232,19 @@ class StudySummary:
             "cut_short": dict(self.cut_short),
             "reasons": dict(self.reasons),
             "fused": self.fused.to_dict(),
+            "confirmation_runs": self.confirmation_runs,
+            "confirmations": [dict(r) for r in self.confirmations],
         }
 
 
 def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directions: Sequence[str], *,
-              params: Sequence[str], target: int | None = None) -> StudySummary:
+              params: Sequence[str], target: int | None = None,
+              confirmations: Sequence[Mapping[str, Any]] = ()) -> StudySummary:
     """The ``StudySummary`` of a study's trials table.
 
     Args:
         params: The names of the study's params (the best trial's ``params`` are these columns).
+        confirmations: The study's confirmation rounds, as it keeps them.
     """
     number = best_trial_number(frame, objectives, directions)
     best = None
@@ -232,7 +253,8 @@ def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directi
         best = BestTrial(number, {o: float(row[o]) for o in objectives},
                          {p: _plain(row[p]) for p in params if p in frame.columns and _plain(row[p]) is not None})
     return StudySummary(name, tuple(objectives), tuple(directions), len(frame), finished_count(frame), target,
-                        state_counts(frame), best, cut_short_counts(frame), reason_counts(frame), fused_summary(frame))
+                        state_counts(frame), best, cut_short_counts(frame), reason_counts(frame), fused_summary(frame),
+                        int(confirmation_rows(frame).sum()) if len(frame) else 0, tuple(confirmations))
 
 
 @dataclass(frozen=True)

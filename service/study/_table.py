@@ -141,19 +141,36 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
     """
     import pandas as pd
 
-    if attrs is not None:  # the state needs this one (PENDING until it is set), and the LR the batches
-        attrs = [*attrs, record.TRAINING_STARTED, *((record.EFFECTIVE_BATCH_SIZE, record.BASE_BATCH_SIZE)
-                                                    if record.LR in attrs else ())]
+    if attrs is not None:  # the state needs this one (PENDING until it is set), the params a confirmation ran, and the LR the batches
+        attrs = [*attrs, record.TRAINING_STARTED, record.ROLE, record.CONFIRMATION,
+                 *((record.EFFECTIVE_BATCH_SIZE, record.BASE_BATCH_SIZE) if record.LR in attrs else ())]
     if direct_sql(storage):
         rows = trial_rows(storage, study_name, objectives, hidden=hidden, attrs=attrs)  # type: ignore[arg-type]
     else:
         rows = _api_rows(storage, study_name, objectives, hidden, attrs)
     for row in rows:
         row["state"] = display_state(row["state"], row)
+        with_ran_params(row)
         with_scaled_lr(row)
     if any(record.MODEL_PATH in row for row in rows):
         _clear_removed_models(storage, study_name, rows)
     return pd.DataFrame(rows)
+
+
+def with_ran_params(row: dict[str, Any]) -> dict[str, Any]:
+    """Lay a confirmation run's exact configuration over its params (``row``: its params and user
+    attrs): a value its study's distributions cannot hold (an LR between the choices) is kept in
+    its ``confirmation`` record, and the table shows what the trial ran. Returns ``row``.
+
+    Example:
+        >>> with_ran_params({"base_lr": 0.01, "confirmation": {"params": {"base_lr": 0.0174}}})["base_lr"]
+        0.0174
+    """
+    ran = row.get(record.CONFIRMATION)
+    params = ran.get("params") if isinstance(ran, Mapping) else None
+    if isinstance(params, Mapping):
+        row.update(params)
+    return row
 
 
 def with_scaled_lr(row: dict[str, Any]) -> dict[str, Any]:
@@ -442,7 +459,8 @@ def study_revision(storage: optuna.storages.RDBStorage, study_name: str, *,
     """Something that changes whenever a trial of the study does, read cheaply: the study's
     largest trial id (a new trial: ids only grow), and of the unfinished trials their state and
     completion time (a trial that ends) and a digest of their params, attrs and intermediate
-    values (a new epoch, an attr written again).
+    values (a new epoch, an attr written again); and a digest of the study's confirmation rounds
+    (``ATTR_CONFIRMATIONS``: a round is judged after its trials ended).
 
     Finished trials need no watching: Optuna refuses every write to a finished trial, so a
     trial changes only while it runs, and a new one moves the largest id. Given the revision it last
@@ -464,8 +482,12 @@ def study_revision(storage: optuna.storages.RDBStorage, study_name: str, *,
     steps_t = models.TrialIntermediateValueModel.__table__
     attrs_t = models.TrialUserAttributeModel.__table__
     params_t = models.TrialParamModel.__table__
+    study_attrs_t = models.StudyUserAttributeModel.__table__
     with storage.engine.connect() as conn:
         newest = conn.execute(select(func.max(trials_t.c.trial_id)).where(trials_t.c.study_id == study_id)).scalar()
+        # The study's confirmation rounds: judged after their trials ended, which moved nothing else.
+        rounds = conn.execute(select(study_attrs_t.c.value_json).where(
+            study_attrs_t.c.study_id == study_id, study_attrs_t.c.key == record.ATTR_CONFIRMATIONS)).scalar()
         if since is not None and since[0] == study_id:
             watched = list(since[2])
         else:
@@ -485,7 +507,8 @@ def study_revision(storage: optuna.storages.RDBStorage, study_name: str, *,
                 rows = conn.execute(select(key, value).where(table.c.trial_id.in_(watched)).order_by(key)).all()
                 held.update(repr([tuple(r) for r in rows]).encode())
             digest = held.hexdigest()
-    return (study_id, newest, tuple(watched), states, digest)
+    confirmed = None if rounds is None else hashlib.blake2b(str(rounds).encode(), digest_size=8).hexdigest()
+    return (study_id, newest, tuple(watched), states, digest, confirmed)
 
 
 def _external_params(params: Sequence[tuple[Any, ...]]) -> Iterator[tuple[int, str, Any]]:

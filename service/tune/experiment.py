@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from hpsearch.budget import BudgetLedger
 from hpsearch.errors import SearchInterrupted, StoreLostError
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace
-from hpsearch.tune.plan import SearchPlan
+from hpsearch.tune.plan import ConfirmationRun, SearchPlan
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.tune.ray_session import ray_session
 from hpsearch.tune.reservations import Reservations
@@ -39,7 +39,8 @@ def start_desk(space: SearchSpace, plan: SearchPlan, local: LocalPool | None) ->
     """Start the search's reservation desk and the nodes' warm rank pools
     (``hpsearch.tune.reservations``) as soon as Ray runs, so their processes import torch and the
     workload while the search writes the study and sets Tune up. They end with the Ray session
-    (and ``run_tune`` closes them after the trials, for a cluster that outlives the search).
+    (and the orchestrator closes them after the trials and their confirmation rounds, for a
+    cluster that outlives the search).
     ``local``: this machine's pool, already started by the orchestrator (CPU searches).
 
     Raises:
@@ -58,8 +59,11 @@ def start_desk(space: SearchSpace, plan: SearchPlan, local: LocalPool | None) ->
 
 
 def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
-             on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int, desk: Reservations) -> None:
-    """Run the search's trials as one Tune experiment; close the desk after them.
+             on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int, desk: Reservations,
+             confirmations: Sequence[ConfirmationRun] = ()) -> None:
+    """Run the search's trials as one Tune experiment: ``plan.n_trials`` of the sampler's, or a
+    confirmation round's runs (``confirmations``). The desk stays open for the next round; the
+    orchestrator closes it.
 
     Raises:
         StoreLostError: the store stopped answering (resume marks the open trials interrupted).
@@ -68,7 +72,7 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     plan.runs_dir.mkdir(parents=True, exist_ok=True)
     ledger = BudgetLedger(plan.budget, plan.spent, plan.run_started if plan.run_started is not None else time.monotonic())
     searcher = StudySearcher(study, space, plan.n_trials, plan.device, plan.runs_dir, max_processes=plan.devices,
-                             on_event=on_event, ledger=ledger, slots=plan.max_concurrent)
+                             on_event=on_event, ledger=ledger, slots=plan.max_concurrent, confirmations=confirmations)
 
     stopper = InterruptStopper(searcher, on_stop=desk.stop_granting)
     tuner = tune.Tuner(
@@ -94,7 +98,6 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
     except StoreLostError:
         raise  # nothing more can be written; resume marks the open trials interrupted
     finally:
-        desk.close()
         if searcher.store_lost is None:
             searcher.end_run()  # open trials: 'budget' or 'interrupted'; what the run spent
     if searcher.store_lost is not None:

@@ -3,8 +3,11 @@
 ``run_search`` and ``resume_search`` check the space and its workload, start (or join) Ray,
 plan the search against the cluster (``hpsearch.tune.plan``), create or reopen the study, and
 run the Tune experiment (``hpsearch.tune.experiment``, loaded while the workload is checked:
-it imports Ray Tune). Trials launch their own ranks rather than run as Ray Train jobs
-(docs/design.md, "Decisions").
+it imports Ray Tune); then, while the caller's ``next_round`` has confirmation runs for the
+study (``hpsearch.confirmation``: the answer it gives, run as new trials), one more Tune
+experiment each, on the same Ray, desk and warm ranks. ``confirm_study`` runs only such
+rounds. Trials launch their own ranks rather than run as Ray Train jobs (docs/design.md,
+"Decisions").
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import replace
@@ -51,11 +54,16 @@ from hpsearch.store import (
     study_attrs,
     study_names,
 )
-from hpsearch.tune.plan import SEARCH_SAMPLERS, SearchPlan, plan_search, runnable_grid_points
+from hpsearch.study import is_confirmation
+from hpsearch.tune.plan import SEARCH_SAMPLERS, ConfirmationRun, SearchPlan, plan_search, runnable_grid_points
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.workload_check import check_for_search
 
-__all__ = ["RANKS_LOG", "resume_search", "run_search"]
+__all__ = ["RANKS_LOG", "NextRound", "confirm_study", "resume_search", "run_search"]
+
+#: What a search calls once its trials are done, and after each confirmation round: the next
+#: round's runs for the study on the plan's cluster, or none (confirmed, out of its budget, off).
+NextRound = Callable[[optuna.Study, SearchPlan], Sequence[ConfirmationRun]]
 
 log = logging.getLogger("hpsearch")
 
@@ -68,8 +76,10 @@ def run_search(
     on_event: Callable[[SearchEvent], None] | None = None,
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | None = None,
+    next_round: NextRound | None = None,
 ) -> SearchPlan:
-    """Run a whole search: start (or join) Ray, create the study, run the Tune experiment.
+    """Run a whole search: start (or join) Ray, create the study, run the Tune experiment, then
+    the confirmation rounds ``next_round`` gives (none without it).
 
     Nothing is written to the store until the space, the workload and the cluster's resources
     have been checked, so a bad search leaves no half-made study behind. ``budget`` replaces
@@ -105,7 +115,25 @@ def run_search(
                     for params in space.search.enqueue:  # the configurations the space runs first
                         study.enqueue_trial(dict(params))
                     engine.run_tune(space, study, plan, on_event, samples_per_epoch, desk)
+                    _confirm(engine, space, study, plan, next_round, on_event, samples_per_epoch, desk)
     return plan
+
+
+def _confirm(engine: ModuleType, space: SearchSpace, study: optuna.Study, plan: SearchPlan,
+             next_round: NextRound | None, on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int,
+             desk: Any) -> int:
+    """Run the confirmation rounds ``next_round`` gives, each as a Tune experiment of its runs on
+    the search's Ray and warm ranks, until it gives none; returns how many ran. Each round's
+    budget account starts from what the study spent so far (``search.budget`` holds them too)."""
+    rounds = 0
+    while next_round is not None:
+        runs = list(next_round(study, plan))
+        if not runs:
+            break
+        rounds += 1
+        engine.run_tune(space, study, replace(plan, n_trials=len(runs), spent=spent_of(study)), on_event,
+                        samples_per_epoch, desk, confirmations=runs)
+    return rounds
 
 
 def _refuse_existing(settings: Settings, study_name: str) -> None:
@@ -130,8 +158,10 @@ def resume_search(
     on_plan: Callable[[SearchPlan], None] | None = None,
     budget: Budget | None = None,
     study: optuna.Study | None = None,
+    next_round: NextRound | None = None,
 ) -> SearchPlan:
-    """Finish a study whose search was stopped (killed, interrupted, out of budget, or extended).
+    """Finish a study whose search was stopped (killed, interrupted, out of budget, or extended),
+    then run the confirmation rounds ``next_round`` gives.
 
     Completed, pruned and failed trials stay as they are. Trials left RUNNING by a dead
     orchestrator become FAIL with ``status_reason`` ``interrupted``; their configurations, and
@@ -180,11 +210,55 @@ def resume_search(
                                spent=spent_of(study), run_started=started)
                 if on_plan is not None:
                     on_plan(plan)
+                # The same study through the search's patient storage, with the space's sampler.
+                study = optuna.load_study(study_name=study_name, storage=_search_storage(settings, on_event),
+                                          sampler=create_sampler(space))
                 if to_run:
-                    # The same study through the search's patient storage, with the space's sampler.
-                    study = optuna.load_study(study_name=study_name, storage=_search_storage(settings, on_event),
-                                              sampler=create_sampler(space))
                     engine.run_tune(space, study, plan, on_event, samples_per_epoch, desk)
+                if not status.spent_out:
+                    _confirm(engine, space, study, plan, next_round, on_event, samples_per_epoch, desk)
+    return plan
+
+
+def confirm_study(
+    study_name: str,
+    settings: Settings,
+    next_round: NextRound,
+    *,
+    on_event: Callable[[SearchEvent], None] | None = None,
+    on_plan: Callable[[SearchPlan], None] | None = None,
+) -> SearchPlan:
+    """Run confirmation rounds on a study (``hpsearch confirm``): start (or join) Ray and the warm
+    ranks as ``resume_search`` does, and run the rounds ``next_round`` gives, none of the
+    search's own trials. A study started before confirmation existed is confirmable.
+
+    Raises:
+        StudyNotFoundError: no such study in the store.
+        StudyBusyError: another search writes this study (or this SQLite file).
+        SpaceError: the study was not started by hpsearch, or its space no longer validates.
+        SearchInterrupted: Ctrl-C or SIGTERM stopped it (the runs cut short are marked).
+    """
+    started = time.monotonic()
+    study = load_study(study_name, open_storage(settings.storage))
+    space = space_of_study(study)
+    with _local_pool(space, settings, study_name) as local:
+        engine, samples_per_epoch = _check_workload(space, local)
+        with study_lock(settings.storage, study_name):
+            _claim_runs_dir(settings, study)
+            settle_orphans(study, space)
+            _requeue_interrupted(study, set(space.parameters))  # a dead search's trials marked, not rerun here
+            with engine.ray_session(settings.ray_address) as cluster, ExitStack() as stack:
+                plan = plan_search(space, study_name, settings, cluster)
+                desk = stack.enter_context(closing(engine.start_desk(space, plan, local)))
+                status = budget_status(study, space.search.budget)
+                plan = replace(plan, n_trials=0, finished=sum(counts_toward_n_trials(t) for t in
+                                                             study.get_trials(deepcopy=False)),
+                               budget=status.budget, spent=spent_of(study), run_started=started)
+                if on_plan is not None:
+                    on_plan(plan)
+                study = optuna.load_study(study_name=study_name, storage=_search_storage(settings, on_event),
+                                          sampler=create_sampler(space))
+                _confirm(engine, space, study, plan, next_round, on_event, samples_per_epoch, desk)
     return plan
 
 
@@ -214,7 +288,10 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     rerun = {t.user_attrs.get(record.RERUN_OF) for t in trials}
     queued = 0
     for t in trials:
-        if cut_short_by_the_search(t) and t.number not in rerun and parameters <= set(t.params):
+        # A confirmation run cut short is not rerun as one of the search's own (its seed and
+        # configuration are its round's): the next round, if its answer still needs one, runs anew.
+        if cut_short_by_the_search(t) and t.number not in rerun and parameters <= set(t.params) \
+                and not is_confirmation(t.user_attrs):
             study.enqueue_trial(dict(t.params), user_attrs={record.RERUN_OF: t.number})
             queued += 1
     return queued

@@ -3,6 +3,7 @@ trial runs (the device, how many trials, how many at once, the devices one trial
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from hpsearch.search_spaces import Budget, SearchSpace
 from hpsearch.settings import Settings, study_runs_dir
 from hpsearch.trials.spec import processes_for, trial_spec
 
-__all__ = ["SEARCH_SAMPLERS", "SearchPlan", "plan_search", "runnable_grid_points", "trial_bundle"]
+__all__ = ["SEARCH_SAMPLERS", "ConfirmationRun", "SearchPlan", "plan_search", "runnable_grid_points", "trial_bundle"]
 
 #: Samplers that walk a finite set of configurations (a grid): a search runs at most that many.
 SEARCH_SAMPLERS = ("grid", "bruteforce")
@@ -59,6 +60,23 @@ class SearchPlan:
     def budget_status(self) -> BudgetStatus:
         """The budget and what earlier runs spent of it, as the search starts."""
         return BudgetStatus.of(self.budget, self.spent)
+
+
+@dataclass(frozen=True)
+class ConfirmationRun:
+    """One run of a confirmation round (``hpsearch.confirmation``): the study's answer as a new
+    trial, apart from ``n_trials``.
+
+    Attributes:
+        params: The answer's exact configuration (``Recommendation.params()``).
+        seed: A seed no earlier run of that configuration used.
+        record: What the trial records as its ``confirmation`` attr (its round, the devices the
+            answer was for, the target, what the answer predicted before it ran).
+    """
+
+    params: Mapping[str, Any]
+    seed: int
+    record: Mapping[str, Any]
 
 
 def plan_search(space: SearchSpace, study_name: str, settings: Settings, cluster: dict[str, Any]) -> SearchPlan:

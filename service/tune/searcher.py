@@ -57,12 +57,14 @@ from hpsearch.record import (
     STATUS_REASON,
     TRAINING_STARTED,
 )
-from hpsearch.sampler import ask_at, distributions
+from hpsearch.sampler import ask_at, distributions, held_by
 from hpsearch.saved_models import ModelKeeper
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import write_trial_record
-from hpsearch.trials.spec import TrialSpec, fusion_key, group_spec, ran_shape, trial_spec
+from hpsearch.study import is_confirmation
+from hpsearch.trials.spec import TrialSpec, fusion_key, group_spec, processes_for, ran_shape, trial_spec
 from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
+from hpsearch.tune.plan import ConfirmationRun
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
     FAILED_KEY,
@@ -131,6 +133,9 @@ class StudySearcher(Searcher):
         ledger: The search's budget account (``hpsearch.budget``); ``None``: no budget kept.
         slots: How many trials run at once (``SearchPlan.max_concurrent``): fused groups of one
             shape are sized to keep them busy.
+        confirmations: A confirmation round's runs (``hpsearch.confirmation``): proposed first,
+            each as a new trial of the study's answer with its own seed, whatever the sampler
+            would ask; ``n_trials`` counts them.
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class StudySearcher(Searcher):
         ledger: BudgetLedger | None = None,
         max_processes: int | None = None,
         slots: int = 1,
+        confirmations: Sequence[ConfirmationRun] = (),
     ) -> None:
         super().__init__()
         self.study = study
@@ -206,12 +212,15 @@ class StudySearcher(Searcher):
         self._group_size: dict[Hashable, int] = {}
         self.slots = max(1, slots)
         self._said_exhausted = False
+        self._confirming = list(confirmations)
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
         trials = study.get_trials(deepcopy=False)
         #: Per configuration, the smallest per-device batch that ran out of memory (on this kind of device).
         self.ceilings = MemoryCeilings.of_trials(trials, device=device)
         for t in trials:
+            if is_confirmation(t.user_attrs):
+                continue  # a run of the answer, with a seed of its own: no configuration of the space's
             if t.state == TrialState.COMPLETE and space.resources.memory_per_worker is not None and device == "cpu":
                 self._note_peak(trial_spec(space, {**t.params, **ran_shape(t.user_attrs.get(RAN_AS))}, device=device,
                                            max_processes=max_processes), t.user_attrs)
@@ -254,6 +263,8 @@ class StudySearcher(Searcher):
         """Ask the study for its next configuration to run (those the constraints, the memory
         ceilings or an earlier trial of the same settings skip are recorded as such); ``FINISHED``
         when there is none."""
+        if self._confirming:
+            return self._confirmation(self._confirming.pop(0))
         remaining = getattr(self.study.sampler, "remaining", None)
         for _ in range(MAX_SKIPS_IN_A_ROW):
             left = remaining(self.study) if remaining is not None else None
@@ -276,10 +287,7 @@ class StudySearcher(Searcher):
             ran_as = memory[1] if memory is not None and memory[0] == "accumulate" else None
             spec = trial_spec(self.space, {**params, **ran_shape(ran_as)}, device=self.device,
                               max_processes=self.max_processes)
-            derived: dict[str, Any] = {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size,
-                                       record.BASE_BATCH_SIZE: spec.base_batch_size, record.LR: spec.lr,
-                                       record.WARMUP_EPOCHS: spec.warmup_epochs, record.LR_SCHEDULE: spec.schedule,
-                                       EMULATED_RANKS: spec.emulated_ranks}
+            derived = _derived(spec)
             if ran_as is not None:
                 derived[RAN_AS] = ran_as
             skip = self._skip(spec, params, memory)
@@ -297,6 +305,24 @@ class StudySearcher(Searcher):
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")
         return Searcher.FINISHED
+
+    def _confirmation(self, run: ConfirmationRun) -> _Proposal:
+        """A confirmation run as a new trial: the params the study's distributions can hold as its
+        params, and the whole configuration, its seed and what the answer predicted in its
+        ``confirmation`` record. It runs whatever ran before (a configuration the search tried
+        runs again, with a new seed), on the devices the answer names: emulated on fewer where
+        the machine has fewer (the math of W exactly, its time not)."""
+        asked = time.time()
+        params = dict(run.params)
+        attrs = {record.ROLE: record.ROLE_CONFIRMATION, record.SEED: run.seed,
+                 record.CONFIRMATION: {**run.record, "params": params}}
+        trial = ask_at(self.study, held_by(self._distributions, params), self._distributions, attrs)
+        world = int(params.get(record.WORLD_SIZE, 1))
+        emulate = self.space.resources.emulate_ranks
+        processes = processes_for(world, "auto" if emulate == "off" else emulate, self.max_processes)
+        spec = trial_spec(self.space, params, device=self.device, max_processes=self.max_processes, seed=run.seed,
+                          emulated_ranks=world // processes)
+        return _Proposal(trial, params, spec, _derived(spec), asked)
 
     def _next_held(self) -> _Proposal | None:
         """The first configuration asked ahead that still runs (see ``_refreshed``)."""
@@ -869,6 +895,13 @@ def _phases(asked: float | None, seen: Any) -> dict[str, float]:
     phases.update({name: round(float(times[name]), 4) for name in (record.FAILED_ATTEMPTS, record.FAILED_ATTEMPTS_S)
                    if _is_finite(times.get(name))})
     return phases
+
+
+def _derived(spec: TrialSpec) -> dict[str, Any]:
+    """What the searcher records of a proposed trial from its spec, before it runs."""
+    return {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size, record.BASE_BATCH_SIZE: spec.base_batch_size,
+            record.LR: spec.lr, record.WARMUP_EPOCHS: spec.warmup_epochs, record.LR_SCHEDULE: spec.schedule,
+            EMULATED_RANKS: spec.emulated_ranks, record.SEED: spec.seed}
 
 
 def _batchless_key(spec: TrialSpec) -> Hashable:

@@ -19,7 +19,7 @@ def test_validate_accepts_the_quickstart_and_counts_its_grid() -> None:
     result = _hpsearch("validate", str(example_path("quickstart")))
     assert result.returncode == 0, result.stderr
     assert "ok" in result.stdout
-    assert "24 configurations" in result.stdout
+    assert "48 configurations" in result.stdout
 
 
 def test_validate_names_key_path_and_line_and_exits_2_without_traceback(tmp_path: Path) -> None:
