@@ -15,7 +15,7 @@ A. **The digits grids, fused or not.** ``digits_cnn`` and, apart, ``digits_mlp``
    threads a trial: how far the unfused trials' own results move when only the order of the
    floating-point sums changes.
 B. **``auto`` against ``false``** where fusing may not pay: the quickstart as shipped on the CPU
-   (24 trials, 8 shapes of 3, world sizes 1 and 2), and a CNN grid at b 128 (12 trials of one
+   (48 trials, 8 shapes of 6, world sizes 1 and 2), and a CNN grid at b 128 (12 trials of one
    shape, 2 epochs), where a step is large enough that fusing is expected to lose on the CPU and
    ``auto`` should decline after timing its first steps. Spans, and how many trials trained fused.
 
@@ -115,7 +115,7 @@ def quickstart_grid(epochs: int | None) -> Grid:
             edited = edited.replace(old, new.format(fuse=fuse))
         return edited
 
-    return Grid(f"the quickstart (24 trials{f', {epochs} epochs' if epochs else ''})", "the quickstart",
+    return Grid(f"the quickstart (48 trials{f', {epochs} epochs' if epochs else ''})", "the quickstart",
                 "digits-quickstart", text)
 
 

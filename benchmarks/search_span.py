@@ -1,10 +1,10 @@
 """Search span: the quickstart as a user runs it (mixed world sizes), against the ideal.
 
 Each case is ``hpsearch start`` as a whole command in a fresh folder, on the quickstart's grid
-(24 trials: b in {8, 32, 128, 256} x W in {1, 2} x three LR rules, 10 epochs of digits):
+(48 trials: b in {8, 32, 128, 256} x W in {1, 2} x three LR rules x two base LRs, 10 epochs of digits):
 
 - *mixed*: the quickstart as shipped;
-- *W=1 only* and *W=2 only*: its two one-shape halves (12 trials each), the controlled cases;
+- *W=1 only* and *W=2 only*: its two one-shape halves (24 trials each), the controlled cases;
 - *mixed, fresh ranks*: as shipped with ``resources.reuse_workers: false``, every rank in a new
   process (what reuse saves).
 
@@ -40,8 +40,8 @@ QUICKSTART = Path(__file__).resolve().parents[1] / "search_spaces" / "examples" 
 
 CASES = {
     "mixed (the quickstart)": {},
-    "W=1 only": {"world_size: {choices: [1, 2]}": "world_size: 1", "n_trials: 24": "n_trials: 12"},
-    "W=2 only": {"world_size: {choices: [1, 2]}": "world_size: 2", "n_trials: 24": "n_trials: 12"},
+    "W=1 only": {"world_size: {choices: [1, 2]}": "world_size: 1", "n_trials: 48": "n_trials: 24"},
+    "W=2 only": {"world_size: {choices: [1, 2]}": "world_size: 2", "n_trials: 48": "n_trials: 24"},
     "mixed, fresh ranks (reuse_workers: false)": {"cpus_per_worker: 1": "cpus_per_worker: 1\n  reuse_workers: false"},
 }
 

@@ -1,6 +1,6 @@
 """MLflow tracking: the quickstart logged to a tracking server as it runs, against not logged.
 
-Both sides run the quickstart (``search_spaces/examples/quickstart.yaml``, 24 trials) as a whole
+Both sides run the quickstart (``search_spaces/examples/quickstart.yaml``, 48 trials) as a whole
 command, ``hpsearch start SPACE --study NAME --storage sqlite:///... --no-progress --json`` in a
 fresh folder; the tracked side adds ``--mlflow URI``, logging to a real ``mlflow server`` (SQLite
 backend, local artifacts, one worker) that this benchmark starts before the timed runs, in a
@@ -204,7 +204,7 @@ def run(quick: bool = False) -> str:
               "after the last trial": med(TRACKED, "after") - med(UNTRACKED, "after")}
     return f"""## 15. MLflow tracking: the quickstart logged to a tracking server as it runs
 
-`python -m benchmarks.tracking`. The quickstart (24 trials{", 2 epochs per trial" if quick else ""}) as a whole
+`python -m benchmarks.tracking`. The quickstart (48 trials{", 2 epochs per trial" if quick else ""}) as a whole
 `hpsearch start SPACE --study NAME --storage sqlite:///... --no-progress --json` in a fresh folder, with and
 without `--mlflow URI`: the tracked side logs to a real `mlflow server` (SQLite backend, local
 artifacts, `--workers 1`, its background job runner off: tracking does not use it) on the same

@@ -31,7 +31,7 @@ def test_an_exported_quickstart_trial_runs_under_torchrun_as_it_ran_in_the_searc
     # One configuration of the quickstart's grid: b 32 x W 2, linear rule, its 10 epochs.
     space = yaml.safe_load(example_path("quickstart").read_text())
     space["study"] = "quickstart-trial"
-    space["parameters"].update(per_device_batch_size=32, world_size=2, lr_rule="linear")
+    space["parameters"].update(per_device_batch_size=32, world_size=2, lr_rule="linear", base_lr=0.01)
     space["search"]["n_trials"] = 1
     (tmp_path / "space.yaml").write_text(yaml.safe_dump(space))
     started = _run([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"], tmp_path)

@@ -43,7 +43,10 @@ def _hpsearch(*args: str, cwd: Path, path: Path, timeout: float = 300) -> subpro
 
 @pytest.mark.slow  # 8 trials, each of whose rank processes imports Lightning once: ~1.5 min on 2 cores
 def test_the_lightning_example_runs_through_hpsearch_start(tmp_path: Path) -> None:
-    result = _hpsearch("start", str(EXAMPLE / "space.yaml"), "--no-progress", cwd=tmp_path, path=EXAMPLE)
+    # Its search only: confirmation rounds are another test's (test_confirmation.py), and here cost
+    # a Lightning import per run.
+    result = _hpsearch("start", str(EXAMPLE / "space.yaml"), "--no-progress", "--no-confirm", cwd=tmp_path,
+                       path=EXAMPLE)
     assert result.returncode == 0, result.stdout + result.stderr
 
     study = optuna.load_study(study_name="lightning-digits-example", storage=f"sqlite:///{tmp_path / 'hpsearch.db'}")

@@ -154,7 +154,7 @@ def test_a_cosine_study_with_warmup_fits_the_lr_law_of_the_same_study_without_a_
         (work / "space.yaml").write_text(_space(
             batches=[16, 32, 64, 128, 256], lrs=_GRIDS[optimizer], schedule=schedule, warmup=warmup, epochs=8,
             every=180, rule="constant", optimizer=optimizer, target=0.93))
-        _hpsearch("start", "space.yaml", "--no-progress", cwd=work)
+        _hpsearch("start", "space.yaml", "--no-progress", "--no-confirm", cwd=work)  # the search's fit alone
         out = json.loads(_hpsearch("recommend", "cosine", "--devices", "1", "--json", cwd=work).stdout)
         law = out["analysis"]["lr_law"]
         assert law is not None, out["analysis"]["lr_law_refusal"]
