@@ -71,6 +71,13 @@ _NO_WIDTH = 1e-9
 #: Seeds the draws of one run's scatter in the answer's intervals (``_run_noise``).
 _NOISE_SEED = 0x72756E
 
+#: Tied candidates are ranked in bands of this factor of the fastest's predicted time (1 to
+#: 1.25x, 1.25 to 1.56x, ...) before the fewest samples: a noisy step-time law ties candidates
+#: 2x apart (the teacher MLP's b 64 with b 256, which takes half its time on a CPU), and the
+#: fewest samples alone then always picks the smallest batch. A band is as wide as the
+#: step-time laws' typical error (10-25%), so step-time noise seldom moves a candidate across.
+_TIE_BAND = 1.25
+
 
 @dataclass(frozen=True)
 class Alternative:
@@ -575,9 +582,11 @@ def _ties(analysis: StudyAnalysis, cb: Any, model: Any, candidates: tuple[np.nda
     intervals would tie candidates half again as slow). Of the tied ones the answer is the one
     whose configuration ran and reached the target, then the one with the fewest
     extrapolations (no accumulation, world size or batch the study never ran), then the one on
-    the fewest devices, then the one that needs the fewest samples (a property of the
-    accuracies alone): so step-time noise, which moves the fastest among equals from run to
-    run, does not move the answer (two identical quickstart searches answered B 64 and B 128)."""
+    the fewest devices, then the one within the fewest bands of ``_TIE_BAND`` of the fastest's
+    predicted time, then the one that needs the fewest samples (a property of the accuracies
+    alone): so step-time noise, which moves the fastest among equals from run to run, does not
+    move the answer (two identical quickstart searches answered B 64 and B 128), and a tie that a
+    noisy step-time law widens does not hand the answer to the smallest batch."""
     b, w, a, batch, nodes, startup, score = candidates
     idx = np.flatnonzero(allowed)
     e = np.asarray(cb.examples_draws(batch[idx]), dtype=float)
@@ -608,7 +617,8 @@ def _ties(analysis: StudyAnalysis, cb: Any, model: Any, candidates: tuple[np.nda
 
     def rank(i: int) -> tuple[Any, ...]:
         ran = (float(b[i]), float(w[i]), float(a[i])) in ran_shapes
-        return (not ran, len(extrapolations(i)), int(w[i]), round(float(samples[i]), 6), int(a[i]), int(b[i]))
+        band = math.floor(math.log(max(float(score[i] / score[fastest]), 1.0)) / math.log(_TIE_BAND) + 1e-9)
+        return (not ran, len(extrapolations(i)), int(w[i]), band, round(float(samples[i]), 6), int(a[i]), int(b[i]))
 
     tied_idx.sort(key=rank)
     best = tied_idx[0]
@@ -625,6 +635,9 @@ def _ties(analysis: StudyAnalysis, cb: Any, model: Any, candidates: tuple[np.nda
     why = ("it ran and reached the target" if tied[0].ran and not tied[1].ran else
            "it reads least beyond the data" if len(tied[0].extrapolated) < len(tied[1].extrapolated) else
            "it uses fewer devices" if tied[0].world_size < tied[1].world_size else
+           f"it needs the fewest samples of those within {_TIE_BAND:g}x of the fastest's predicted "
+           f"{'time' if minimize == 'time' else 'device-hours'}"
+           if any(rank(i)[:3] == rank(best)[:3] and rank(i)[3] > rank(best)[3] for i in tied_idx) else
            "it needs the fewest samples")
     measure = "time" if minimize == "time" else "device-hours"
     lines = [f"{len(tied)} configurations are tied in predicted {measure} with the fastest (b {int(b[fastest])} x W "
