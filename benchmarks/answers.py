@@ -28,8 +28,8 @@ For each workload:
 The confirmation's device time is the confirmation trials' ``device_seconds`` over the
 search's. Run it from the repository root on an otherwise idle machine::
 
-    python -m benchmarks.answers                 # three workloads, about 35 minutes on 2 cores
-    python -m benchmarks.answers --quick         # the quickstart only, about 13 minutes
+    python -m benchmarks.answers                 # three workloads, 12-37 minutes on 2 cores (by host)
+    python -m benchmarks.answers --quick         # the quickstart only, 5-13 minutes
     python -m benchmarks.answers --workloads teacher
 """
 
@@ -92,7 +92,7 @@ class Workload:
 
 WORKLOADS = (Workload("quickstart", "quickstart", 0.02),
              Workload("teacher", "teacher", 0.04),
-             Workload("adamw", "adamw", 0.004))
+             Workload("adamw", "adamw", 0.008))
 
 
 @dataclass
