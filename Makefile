@@ -1,7 +1,7 @@
 # Set-up and everyday commands. Every install step lives here, so a fresh clone needs only
 # Python 3.10+ and make.
 #
-#   make quickstart   install into .venv and run the quickstart search (CPU, local Ray, SQLite)
+#   make quickstart   install the runtime into .venv and run the quickstart search (CPU, local Ray, SQLite)
 #   make test         install into .venv (with test tools), lint, type-check and run the whole test suite
 #   make benchmarks   measure hpsearch against the plain alternatives into docs/benchmarks.md
 
@@ -12,20 +12,30 @@ BIN    := $(VENV)/bin
 CONSTRAINTS ?= constraints/cpu.txt
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test install browser lint benchmarks clean
+.PHONY: quickstart test install install-runtime browser lint benchmarks clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install only when the package metadata or the pins change.
+# Two installs, each re-run only when the package metadata or the pins change: the runtime
+# (what `hpsearch start` needs: the quickstart installs only this) and the runtime plus the test
+# and code-check tools (`make test`). The second stamps the first too, since it includes it; after
+# a `make quickstart`, `make test` adds the test tools to the same .venv.
+$(VENV)/.installed-runtime: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e .
+	touch $@
+
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.installed-runtime
+
+install-runtime: $(VENV)/.installed-runtime
 
 install: $(VENV)/.installed
 
-quickstart: install
+quickstart: install-runtime
 	$(BIN)/hpsearch start search_spaces/examples/quickstart.yaml
 
 # The browser test's headless Chromium (Debian packages). A cheap check: apt-get runs only when
