@@ -774,7 +774,7 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         # resume that had completed both.
         waiting = summary["cut_short"].get(reason, 0) if reason in RERUN_REASONS else n
         if waiting:
-            click.echo(f"{_count(waiting, 'trial')} {reason}: {describe_reason(reason)}")
+            click.echo(f"{_count(waiting, 'trial')} {reason}: {describe_reason(reason, waiting)}")
         if n - waiting:
             click.echo(f"{_count(n - waiting, 'trial')} {reason}, run again since: a later trial ran "
                        f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")

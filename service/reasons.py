@@ -96,15 +96,35 @@ REASON_TEXT: Mapping[str, str] = {
 }
 
 
-def describe_reason(reason: str) -> str:
-    """What a ``status_reason`` means (``REASON_TEXT``); an unknown one comes back as it is.
+#: ``REASON_TEXT`` said of several trials, where its words name the trial ("11 trials
+#: interrupted: the search was stopped under it" read as one trial's sentence).
+_REASON_TEXT_MANY: Mapping[str, str] = {
+    record.REASON_EARLY_STOPPED: "stopped early by ASHA: they fell behind at a rung",
+    record.REASON_INTERRUPTED: "the search was stopped under them; resume runs them again",
+    record.REASON_BUDGET: "the search's budget ran out under them, or before they started; resume with more runs them",
+    record.REASON_DIVERGED: "their training diverged (a non-finite loss or objective)",
+    record.REASON_TIMEOUT: "they ran longer than search.trial_timeout_s",
+    record.REASON_NO_RESULT: "they ended without a result",
+    record.REASON_MISSING_METRIC: "they reported no value of an objective",
+    record.REASON_STOPPED: "they stopped before their last epoch without a failure report",
+    record.REASON_ERROR: "the trials' processes raised an error",
+}
+
+
+def describe_reason(reason: str, count: int = 1) -> str:
+    """What a ``status_reason`` means (``REASON_TEXT``), said of ``count`` trials; an unknown
+    one comes back as it is.
 
     Example:
         >>> print(describe_reason("out_of_memory"))
         a rank ran out of memory (the device's, or resources.memory_per_worker on the CPU)
+        >>> print(describe_reason("interrupted", count=11))
+        the search was stopped under them; resume runs them again
         >>> describe_reason("my_reason")
         'my_reason'
     """
+    if count != 1 and reason in _REASON_TEXT_MANY:
+        return _REASON_TEXT_MANY[reason]
     return REASON_TEXT.get(reason, reason)
 
 
