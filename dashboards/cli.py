@@ -96,9 +96,14 @@ def frontier(study: str, storage: str | None, output: Path | None, x: str | None
 def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
     beside the SQLite store (or in the working folder), a few kilobytes that draw with the
-    plotly.js copy in the runs folder; returns where it went."""
+    plotly.js copy in the runs folder; returns where it went, or, for a study with no completed
+    trial, why none was written."""
     x, y = search.frontier_axes
     path = search.frontier_path
+    if not any(t.state.name == "COMPLETE" for t in search.study.get_trials(deepcopy=False)):
+        # A page of no point is no report: it read as a frontier that failed to draw.
+        return {"frontier_html": f"none written: no trial completed, so there is no point to draw "
+                                 f"(hpsearch frontier {search.study_name} writes one when some trial has)"}
     dashboards.write_figure_html(dashboards.plot_frontier(search, x=x, y=y), path, bundle_dir=_bundle_dir(search))
     return {"frontier_html": str(path)}
 

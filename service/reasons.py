@@ -47,6 +47,7 @@ from hpsearch.record import (
     REASON_INTERRUPTED,
     REASON_OUT_OF_MEMORY,
     RERUN_REASONS,
+    STATUS_DETAIL,
     STATUS_REASON,
 )
 from hpsearch.study import is_confirmation, is_finished
@@ -69,6 +70,7 @@ __all__ = [
     "cut_short",
     "cut_short_by_the_search",
     "describe_reason",
+    "failure_summary",
     "no_completion_summary",
     "occupies_its_configuration",
 ]
@@ -206,3 +208,37 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
             line += ("; lower per_device_batch_size, or set search.on_oom: accumulate to run such batches halved with "
                      "accumulation")
     return line
+
+
+def failure_summary(trials: Iterable[optuna.trial.FrozenTrial], most: int = 5) -> list[str]:
+    """One line per distinct way trials failed (their ``status_reason`` and ``status_detail``),
+    the commonest first, each naming its trials: what a study whose every trial failed shows
+    under its table, so the user reads why without opening each trial. At most ``most`` lines,
+    then one that says how many ways are left out.
+
+    Example:
+        >>> from optuna.trial import TrialState, create_trial
+        >>> fail = lambda n, detail: create_trial(state=TrialState.FAIL, user_attrs={
+        ...     "status_reason": "workload_error", "status_detail": detail})
+        >>> trials = [fail(0, "ValueError: bad labels"), fail(1, "ValueError: bad labels")]
+        >>> for n, t in enumerate(trials):
+        ...     t.number = n
+        >>> failure_summary(trials)
+        ['2 trials failed, workload_error (#0, #1): ValueError: bad labels']
+    """
+    groups: dict[tuple[str, str], list[int]] = {}
+    for t in trials:
+        if t.state.name != "FAIL":
+            continue
+        reason = str(t.user_attrs.get(STATUS_REASON) or "no reason recorded")
+        detail = str(t.user_attrs.get(STATUS_DETAIL) or describe_reason(reason))
+        groups.setdefault((reason, detail), []).append(t.number)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
+    lines = []
+    for (reason, detail), numbers in ordered[:most]:
+        shown = ", ".join(f"#{n}" for n in numbers[:8]) + (f" and {len(numbers) - 8} more" if len(numbers) > 8 else "")
+        lines.append(f"{len(numbers)} trial{'' if len(numbers) == 1 else 's'} failed, {reason} ({shown}): {detail}")
+    if len(ordered) > most:
+        left = len(ordered) - most
+        lines.append(f"and {left} other way{'' if left == 1 else 's'} of failing: hpsearch status STUDY --trial N says each")
+    return lines
