@@ -248,7 +248,7 @@ def study_detail(cache: StudyCache, name: str) -> dict[str, Any]:
         states=trials["states"],
         # Why trials ended as they did, in words (the trial table's legend), and which reasons
         # mean the trial never ran (shown apart from the trials that did).
-        reasons=[{"reason": reason, "count": n, "meaning": describe_reason(reason),
+        reasons=[{"reason": reason, "count": n, "meaning": describe_reason(reason, n),
                   "not_run": reason in record.NOT_RUN_REASONS} for reason, n in trials["reasons"].items()],
         best_trial=trials["best_trial"],
         space_text=attrs.get(ATTR_SPACE_TEXT, ""),

@@ -18,6 +18,7 @@ starlette, pandas and plotly load only when a command runs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,30 +76,42 @@ def dashboard(storage: str | None, host: str, port: int, token: str | None) -> N
 @click.option("-x", "x", help="Column on the x axis (default: runtime_s).")
 @click.option("-y", "y", help="Column on the y axis (default: the study's first quality objective).")
 @click.option("--self-contained", is_flag=True,
-              help="Put plotly.js inside the page (4.8 MB), for sending one file; by default the page refers to "
-                   "the copy in the runs folder.")
+              help="Put plotly.js inside the page (4.8 MB), for sending one file; by default a page in a folder "
+                   "that holds the runs folder refers to the copy there, and any other page holds it.")
 def frontier(study: str, storage: str | None, output: Path | None, x: str | None, y: str | None,
              self_contained: bool) -> None:
     """Write the runtime-vs-quality frontier of STUDY as a standalone HTML page (works offline).
 
-    The page is small and draws with plotly.js from the runs folder (hpsearch_runs/plotly-VERSION.min.js,
-    written once and shared by every page), which it refers to by a relative path; --self-contained
-    puts it inside the page, for a page sent or kept elsewhere.
+    A page in a folder that holds the runs folder (the default: beside the store, as the runs
+    folder is) is small and draws with plotly.js from the runs folder (hpsearch_runs/plotly-VERSION.min.js,
+    written once and shared by every page), which it refers to by a relative path: the two move
+    together. A page written anywhere else holds plotly.js (4.8 MB), as --self-contained makes
+    any page: referring to the runs folder from elsewhere, it drew nothing once either moved.
     """
     search = hpsearch.load(study, storage=storage)
     default_x, default_y = search.frontier_axes
     path = output or search.frontier_path
     figure = dashboards.plot_frontier(search, x=x or default_x, y=y or default_y)
-    dashboards.write_figure_html(figure, path, self_contained=self_contained, bundle_dir=_bundle_dir(search))
-    click.echo(f"wrote {path}", err=True)
+    bundle_dir = _bundle_dir(search)
+    inline = self_contained or not Path(os.path.abspath(bundle_dir)).is_relative_to(os.path.abspath(path.parent))
+    dashboards.write_figure_html(figure, path, self_contained=inline, bundle_dir=bundle_dir)
+    why = "" if self_contained or not inline else (
+        f" (plotly.js inside it: its folder does not hold {bundle_dir}, the copy of plotly.js a page may share, "
+        "so the two would not move together)")
+    click.echo(f"wrote {path}{why}", err=True)
 
 
 def frontier_report(search: Search) -> dict[str, str]:
     """The end of ``hpsearch start`` and ``resume``: the study's frontier as a standalone page
     beside the SQLite store (or in the working folder), a few kilobytes that draw with the
-    plotly.js copy in the runs folder; returns where it went."""
+    plotly.js copy in the runs folder; returns where it went, or, for a study with no completed
+    trial, why none was written."""
     x, y = search.frontier_axes
     path = search.frontier_path
+    if not any(t.state.name == "COMPLETE" for t in search.study.get_trials(deepcopy=False)):
+        # A page of no point is no report: it read as a frontier that failed to draw.
+        return {"frontier_html": f"none written: no trial completed, so there is no point to draw "
+                                 f"(hpsearch frontier {search.study_name} writes one when some trial has)"}
     dashboards.write_figure_html(dashboards.plot_frontier(search, x=x, y=y), path, bundle_dir=_bundle_dir(search))
     return {"frontier_html": str(path)}
 

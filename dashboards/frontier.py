@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,7 +51,9 @@ from hpsearch.dashboards.style import (
     FRONT_COLOR,
     MARKER_SIZE_PX,
     axis_label,
+    format_value,
     hover,
+    legend_entry,
     new_figure,
     subtitle,
     thinned_note,
@@ -60,7 +62,7 @@ from hpsearch.dashboards.style import (
     with_note,
 )
 from hpsearch.record import Direction
-from hpsearch.study import check_direction, frontier_candidates, learned_nothing, pareto_front
+from hpsearch.study import check_direction, frontier_candidates, is_solo_estimate, learned_nothing, pareto_front
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -102,6 +104,10 @@ class FrontierPoint:
             value, the batch and LR columns first; missing values are left out.
         confirmation: The trial is a confirmation run of the study's answer: drawn as a
             diamond, on no front (the search's own trials place its configuration).
+        solo_estimate: Its runtime on an axis is an estimate of it alone, not its wall time:
+            it trained fused (``runtime_basis: solo_estimate``). Drawn hollow.
+        same_point: The other trials of its group at exactly this x and y, drawn as this one
+            marker (fused members of one configuration land on one point): by trial number.
     """
 
     number: int
@@ -110,6 +116,8 @@ class FrontierPoint:
     size: float | None
     config: Mapping[str, object] = field(hash=False)
     confirmation: bool = False
+    solo_estimate: bool = False
+    same_point: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,8 +267,9 @@ def frontier_info(
     shown = _shown_positions(xs, ys, sizes, names, front, max_points)
     hover_columns = config_columns([str(c) for c in completed.columns], x, y)
     notes = _off_front_notes(completed)
+    estimated = _solo_estimates(completed, x, y)
     points = _points(completed.iloc[shown], xs[shown], ys[shown], sizes[shown], hover_columns,
-                     [notes[i] for i in shown.tolist()])
+                     [notes[i] for i in shown.tolist()], [estimated[i] for i in shown.tolist()])
     point_at = dict(zip(shown.tolist(), points))  # position in ``completed`` -> its point
     front_points = tuple(point_at[i] for i in front)
     x_min, x_max = float(xs.min()), float(xs.max())
@@ -351,13 +360,30 @@ def _confirmation_runs(completed: pd.DataFrame) -> list[bool]:
     return [role == record.ROLE_CONFIRMATION for role in completed[record.ROLE].tolist()]
 
 
+#: What the hover says after a fused member's runtime (``_solo_estimates``).
+SOLO_ESTIMATE_NOTE = "a solo estimate: it trained fused, and this is what it would take alone"
+
+#: The legend's entry for the hollow markers of solo estimates.
+SOLO_ESTIMATE_LEGEND = "hollow: runtime a solo estimate (trained fused)"
+
+
+def _solo_estimates(completed: pd.DataFrame, x: str, y: str) -> list[bool]:
+    """Per completed trial, whether an axis shows a runtime that is an estimate of it alone (a
+    fused member's ``runtime_s``): drawn like a measured one, twelve members of a group read
+    as twelve trials that each took that long."""
+    if record.RUNTIME_S not in (x, y) or record.RUNTIME_BASIS not in completed.columns:
+        return [False] * len(completed)
+    return [is_solo_estimate(basis) for basis in completed[record.RUNTIME_BASIS].tolist()]
+
+
 def _points(
     shown: pd.DataFrame, xs: np.ndarray, ys: np.ndarray, sizes: np.ndarray, hover_columns: list[str],
-    notes: Sequence[str | None] = (),
+    notes: Sequence[str | None] = (), estimated: Sequence[bool] = (),
 ) -> list[FrontierPoint]:
     """The rows of ``shown`` as points, with their ``xs``, ``ys`` and ``sizes`` (one each, in
     the same order), their configuration for hover and, where given, why a point stands on no
-    front (``notes``, one per row or none)."""
+    front (``notes``, one per row or none) and whether its runtime is a solo estimate
+    (``estimated``, likewise)."""
     points: list[FrontierPoint] = []
     # Only the columns the hover shows: the rest of a 2,000-row slice cost as much to convert.
     for i, row in enumerate(shown[["number", *[c for c in hover_columns if c != "number"]]].to_dict("records")):
@@ -376,20 +402,38 @@ def _points(
                 size=float(sizes[i]) if math.isfinite(sizes[i]) else None,
                 config=config,
                 confirmation=i < len(notes) and notes[i] == CONFIRMATION_NOTE,
+                solo_estimate=i < len(estimated) and estimated[i],
             )
         )
     return points
 
 
 def _groups(points: list[FrontierPoint], names: list[str]) -> tuple[FrontierGroup, ...]:
-    """The points by group name (``names``: one per point), one group per name, by name."""
+    """The points by group name (``names``: one per point), one group per name, by name; the
+    trials of a group at one x and y as one point (``_one_per_place``)."""
     return tuple(
         FrontierGroup(
             name=name,
-            points=tuple(p for p, n in zip(points, names) if n == name),
+            points=_one_per_place([p for p, n in zip(points, names) if n == name]),
         )
         for name in sorted(set(names))
     )
+
+
+def _one_per_place(points: list[FrontierPoint]) -> tuple[FrontierPoint, ...]:
+    """``points`` with those at exactly one x and y as one: the lowest-numbered, naming the
+    others (``same_point``). Fused members of one configuration train the same batches and
+    carry one solo estimate, so they land on one place; drawn one over another, a user saw
+    one trial where there were several, and hovered only the top one."""
+    at: dict[tuple[float, float], list[FrontierPoint]] = {}
+    for point in points:
+        at.setdefault((point.x, point.y), []).append(point)
+    out = []
+    for point in points:
+        together = at[(point.x, point.y)]
+        if together[0] is point:
+            out.append(replace(point, same_point=tuple(p.number for p in together[1:])) if len(together) > 1 else point)
+    return tuple(out)
 
 
 # ---- render -------------------------------------------------------------------------------------
@@ -461,13 +505,31 @@ def frontier_figure(
                 group.name,
                 group.points,
                 _marker_sizes(group.points, smallest),
-                [hover(f"trial {p.number}", {info.x: p.x, info.y: p.y}, p.config) for p in group.points],
+                [hover(_hover_title(p), _hover_values(info, p), p.config) for p in group.points],
             )
         )
     if (front := _front_line(info)) is not None:
         fig.add_trace(front)
+    if any(p.solo_estimate for g in info.groups for p in g.points):
+        fig.add_trace(legend_entry(SOLO_ESTIMATE_LEGEND, "circle-open"))
     drawn = [p for g in info.groups for p in g.points]
     return with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
+
+
+def _hover_values(info: FrontierInfo, point: FrontierPoint) -> dict[str, object]:
+    """The plotted values of ``point`` for its hover, a runtime that is a solo estimate said so."""
+    values: dict[str, object] = {info.x: point.x, info.y: point.y}
+    if point.solo_estimate:
+        values[record.RUNTIME_S] = f"{format_value(values[record.RUNTIME_S])}, {SOLO_ESTIMATE_NOTE}"
+    return values
+
+
+def _hover_title(point: FrontierPoint) -> str:
+    """``trial 3``; for trials drawn at one point, all of them: ``trials 3, 5 and 8 (at one point)``."""
+    if not point.same_point:
+        return f"trial {point.number}"
+    numbers = [str(n) for n in (point.number, *point.same_point)]
+    return f"trials {', '.join(numbers[:-1])} and {numbers[-1]} (at one point)"
 
 
 def _title(info: FrontierInfo) -> str:

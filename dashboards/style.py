@@ -48,6 +48,7 @@ __all__ = [
     "count_ticks",
     "format_value",
     "hover",
+    "legend_entry",
     "new_figure",
     "rule_color",
     "subtitle",
@@ -335,17 +336,33 @@ def trial_markers(name: str, points: Sequence[TrialLike], size: float | list[flo
         marker={
             "color": rule_color(name),
             "size": size,
-            "line": {"width": 1, "color": "white"},
+            # A hollow marker is its outline alone, drawn in the marker's color: 1 px read as a faint ring.
+            "line": {"width": 2 if any(getattr(p, "solo_estimate", False) for p in points) else 1,  # not a record name
+                     "color": "white"},
             "opacity": 0.85,
-            # A confirmation run of the study's answer (a trial with ``confirmation``) is a diamond.
-            **({"symbol": ["diamond" if getattr(p, "confirmation", False) else "circle" for p in points]}  # not a record name: a point's field
-               if any(getattr(p, "confirmation", False) for p in points) else {}),  # not a record name
+            # A confirmation run of the study's answer (a trial with ``confirmation``) is a diamond;
+            # a point whose runtime is a solo estimate (``solo_estimate``: it trained fused) is hollow.
+            **({"symbol": [_symbol(p) for p in points]} if any(_symbol(p) != "circle" for p in points) else {}),
         },
         customdata=[p.number for p in points],
         hovertext=hovertext,
         _validate=False,
         hovertemplate="%{hovertext}<extra></extra>",
     )
+
+
+def _symbol(point: TrialLike) -> str:
+    """A trial's marker symbol (``trial_markers``)."""
+    shape = "diamond" if getattr(point, "confirmation", False) else "circle"  # not a record name: a point's field
+    return f"{shape}-open" if getattr(point, "solo_estimate", False) else shape  # not a record name
+
+
+def legend_entry(name: str, symbol: str) -> go.Scatter:
+    """A legend entry alone, drawing nothing: what a marker ``symbol`` means, in grey."""
+    import plotly.graph_objects as go  # heavy: see new_figure
+
+    return go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                      marker={"symbol": symbol, "color": "#555555", "size": MARKER_SIZE_PX, "line": {"width": 2}})
 
 
 def thinned_note(shown: int, total: int, front: int | None = None, what: str = "completed trials") -> str:

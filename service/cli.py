@@ -41,7 +41,7 @@ import hpsearch
 from hpsearch import record
 from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
 from hpsearch.progress import ProgressDisplay
-from hpsearch.reasons import describe_reason, no_completion_summary
+from hpsearch.reasons import describe_reason, failure_summary, no_completion_summary
 from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET, RERUN_REASONS
 from hpsearch.search_spaces import CORE_PARAMETERS, load_space, parse_budget_text
 from hpsearch.settings import resolve_settings
@@ -296,7 +296,12 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
         outputs.update(report(search))
     answer: Any = None
     refusal = None
-    if devices:
+    trials = search.study.get_trials(deepcopy=False)
+    # Nothing trained (every trial failed, or none ran): an answer's refusal would only ask for a
+    # target ("no trial recorded val_accuracy ...; give one"), under trials that failed for a
+    # reason no target fixes. The failures' reasons are what to read.
+    trained = any(t.state.name in ("COMPLETE", "PRUNED") for t in trials)
+    if devices and trained:
         try:
             answer = search.recommend(devices, devices_per_node=devices_per_node)
         except AnalysisError as exc:
@@ -324,6 +329,9 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
     chance = _at_chance(df)
     if chance:
         click.echo(chance)
+    if not trained:
+        for line in failure_summary(trials):
+            click.echo(line)
     if len(shown) < len(columns):
         left_out = [_HEADERS.get(c, c) for c in columns if c not in shown]
         click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
@@ -774,7 +782,7 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         # resume that had completed both.
         waiting = summary["cut_short"].get(reason, 0) if reason in RERUN_REASONS else n
         if waiting:
-            click.echo(f"{_count(waiting, 'trial')} {reason}: {describe_reason(reason)}")
+            click.echo(f"{_count(waiting, 'trial')} {reason}: {describe_reason(reason, waiting)}")
         if n - waiting:
             click.echo(f"{_count(n - waiting, 'trial')} {reason}, run again since: a later trial ran "
                        f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")
@@ -885,6 +893,10 @@ def _table_columns(df: Any, metrics: list[str], searched: list[str] | None = Non
     at = wanted.index(record.VAL_ACCURACY)
     wanted[at:at] = [m for m in metrics if m not in wanted]
     always = {"number", "state", _GROUP, *metrics}
+    if record.STATUS_REASON in df.columns and df[record.STATUS_REASON].notna().any():
+        # Why trials ended as they did, also when every one ended the same way: a study whose
+        # trials all failed with one reason showed a table of FAIL rows and no reason.
+        always.add(record.STATUS_REASON)
     return [c for c in wanted if c in df.columns and (c in always or df[c].nunique(dropna=False) > 1)]
 
 

@@ -47,6 +47,7 @@ from hpsearch.record import (
     REASON_INTERRUPTED,
     REASON_OUT_OF_MEMORY,
     RERUN_REASONS,
+    STATUS_DETAIL,
     STATUS_REASON,
 )
 from hpsearch.study import is_confirmation, is_finished
@@ -69,6 +70,7 @@ __all__ = [
     "cut_short",
     "cut_short_by_the_search",
     "describe_reason",
+    "failure_summary",
     "no_completion_summary",
     "occupies_its_configuration",
 ]
@@ -96,15 +98,35 @@ REASON_TEXT: Mapping[str, str] = {
 }
 
 
-def describe_reason(reason: str) -> str:
-    """What a ``status_reason`` means (``REASON_TEXT``); an unknown one comes back as it is.
+#: ``REASON_TEXT`` said of several trials, where its words name the trial ("11 trials
+#: interrupted: the search was stopped under it" read as one trial's sentence).
+_REASON_TEXT_MANY: Mapping[str, str] = {
+    record.REASON_EARLY_STOPPED: "stopped early by ASHA: they fell behind at a rung",
+    record.REASON_INTERRUPTED: "the search was stopped under them; resume runs them again",
+    record.REASON_BUDGET: "the search's budget ran out under them, or before they started; resume with more runs them",
+    record.REASON_DIVERGED: "their training diverged (a non-finite loss or objective)",
+    record.REASON_TIMEOUT: "they ran longer than search.trial_timeout_s",
+    record.REASON_NO_RESULT: "they ended without a result",
+    record.REASON_MISSING_METRIC: "they reported no value of an objective",
+    record.REASON_STOPPED: "they stopped before their last epoch without a failure report",
+    record.REASON_ERROR: "the trials' processes raised an error",
+}
+
+
+def describe_reason(reason: str, count: int = 1) -> str:
+    """What a ``status_reason`` means (``REASON_TEXT``), said of ``count`` trials; an unknown
+    one comes back as it is.
 
     Example:
         >>> print(describe_reason("out_of_memory"))
         a rank ran out of memory (the device's, or resources.memory_per_worker on the CPU)
+        >>> print(describe_reason("interrupted", count=11))
+        the search was stopped under them; resume runs them again
         >>> describe_reason("my_reason")
         'my_reason'
     """
+    if count != 1 and reason in _REASON_TEXT_MANY:
+        return _REASON_TEXT_MANY[reason]
     return REASON_TEXT.get(reason, reason)
 
 
@@ -186,3 +208,37 @@ def no_completion_summary(trials: Iterable[optuna.trial.FrozenTrial]) -> str | N
             line += ("; lower per_device_batch_size, or set search.on_oom: accumulate to run such batches halved with "
                      "accumulation")
     return line
+
+
+def failure_summary(trials: Iterable[optuna.trial.FrozenTrial], most: int = 5) -> list[str]:
+    """One line per distinct way trials failed (their ``status_reason`` and ``status_detail``),
+    the commonest first, each naming its trials: what a study whose every trial failed shows
+    under its table, so the user reads why without opening each trial. At most ``most`` lines,
+    then one that says how many ways are left out.
+
+    Example:
+        >>> from optuna.trial import TrialState, create_trial
+        >>> fail = lambda n, detail: create_trial(state=TrialState.FAIL, user_attrs={
+        ...     "status_reason": "workload_error", "status_detail": detail})
+        >>> trials = [fail(0, "ValueError: bad labels"), fail(1, "ValueError: bad labels")]
+        >>> for n, t in enumerate(trials):
+        ...     t.number = n
+        >>> failure_summary(trials)
+        ['2 trials failed, workload_error (#0, #1): ValueError: bad labels']
+    """
+    groups: dict[tuple[str, str], list[int]] = {}
+    for t in trials:
+        if t.state.name != "FAIL":
+            continue
+        reason = str(t.user_attrs.get(STATUS_REASON) or "no reason recorded")
+        detail = str(t.user_attrs.get(STATUS_DETAIL) or describe_reason(reason))
+        groups.setdefault((reason, detail), []).append(t.number)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0]))
+    lines = []
+    for (reason, detail), numbers in ordered[:most]:
+        shown = ", ".join(f"#{n}" for n in numbers[:8]) + (f" and {len(numbers) - 8} more" if len(numbers) > 8 else "")
+        lines.append(f"{len(numbers)} trial{'' if len(numbers) == 1 else 's'} failed, {reason} ({shown}): {detail}")
+    if len(ordered) > most:
+        left = len(ordered) - most
+        lines.append(f"and {left} other way{'' if left == 1 else 's'} of failing: hpsearch status STUDY --trial N says each")
+    return lines

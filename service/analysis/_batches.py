@@ -18,7 +18,7 @@ from hpsearch.analysis._stats import format_batch
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError
 
-__all__ = ["COUNTED", "CUT_SHORT", "BatchBound", "BatchPoint", "LRPoint", "batch_bounds", "best_lrs", "best_per_batch",
+__all__ = ["COUNTED", "CUT_SHORT", "NO_TRIAL_REACHED", "BatchBound", "BatchPoint", "LRPoint", "batch_bounds", "best_lrs", "best_per_batch",
            "config_key", "critical_batch", "law_points", "lr_key", "lr_law", "median"]
 
 #: Trial states whose curves count: a trial stopped early by ASHA reached what it reached; a
@@ -28,6 +28,9 @@ COUNTED = ("COMPLETE", "PRUNED")
 #: Reasons of FAIL trials that the search itself cut short while they trained: what they
 #: trained without reaching the target is a lower bound like a COMPLETE run's.
 CUT_SHORT = frozenset({record.REASON_BUDGET, record.REASON_INTERRUPTED})
+
+#: Why there is no critical-batch fit when no trial reached the target.
+NO_TRIAL_REACHED = "no trial reached the target"
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,7 @@ def critical_batch(batches: Sequence[BatchPoint], reached: Sequence[Mapping[str,
     are ``used`` (right-censored batches: ``batch_bounds``).
     """
     if not reached:
-        return None, "no trial reached the target"
+        return None, NO_TRIAL_REACHED
     bounded = [p for p in batches if p.upper_bound]
     batches = [p for p in batches if not p.upper_bound]
     if bounded and len(batches) < 3:
@@ -371,12 +374,20 @@ def law_points(points: Sequence[LRPoint]) -> tuple[LRPoint, ...]:
 
 
 def lr_law(points: Sequence[LRPoint], seed: int) -> tuple[LRLawFit | None, str | None]:
+    """The LR law fitted to the batches' best LRs, or ``None`` and why not, as a sentence a
+    user reads after "there is no LR law: "."""
     points = [p for p in points if p.used]
+    if len(points) < 3:
+        # The fit's own refusal of too few points named its argument ("batch sizes is empty"),
+        # in parentheses inside the recommendation's.
+        shown = ", ".join(format_batch(p.effective_batch_size) for p in points)
+        has = "none" if not points else f"{len(points)}, B {shown}"
+        return None, ("it needs the best LR at 3 batch sizes or more, each with 2 LRs or more tried; "
+                      f"this study has {has}")
     try:
         return fit_lr_law([p.effective_batch_size for p in points], [p.lr for p in points], seed=seed), None
     except AnalysisError as exc:
-        return None, (f"{exc} (the LR law needs the best LR at three batch sizes or more, each with two LRs "
-                      "or more tried)")
+        return None, str(exc)
 
 
 def lr_key(lr: float) -> float:

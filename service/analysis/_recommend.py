@@ -32,7 +32,7 @@ import numpy as np
 import yaml
 
 from hpsearch import record
-from hpsearch.analysis._batches import BatchPoint
+from hpsearch.analysis._batches import NO_TRIAL_REACHED, BatchPoint
 from hpsearch.analysis._layout import NodeLayout, node_layout
 from hpsearch.analysis._memory_model import MemoryModel
 from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
@@ -413,7 +413,7 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     batch = b * w * a
     keep = batch <= ceiling * (1 + 1e-9)
     if not keep.any():
-        raise NoAnswerError(f"every configuration on {devices} device(s) has an effective batch above {ceiling:,.0f}, "
+        raise NoAnswerError(f"every configuration on {_count(devices, 'device')} has an effective batch above {ceiling:,.0f}, "
                             f"{'twice ' if cb.form_error is not None else ''}the largest batch that reached the target; "
                             "the fit says nothing there", analysis)
     b, w, a, batch = b[keep], w[keep], a[keep], batch[keep]
@@ -424,7 +424,7 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
         caps = np.minimum(caps, ran[-1])
     fits = b <= caps
     if not fits.any():
-        raise NoAnswerError(f"no configuration on {devices} device(s) has a per-device batch that fit in memory on "
+        raise NoAnswerError(f"no configuration on {_count(devices, 'device')} has a per-device batch that fit in memory on "
                             f"{kind} (every batch tried is at or above one that ran out of memory)", analysis)
     samples_at = np.asarray(cb.examples(batch), dtype=float)
     # What the runs that missed the target say: at a batch where every run trained S samples
@@ -434,7 +434,7 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
                     if bound.effective_batch_size == float(x) and float(cb.examples(float(x))) < bound.samples}
     allowed = fits & np.array([float(x) not in contradicted for x in batch])
     if not allowed.any():
-        raise NoAnswerError(f"every configuration on {devices} device(s) that fits is at a batch where every run missed "
+        raise NoAnswerError(f"every configuration on {_count(devices, 'device')} that fits is at a batch where every run missed "
                             "the target in more samples than the fit predicts there", analysis)
     steps = samples_at / batch
     startup = np.array([analysis.startup(kind, int(x)) for x in w], dtype=float)
@@ -808,8 +808,8 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
         rule = nearest.rule if nearest.rule in LR_RULES else "linear"
         lr = nearest.lr * _scale(rule, batch / nearest.effective_batch_size)
         interval = None
-        lines = [f"LR: no LR law ({analysis.lr_law_refusal}); the best configuration at B "
-                 f"{nearest.effective_batch_size:,.0f} (lr {nearest.lr:.4g}) scaled by its {rule} rule"]
+        lines = [f"LR: the best configuration at B {nearest.effective_batch_size:,.0f} (lr {nearest.lr:.4g}) scaled by "
+                 f"its {rule} rule; there is no LR law: {analysis.lr_law_refusal}"]
     base_lr = None if b0 is None else lr / _scale(rule, batch / b0)
     return (rule if b0 is not None else None), base_lr, lr, interval, lines
 
@@ -934,7 +934,7 @@ def _from_measurements(analysis: StudyAnalysis, layout: NodeLayout, minimize: Mi
     runs = [t for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED") and t["seconds_to_target"] is not None
             and t[record.WORLD_SIZE] <= devices and (kind is None or t["device"] == kind)]
     if not runs:
-        head = f"no trial on at most {devices} device(s) reached the target {analysis.target}"
+        head = f"no trial on at most {_count(devices, 'device')} reached the target {analysis.target}"
         wider = [int(t[record.WORLD_SIZE]) for t in analysis.trials if t["state"] in ("COMPLETE", "PRUNED")
                  and t["seconds_to_target"] is not None and (kind is None or t["device"] == kind)]
         if wider:
@@ -944,8 +944,11 @@ def _from_measurements(analysis: StudyAnalysis, layout: NodeLayout, minimize: Mi
         # Which way is easier depends on the metric's direction: a loss target is met by
         # raising it (a "lower the target" for val_loss <= 0.4 sent users the wrong way).
         easier = "lower" if analysis.target.direction == "maximize" else "raise"
-        raise NoAnswerError(f"{head}{_best_seen(analysis)}, so there is nothing to recommend ({why}); {easier} the "
-                            "target or run more trials", analysis)
+        # ``why`` is why no law answers; where it only restates that no trial reached the
+        # target, saying it twice read "nothing to recommend (no trial reached the target)".
+        besides = "" if why == NO_TRIAL_REACHED else f" No law answers either: {why}."
+        raise NoAnswerError(f"{head}{_best_seen(analysis)}, so there is nothing to recommend; {easier} the target or "
+                            f"run more trials.{besides}", analysis)
 
     def cost(t: Mapping[str, Any]) -> float:
         # Device-seconds of the answer's W devices (the measured seconds x W; an emulated trial
@@ -963,7 +966,7 @@ def _from_measurements(analysis: StudyAnalysis, layout: NodeLayout, minimize: Mi
              f"no prediction from fitted laws: {why}",
              f"the measured trial #{best['number']} reached the target "
              f"{'fastest' if minimize == 'time' else 'in the fewest device-seconds'} on at most {devices} "
-             f"device(s); its time is measured, so there is no interval"]
+             f"{'device' if devices == 1 else 'devices'}; its time is measured, so there is no interval"]
     if upper:
         lines.append(f"trial #{best['number']} reached the target at its first evaluation, so its time, samples and "
                      "steps are upper bounds: it may have reached the target sooner (evaluate more often with "
@@ -1000,7 +1003,7 @@ def _from_measurements(analysis: StudyAnalysis, layout: NodeLayout, minimize: Mi
 
 
 def _best_seen(analysis: StudyAnalysis) -> str:
-    """`` (the best any trial recorded: 0.52)``: the best value of the target's metric at any
+    """``; the best any trial recorded is 0.52``: the best value of the target's metric at any
     evaluation of a trial that ran, so that a refused target can be set within reach; empty
     where none recorded it."""
     values = [float(t["best_value"]) for t in analysis.trials
@@ -1008,7 +1011,7 @@ def _best_seen(analysis: StudyAnalysis) -> str:
     if not values:
         return ""
     best = max(values) if analysis.target.direction == "maximize" else min(values)
-    return f" (the best any trial recorded: {best:.4g})"
+    return f"; the best any trial recorded is {best:.4g}"
 
 
 def _emulated_text(world_size: int, emulated: int) -> str:

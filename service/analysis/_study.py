@@ -159,6 +159,41 @@ class StudyAnalysis:
     bounds: tuple[BatchBound, ...] = ()
     confirmations: tuple[read_model.ConfirmationRound, ...] = ()
 
+    def __str__(self) -> str:
+        """A few lines a user reads first: what was analysed, the fitted laws or why none, and
+        where the answer and the rest are (``print(search.analyze())``).
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> analysis = synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=300).analyze(
+            ...     "val_accuracy=0.9")
+            >>> print(str(analysis).splitlines()[0])
+            analysis of study 'demo': 300 trials, 84 reached val_accuracy >= 0.9
+        """
+        cb = self.critical_batch
+        lines = [f"analysis of study {self.study!r}: {self.n_trials:,} trials, {self.n_reached:,} reached {self.target}"]
+        if cb is None:
+            lines.append(f"critical batch: none: {self.critical_batch_refusal}")
+        else:
+            low, high = cb.b_crit_interval.low, cb.b_crit_interval.high
+            lines.append(f"critical batch: B_crit {_number(cb.b_crit)} ({cb.level:.0%} interval [{_number(low)}, {_number(high)}]), "
+                         f"E_min {_number(cb.e_min)} samples, fitted on {cb.n_batch_sizes} batch sizes")
+        lines.append(f"LR law: {self.lr_law.summary}" if self.lr_law is not None
+                     else f"LR law: none: {self.lr_law_refusal}")
+        lines += [f"rule {report.summary}" for report in self.rules]
+        for kind, model in self.throughput.items():
+            lines.append(f"step time on {kind}: fitted on {model.n_trials} trials, {model.relative_rmse:.0%} scatter")
+        for kind, why in self.throughput_refusals.items():
+            lines.append(f"step time on {kind}: none: {why}")
+        lines.append("the answer for N devices: search.recommend(N); every number: .to_dict()")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        # The dataclass's own repr printed every trial, fit draw and point: thousands of lines in
+        # a notebook, with no summary.
+        return f"<StudyAnalysis {str(self)}>"
+
     def memory_model(self, kind: str, configuration: Mapping[str, Any] | None = None) -> MemoryModel | None:
         """The memory facts of device ``kind`` for a configuration (its values of the study's
         other ``parameters``; those that vary among the trials tell configurations apart),
@@ -755,6 +790,11 @@ def _first(frame: pd.DataFrame, column: str, agg: Any = None) -> float | None:
     if not values:
         return None
     return float(agg(values)) if agg is not None else values[0]
+
+
+def _number(value: float) -> str:
+    """``1,234``, ``0.5``, ``inf``: a fitted count for a line of text."""
+    return "inf" if math.isinf(value) else f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 def _interval(interval: Interval) -> list[float]:

@@ -13,13 +13,18 @@ if TYPE_CHECKING:
 __all__ = ["to_csv", "to_json"]
 
 #: Counts written as whole numbers, raw: a column with a gap (a trial that never ran records no
-#: peak) would otherwise be floats, and a peak of 1758303748 bytes read "1758303748.0".
-_COUNTS = (record.PEAK_MEMORY_BYTES,)
+#: peak; a trial of its own is in no fused group) is floats in pandas, and a peak of 1758303748
+#: bytes read "1758303748.0", a fused group "1.0".
+_COUNTS = (record.PEAK_MEMORY_BYTES, record.FUSED_GROUP, record.FUSED_MEMBERS, record.PER_DEVICE_BATCH_SIZE,
+           record.WORLD_SIZE, record.GRAD_ACCUM_STEPS, record.EFFECTIVE_BATCH_SIZE, record.BASE_BATCH_SIZE,
+           record.SAMPLES_SEEN, record.EMULATED_RANKS, record.NODES, record.ALLREDUCE_CALLS, record.SEED,
+           record.RERUN_OF)
 
 
 def to_csv(frame: pd.DataFrame) -> str:
     """The table as CSV, one row per trial; nested attrs (the ``curves``) as JSON text in their
-    cell; byte counts (``peak_memory_bytes``) as whole numbers of bytes.
+    cell; counts (``peak_memory_bytes``, ``fused_group``, batch sizes...) as whole numbers, a
+    gap as an empty cell.
 
     Example:
         >>> import pandas as pd
@@ -39,8 +44,8 @@ def to_csv(frame: pd.DataFrame) -> str:
 
 
 def to_json(frame: pd.DataFrame) -> str:
-    """The table as a JSON array of trials (times in ISO 8601, floats to 15 digits, byte counts
-    as whole numbers).
+    """The table as a JSON array of trials (times in ISO 8601, floats to 15 digits, counts as
+    whole numbers, as ``to_csv`` writes them).
 
     Example:
         >>> import pandas as pd

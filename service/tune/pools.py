@@ -115,8 +115,13 @@ class LocalPool:
         self.server.close()
         self.pool.close()
         # A search that failed its checks leaves nothing behind: no empty log, no empty folder.
+        # One that ran trials keeps its log, empty where no rank printed: a log that existed
+        # only when a rank printed left users looking for a file the docs named.
+        ran = self.output.parent.is_dir() and any(p != self.output for p in self.output.parent.iterdir())
         with contextlib.suppress(OSError):
-            if self.output.stat().st_size == 0:
+            if ran:
+                self.output.touch()
+            elif self.output.stat().st_size == 0:
                 self.output.unlink()
         for folder in self._new_folders:
             with contextlib.suppress(OSError):  # not empty: the search wrote there

@@ -78,6 +78,7 @@ from hpsearch.tune.trainable import (
     RESTARTED_KEY,
     STARTED_KEY,
     TrialTask,
+    trial_folder,
 )
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
@@ -476,7 +477,7 @@ class StudySearcher(Searcher):
         self._launched += len(group)
         spec = group_spec([p.spec for p in group], fuse=self.fuse) if fused else leader.spec
         return {"trial": TrialTask(
-            spec, leader.trial.number, str(self.runs_dir / f"trial-{leader.trial.number:05d}"),
+            spec, leader.trial.number, trial_folder(self.runs_dir, leader.trial.number),
             timeout_s=self.space.search.trial_timeout_s, on_oom=self.on_oom,
             # A scheduler judges trials on every report (hpsearch.tune.trainable.REPORT_EVERY_S).
             report_every_s=None if self.space.search.scheduler == "asha" else REPORT_EVERY_S,

@@ -36,6 +36,7 @@ __all__ = [
     "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY", "STARTED_KEY",
     "TrialTask",
     "trainable",
+    "trial_folder",
 ]
 
 #: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
@@ -61,6 +62,20 @@ PHASES_KEY = "hpsearch_phases"
 #: judges trials on each report, so there every report goes to Tune at once, as Tune's own
 #: result buffering does only for schedulers that allow it.
 REPORT_EVERY_S = 1.0
+
+
+def trial_folder(runs_dir: str | os.PathLike[str], number: int) -> str:
+    """A trial's run folder in its study's runs folder: ``trial-00012`` (its ranks' output in
+    ``ranks.log`` is marked with this name).
+
+    A fused group's folder is its first member's; every other member's is a link to it, so
+    each trial's files are found by its number (``_link_members``).
+
+    Example:
+        >>> trial_folder("hpsearch_runs/my-study", 12)
+        'hpsearch_runs/my-study/trial-00012'
+    """
+    return os.path.join(runs_dir, f"trial-{number:05d}")
 
 #: A fused group's results (``hpsearch.trials.rank.fused``): the member a result is about (its
 #: index in the group), the members a group-wide result is about, and why a group did not train
@@ -123,9 +138,34 @@ def _run(task: TrialTask) -> None:
         tune.report({STARTED_KEY: True, **where})
         run = _Run(task, ranks, grant.gpu_ids, where, grant.mps)
         if spec.fused:
+            _link_members(task)
             run.group(spec, task.run_dir, phases)
         else:
             run.solo(spec, task.run_dir, phases)
+
+
+def _link_members(task: TrialTask) -> None:
+    """Give each member of a fused group but the first its ``trial-NNNNN`` in the runs folder:
+    a link to the group's folder, relative, so the runs folder can be moved or copied whole. A
+    runs folder of 12 group folders for 24 trials named half of them nowhere."""
+    os.makedirs(task.run_dir, exist_ok=True)
+    runs = os.path.dirname(task.run_dir)
+    for number in task.members:
+        link = trial_folder(runs, number)
+        if number != task.number and not os.path.lexists(link):
+            os.symlink(os.path.basename(task.run_dir), link)
+
+
+def _own_folder(task: TrialTask, member: int) -> str:
+    """The run folder of a fused group's ``member`` (its index) when it trains on its own: its
+    own ``trial-NNNNN``, no longer a link to the group's (``_link_members``)."""
+    number = task.members[member]
+    if number == task.number:
+        return task.run_dir
+    folder = trial_folder(os.path.dirname(task.run_dir), number)
+    if os.path.islink(folder):
+        os.unlink(folder)
+    return folder
 
 
 class _Run:
@@ -221,7 +261,9 @@ class _Run:
                                           record.STATUS_DETAIL: exc.detail}))
                 half = len(left) // 2
                 for part in (left[:half], left[half:]):
-                    folder = os.path.join(run_dir, f"members-{part[0]['member']}-{part[-1]['member']}")
+                    # Named by the trials they hold: a half of one trains in that trial's own folder.
+                    first, last = (task.members[int(own["member"])] for own in (part[0], part[-1]))
+                    folder = os.path.join(run_dir, f"trials-{first:05d}-{last:05d}")
                     if self.alone_out_of_memory is not None:
                         # A member of this shape ran out alone: every member needs what it needed.
                         for own in part:
@@ -229,7 +271,8 @@ class _Run:
                                                       record.STATUS_REASON: record.REASON_EXCEEDS_MEMORY,
                                                       record.STATUS_DETAIL: self.alone_out_of_memory}))
                     elif len(part) == 1:
-                        self.solo(spec.member(spec.fused.index(part[0])), folder, {}, member=int(part[0]["member"]))
+                        self.solo(spec.member(spec.fused.index(part[0])), _own_folder(task, int(part[0]["member"])), {},
+                                  member=int(part[0]["member"]))
                     else:
                         self.group(replace(spec, fused=part), folder, {})
                 return
@@ -245,8 +288,7 @@ class _Run:
             # b 128 CNN grid 1.24x slower under ``auto`` than unfused).
             tune.report(reports.last({**out, MEMBERS_KEY: indices, PHASES_KEY: list(phases.items())}))
             for position, k in enumerate(indices):
-                self.solo(spec.member(position), os.path.join(run_dir, f"member-{k}"), {"reserved": time.time()},
-                          member=k)
+                self.solo(spec.member(position), _own_folder(task, k), {"reserved": time.time()}, member=k)
             return
         for k in indices:
             end = out["members"].get(k)

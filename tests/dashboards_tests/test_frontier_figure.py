@@ -168,3 +168,31 @@ def test_importing_the_package_does_not_import_plotly() -> None:
         "assert 'plotly' not in sys.modules, 'plotly imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _fused() -> pd.DataFrame:
+    # Trials 1 and 2 trained fused in group 1, the same configuration twice: the same batches,
+    # one solo estimate, so one x and y. Trial 0 trained on its own.
+    return pd.DataFrame({
+        "number": [0, 1, 2], "state": ["COMPLETE"] * 3, "lr_rule": ["linear"] * 3, "effective_batch_size": [32] * 3,
+        "runtime_s": [10.0, 6.0, 6.0], "val_accuracy": [0.9, 0.93, 0.93],
+        "fused_group": [None, 1, 1], "runtime_basis": [None, "solo_estimate", "solo_estimate"],
+    })
+
+
+def test_trials_at_one_point_are_one_marker_whose_hover_names_them_all() -> None:
+    trace = _traces(frontier_figure(_fused()))["linear"]
+    assert list(trace.customdata) == [0, 1]
+    assert trace.hovertext[1].startswith("<b>trials 1 and 2 (at one point)</b>")
+
+
+def test_solo_estimated_runtimes_are_hollow_markers_said_in_the_hover_and_the_legend() -> None:
+    traces = _traces(frontier_figure(_fused()))
+    assert list(traces["linear"].marker.symbol) == ["circle", "circle-open"]
+    assert "runtime (s): 6, a solo estimate: it trained fused" in traces["linear"].hovertext[1]
+    assert "solo estimate" not in traces["linear"].hovertext[0]
+    legend = traces["hollow: runtime a solo estimate (trained fused)"]
+    assert legend.marker.symbol == "circle-open" and list(legend.x) == [None]
+    # On the device-seconds axis the members' share of the group's time is measured: drawn solid.
+    assert "hollow: runtime a solo estimate (trained fused)" not in _traces(
+        frontier_figure(_fused().assign(device_seconds=[10.0, 3.0, 3.0]), x="device_seconds"))

@@ -5,7 +5,6 @@ API, shows the study's own objective, lower being better, instead of refusing a
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +120,24 @@ def test_the_dashboard_refuses_the_missing_accuracy_when_asked_for_it(app: TestC
 def test_hpsearch_frontier_writes_the_loss_frontier_small_or_self_contained(store: tuple[str, Search],
                                                                            tmp_path: Path) -> None:
     url = store[0]
-    result = CliRunner().invoke(cli, ["frontier", "loss", "--storage", url, "-o", str(tmp_path / "small.html")])
+    folder = Path(url.removeprefix("sqlite:///")).parent  # the store's, which holds its runs folder
+    result = CliRunner().invoke(cli, ["frontier", "loss", "--storage", url, "-o", str(folder / "small.html")])
     assert result.exit_code == 0, result.output
-    page = (tmp_path / "small.html").read_text()
+    page = (folder / "small.html").read_text()
     assert len(page) < 100_000 and "validation loss" in page
-    # The page refers to the one bundle in the store's runs folder, by a path relative to it.
-    assert list(tmp_path.glob("plotly-*.min.js")) == []
-    runs = Path(url.removeprefix("sqlite:///")).parent / "hpsearch_runs"
+    # Beside the store, the page refers to the one bundle in the store's runs folder, by a path relative to it.
+    runs = folder / "hpsearch_runs"
     [bundle] = runs.glob("plotly-*.min.js")
-    assert f'src="{os.path.relpath(bundle, tmp_path)}"' in page
+    assert f'src="hpsearch_runs/{bundle.name}"' in page
+
+    # Anywhere the runs folder would not move with it, the page holds plotly.js, and says so:
+    # referring to the runs folder by "../..", it drew nothing once moved.
+    for elsewhere in (tmp_path / "elsewhere" / "f.html", folder / "pages" / "f.html"):
+        result = CliRunner().invoke(cli, ["frontier", "loss", "--storage", url, "-o", str(elsewhere)])
+        assert result.exit_code == 0, result.output
+        assert [p.name for p in elsewhere.parent.iterdir()] == [elsewhere.name]
+        assert elsewhere.stat().st_size > 1_000_000 and "src=" not in elsewhere.read_text()[:2000]
+        assert f"wrote {elsewhere} (plotly.js inside it: its folder does not hold {runs}" in result.stderr
 
     alone = tmp_path / "alone"
     result = CliRunner().invoke(cli, ["frontier", "loss", "--storage", url, "-o", str(alone / "big.html"),

@@ -138,3 +138,16 @@ def test_analysis_to_json_keeps_every_section(sqrt_study: Search) -> None:
     data = json.loads(json.dumps(analyze(sqrt_study, ("val_accuracy", 0.9)).to_dict()))
     assert {"target", "batches", "critical_batch", "lr_law", "rules", "throughput", "noise_scale"} <= set(data)
     assert data["critical_batch"]["b_crit"] > 0 and len(data["critical_batch"]["b_crit_interval"]) == 2
+
+
+def test_an_analysis_prints_as_a_short_summary_of_its_laws_not_every_trial(sqrt_study: Search) -> None:
+    analysis = sqrt_study.analyze("val_accuracy=0.9")
+    text = repr(analysis)
+    lines = text.splitlines()
+    assert text.startswith(f"<StudyAnalysis analysis of study 'sqrt': {analysis.n_trials:,} trials, "
+                           f"{analysis.n_reached:,} reached val_accuracy >= 0.9") and text.endswith(">")
+    assert any(line.startswith("critical batch: B_crit ") for line in lines)
+    assert analysis.lr_law is not None and f"LR law: {analysis.lr_law.summary}" in lines
+    assert lines[-1] == "the answer for N devices: search.recommend(N); every number: .to_dict()>"
+    assert len(lines) < 15 and len(text) < 2000  # the dataclass's repr ran to 12,000 characters and more
+    assert str(analysis) == text[len("<StudyAnalysis "):-1]

@@ -10,7 +10,9 @@ attrs, as the searcher and the fused trial engine write them) into a real SQLite
 
 from __future__ import annotations
 
+import csv
 import doctest
+import io
 import json
 import re
 from typing import Any
@@ -226,6 +228,16 @@ def test_trials_dataframe_has_the_fused_attrs_as_columns(store: str) -> None:
 
 
 # ---- the dashboard's API -------------------------------------------------------------------------
+
+
+def test_export_writes_a_members_group_as_the_whole_number_it_is(store: str) -> None:
+    # Trials of their own are in no group: pandas made the column floats, and group 4 read "4.0".
+    rows = list(csv.DictReader(io.StringIO(_run("export", "fused", "--storage", store, "--format", "csv"))))
+    assert [row[r.FUSED_GROUP] for row in rows] == ["0"] * 4 + ["4"] * 3 + [""] * 3
+    assert [row[r.FUSED_MEMBERS] for row in rows] == ["4"] * 4 + ["3"] * 3 + [""] * 3
+    assert {row[r.PER_DEVICE_BATCH_SIZE] for row in rows} == {"32", "128"}
+    exported = json.loads(_run("export", "fused", "--storage", store, "--format", "json"))
+    assert [t[r.FUSED_GROUP] for t in exported] == [0] * 4 + [4] * 3 + [None] * 3
 
 
 def test_the_dashboard_trial_endpoint_has_the_group_its_members_and_the_step_times(store: str) -> None:

@@ -4,6 +4,7 @@ trains, and says with whom it trained and what its time means."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -140,9 +141,19 @@ def test_members_are_trials_of_their_own_that_train_what_their_solo_twins_train(
         group_s = max(t.user_attrs[record.FUSED_RUNTIME_S] for t in done if t.number in members)
         shared = sum(t.user_attrs[record.DEVICE_SECONDS] for t in fused if t.number in members)
         assert 0.9 * group_s <= shared <= 1.5 * group_s
-    # One run folder a group, its members' reports in it.
+    # One run folder a group, its members' reports in it, and each trial's files found by its number:
+    # every other member's folder is a link to its group's.
     runs = searched / "hpsearch_runs" / "fused"
-    assert sorted(p.name for p in runs.glob("trial-*")) == sorted(f"trial-{g:05d}" for g in groups)
+    assert sorted(p.name for p in runs.glob("trial-*")) == [f"trial-{t.number:05d}" for t in fused]
+    for group, members in groups.items():
+        assert not (runs / f"trial-{group:05d}").is_symlink()
+        for number in members:
+            folder = runs / f"trial-{number:05d}"
+            assert folder.resolve() == (runs / f"trial-{group:05d}").resolve()
+            assert number == group or os.readlink(folder) == f"trial-{group:05d}"  # moves with the runs folder
+        assert (runs / f"trial-{max(members):05d}" / "metrics.jsonl").is_file()
+    # No rank printed, and the log is there, empty.
+    assert (runs / "ranks.log").read_text() == ""
 
 
 def test_a_diverging_member_fails_alone_and_the_others_complete(searched: Path) -> None:
@@ -169,10 +180,13 @@ def test_a_model_vmap_refuses_runs_its_trials_on_their_own_and_says_why(tmp_path
         assert t.user_attrs.get(record.FUSED_GROUP) is None
         assert t.user_attrs.get(record.RUNTIME_BASIS) is None  # its own wall time
     assert "trials run on their own, one after another: the model cannot be vectorized" in result.stdout + result.stderr
-    # In the group's own run, on the devices it held: no trial of their own was started for them.
+    # In the group's own run, on the devices it held (no trial of their own was started for them),
+    # each in its own folder, by its number, not a link.
     runs = tmp_path / "hpsearch_runs" / "refused"
-    (group,) = runs.glob("trial-*")
-    assert sorted(p.name for p in group.glob("member-*")) == sorted(f"member-{k}" for k in range(4))
+    assert sorted(p.name for p in runs.glob("trial-*")) == [f"trial-{t.number:05d}" for t in trials]
+    for t in trials:
+        folder = runs / f"trial-{t.number:05d}"
+        assert not folder.is_symlink() and (folder / "metrics.jsonl").is_file()
 
 
 def test_a_group_that_runs_out_of_memory_is_split_in_halves_and_no_member_is_out_of_memory(tmp_path: Path) -> None:
@@ -189,7 +203,9 @@ def test_a_group_that_runs_out_of_memory_is_split_in_halves_and_no_member_is_out
     # The group of eight ran out; its halves of four trained, each member in one of them.
     assert sorted(t.user_attrs[record.FUSED_MEMBERS] for t in trials) == [4] * 8
     group = tmp_path / "hpsearch_runs" / "split" / f"trial-{trials[0].number:05d}"
-    assert sorted(p.name for p in group.iterdir() if p.is_dir()) == ["members-0-3", "members-4-7"]
+    numbers = [t.number for t in trials]
+    assert sorted(p.name for p in group.iterdir() if p.is_dir()) == [
+        f"trials-{numbers[0]:05d}-{numbers[3]:05d}", f"trials-{numbers[4]:05d}-{numbers[7]:05d}"]
 
 
 KILLED = """\

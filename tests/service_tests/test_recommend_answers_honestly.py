@@ -168,7 +168,7 @@ def test_a_loss_target_nobody_reached_asks_to_raise_it_and_says_the_best_loss(re
     code, out, err = _run("recommend", "regression", "-n", "1", "--storage", regression, "--target", "val_loss=0.1")
     assert (code, out) == (5, "")
     assert "val_loss <= 0.1" in err and "raise the target" in err and "lower the target" not in err
-    assert "(the best any trial recorded: 0.2" in err
+    assert "; the best any trial recorded is 0.2" in err
 
 
 def test_an_lr_law_through_three_batch_sizes_gives_an_interval_without_overflowing(regression: str) -> None:
@@ -228,3 +228,35 @@ def test_a_recommendation_prints_as_its_one_paragraph_answer(regression: str) ->
     assert text.startswith("on 1 device (cpu): run b ") and "device-hours to reach val_loss <= 0.5" in text
     assert len(text) < 300 and repr(answer) == f"<Recommendation {text}>"
     assert answer.explanation and answer.alternatives  # the full answer stays on its attributes
+
+
+def test_without_an_lr_law_the_answer_says_why_in_one_plain_sentence(tmp_path: Path) -> None:
+    # One LR per batch: no batch has a best LR of its own, so there is no LR law.
+    url = f"sqlite:///{tmp_path / 'one-lr.db'}"
+    _regression_study(url, "one-lr", best_lr={16: 0.01, 64: 0.03, 256: 0.05, 1024: 0.07}, factors=(1.0,))
+    answer = hpsearch.load("one-lr", storage=url).recommend(1, target="val_loss=0.5")
+    (line,) = [line for line in answer.explanation if line.startswith("LR:")]
+    assert line.endswith("; there is no LR law: it needs the best LR at 3 batch sizes or more, each with 2 LRs or "
+                         "more tried; this study has none"), line
+    assert "is empty" not in line and line.count("(") <= 1
+
+
+def test_a_target_nobody_reached_is_refused_in_a_sentence_that_says_it_once(regression: str) -> None:
+    code, out, err = _run("recommend", "regression", "-n", "1", "--storage", regression, "--target", "val_loss=0.1")
+    assert code == 5
+    assert "no trial on at most 1 device reached the target val_loss <= 0.1; the best any trial recorded is 0.2" in err
+    assert "so there is nothing to recommend; raise the target or run more trials." in err
+    assert "(no trial reached the target)" not in err and "device(s)" not in err
+
+
+def test_many_trials_cut_short_are_described_as_many(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cut.db'}"
+    _regression_study(url, "cut", best_lr={16: 0.01}, factors=(1.0,))
+    study = optuna.load_study(study_name="cut", storage=url)
+    for _ in range(11):
+        trial = study.ask()
+        trial.set_user_attr(r.STATUS_REASON, r.REASON_INTERRUPTED)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    code, out, err = _run("status", "cut", "--storage", url)
+    assert code == 0, err
+    assert "11 trials interrupted: the search was stopped under them; resume runs them again" in out
