@@ -32,6 +32,7 @@ from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     LR_RULES,
+    OPTIMIZERS,
     PRECISIONS,
     Choice,
     Fixed,
@@ -88,7 +89,7 @@ def parse_parameters(doc: Document, value: Any, path: KeyPath) -> dict[str, Para
 
 
 #: The documented default scaling rule per optimizer family (docs/science.md): linear for SGD
-#: (Goyal et al. 2017), sqrt for Adam-type optimizers (Malladi et al. 2022).
+#: (Goyal et al. 2017), sqrt for Adam-type optimizers (Malladi et al. 2022). One per ``OPTIMIZERS``.
 DEFAULT_RULE_BY_OPTIMIZER = {"sgd": "linear", "adam": "sqrt", "adamw": "sqrt"}
 
 
@@ -96,7 +97,7 @@ def _default_rule(doc: Document, params: Mapping[str, Parameter], path: KeyPath)
     """The rule a space that does not set ``lr_rule`` gets, from its optimizer's family."""
     optimizer = params.get("optimizer", Fixed("sgd"))
     names = [optimizer.value] if isinstance(optimizer, Fixed) else list(getattr(optimizer, "choices", []))
-    rules = {DEFAULT_RULE_BY_OPTIMIZER.get(str(n).lower(), "linear") for n in names}
+    rules = {DEFAULT_RULE_BY_OPTIMIZER[str(n).lower()] for n in names}  # each name checked by _check_optimizer
     if len(rules) > 1:
         fail(doc, path + (record.LR_RULE,),
              "lr_rule must be set when the searched optimizers have different default rules "
@@ -176,6 +177,8 @@ def _check_value(doc: Document, name: str, value: Any, path: KeyPath) -> Scalar:
         return check_one_of(doc, value, path, LR_RULES, label=name)
     if name == "precision":
         return check_one_of(doc, value, path, PRECISIONS, label=name)
+    if name == "optimizer":
+        return _check_optimizer(doc, value, path)
     if name == record.BASE_LR:
         return check_number(doc, value, path, above=0, label=name)
     if value is None or (not isinstance(value, (str, bool)) and not is_number(value)):
@@ -189,6 +192,15 @@ def _check_value(doc: Document, name: str, value: Any, path: KeyPath) -> Scalar:
             return int(value)
         return check_number(doc, value, path, label=name)
     return value  # type: ignore[no-any-return]
+
+
+def _check_optimizer(doc: Document, value: Any, path: KeyPath) -> str:
+    """An optimizer the engine builds (``OPTIMIZERS``), in any case, kept as written."""
+    if not isinstance(value, str) or value.lower() not in OPTIMIZERS:
+        listed = ", ".join(f"'{o}'" for o in OPTIMIZERS)
+        fail(doc, path, f"optimizer must be one of {listed} (in any case), the optimizers the engine builds; got "
+                        f"{show(value)}{suggest(value, OPTIMIZERS)}")
+    return value
 
 
 def _parse_choices(doc: Document, name: str, raw: Any, path: KeyPath) -> Choice:
@@ -221,6 +233,8 @@ def _parse_range(
             path,
             f"lr_rule names a rule, it cannot be a range; write {{choices: {list(LR_RULES)}}}",
         )
+    if name == "optimizer":
+        fail(doc, path, f"optimizer names an optimizer, it cannot be a range; write {{choices: {list(OPTIMIZERS)}}}")
     if name == "precision":
         fail(doc, path, f"precision names an arithmetic, it cannot be a range; write {{choices: {list(PRECISIONS)}}}")
     kind_ = (

@@ -21,6 +21,7 @@ __all__ = [
     "LR_RULES",
     "LR_SCHEDULES",
     "ON_OOM_MODES",
+    "OPTIMIZERS",
     "OPTIMIZER_PARAMETERS",
     "PRECISIONS",
     "SAVE_MODEL_MODES",
@@ -60,6 +61,12 @@ CORE_PARAMETERS: tuple[str, ...] = (
     record.LR_RULE,
     record.BASE_LR,
 )
+
+#: The optimizers the engine builds from the ``optimizer`` parameter (PyTorch's), in any case
+#: (``AdamW`` is ``adamw``). The space validator and the trial loop read this one list: a name
+#: the loop could not build passed validation, and every trial of its search failed
+#: ``workload_error`` after Ray had started.
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw")
 
 #: Parameters the engine hands to the optimizer it builds (docs/workloads.md lists their defaults).
 OPTIMIZER_PARAMETERS: tuple[str, ...] = ("optimizer", "momentum", "nesterov", "weight_decay")

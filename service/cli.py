@@ -634,7 +634,8 @@ def export_trial(study: str, number: int, output: Path, world_size: int | None, 
     final weights (model.pt) and metrics (metrics.json) into DIR. A trial that spanned nodes
     runs on as many (torchrun's c10d rendezvous): 'NODE_RANK=i RDZV_ENDPOINT=HOST:PORT bash
     DIR/launch.sh' on each. A workload of your own must be importable where it runs
-    (PYTHONPATH); launch.sh checks that first."""
+    (PYTHONPATH); launch.sh checks that first. A trial that failed is exported all the same
+    (its job reproduces the failure), after a warning that says it failed and why."""
     job = hpsearch.load(study, storage=storage).export_trial(number, output, world_size=world_size, epochs=epochs,
                                                              nodes=nodes)
     for warning in job.warnings:

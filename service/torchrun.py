@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
 from hpsearch.errors import ResourceError, TrialNotFoundError
-from hpsearch.record import DEVICE
+from hpsearch.reasons import describe_reason
+from hpsearch.record import DEVICE, NOT_RUN_REASONS, RERUN_REASONS
 from hpsearch.store import space_of_study
 from hpsearch.study import trial_params
 from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
@@ -95,8 +96,9 @@ class ExportedTrial:
             importable where the job runs.
         module_paths: For each of ``modules`` importable here, the folder it was found in (what
             ``PYTHONPATH`` needs where it is not installed).
-        warnings: What the user should know before running it (a module not importable here,
-            files of an earlier run in the folder).
+        warnings: What the user should know before running it, first that the trial did not
+            complete (it failed, and why: the job reproduces the failure; it was stopped or
+            never ran), then a module not importable here, files of an earlier run in the folder.
         processes_per_node: How many of the job's ranks each node runs, node 0 first (one
             entry for a single-node job).
         trial_nodes: How many nodes the trial's ranks ran on (1 for a study recorded before
@@ -211,7 +213,9 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     out.mkdir(parents=True, exist_ok=True)
     modules = user_modules(spec)
     paths = {m: p for m in modules if (p := _module_folder(m)) is not None}
-    warnings = [f"the workload's module {m!r} is not importable here: put the folder that holds it on PYTHONPATH "
+    ended = _ended_warning(trial)
+    warnings = [ended] if ended is not None else []
+    warnings += [f"the workload's module {m!r} is not importable here: put the folder that holds it on PYTHONPATH "
                 f"where the job runs (launch.sh checks and stops if it is not)" for m in modules if m not in paths]
     if earlier:
         warnings.append(f"{out} holds an earlier run ({', '.join(earlier)}): the new run replaces these files as it "
@@ -240,6 +244,34 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     exported.launch.write_text(_launch_script(exported), encoding="utf-8")
     exported.launch.chmod(0o755)
     return exported
+
+
+def _ended_warning(trial: optuna.trial.FrozenTrial) -> str | None:
+    """What the user must know first about exporting a trial that did not complete: that it
+    failed and why, was stopped or never ran; ``None`` for a COMPLETE trial.
+
+    A failed trial is exported all the same: its job reproduces the failure, which is what
+    exporting it is usually for. Without this line, the export of a trial that had failed
+    ``workload_error`` read like any other, and its job's failure came as a surprise.
+    """
+    state = trial.state.name
+    if state == "COMPLETE":
+        return None
+    reason = trial.user_attrs.get(record.STATUS_REASON)
+    detail = str(trial.user_attrs.get(record.STATUS_DETAIL) or "").strip().splitlines()
+    why = f"{reason}: {detail[0][:300]}" if reason and detail else (
+        f"{reason} ({describe_reason(str(reason))})" if reason else "no reason recorded")
+    number = f"trial #{trial.number}"
+    if state == "FAIL" and reason in RERUN_REASONS:
+        return f"{number} did not finish: {why}; the job trains it in full"
+    if state == "FAIL":
+        return (f"{number} failed: {why}; the job trains the configuration that failed, so expect the same "
+                "failure (which reproduces it)")
+    if reason in NOT_RUN_REASONS:
+        return f"{number} never ran: {why}; the job trains it, as the search did not"
+    if state == "PRUNED":
+        return f"{number} was stopped early: {why}; the job trains all its epochs"
+    return f"{number} has not finished (it is {state}); the job trains it from the start"
 
 
 def node_processes(world_size: int, nodes: int) -> tuple[int, ...]:

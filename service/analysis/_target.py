@@ -20,6 +20,7 @@ import numpy as np
 from hpsearch import record
 from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.record import Direction
+from hpsearch.search_spaces._checks import suggest  # the space loader's did-you-mean, for the same names
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,18 +70,24 @@ def parse_target(text: str) -> tuple[str, float]:
     """``"val_accuracy=0.95"`` as ``("val_accuracy", 0.95)``.
 
     Raises:
-        AnalysisError: not ``METRIC=VALUE`` with a metric the trials record and a number.
+        AnalysisError: not ``METRIC=VALUE`` with a metric the trials record and a number; a
+            misspelt metric is told the one it is closest to.
 
     Example:
         >>> parse_target("val_accuracy=0.95")
         ('val_accuracy', 0.95)
+        >>> parse_target("val_acc=0.95")
+        Traceback (most recent call last):
+        ...
+        hpsearch.errors.AnalysisError: a target's metric must be one of val_accuracy, val_loss, train_loss, runtime_s, device_seconds, samples_per_s, comm_fraction; got 'val_acc'; did you mean 'val_accuracy'?
     """
     metric, sep, raw = text.partition("=")
     metric = metric.strip()
     if not sep or not metric:
         raise AnalysisError(f"a target is METRIC=VALUE, such as val_accuracy=0.95; got {text!r}")
     if metric not in record.METRICS:
-        raise AnalysisError(f"a target's metric must be one of {', '.join(record.METRICS)}; got {metric!r}")
+        raise AnalysisError(f"a target's metric must be one of {', '.join(record.METRICS)}; got {metric!r}"
+                            f"{suggest(metric, record.METRICS)}")
     try:
         value = float(raw)
     except ValueError:

@@ -53,6 +53,7 @@ import torch.distributed as dist
 from torch.func import functional_call, vmap
 
 from hpsearch import record
+from hpsearch.search_spaces import OPTIMIZERS
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.rank.compute import set_precision, synchronize
 from hpsearch.trials.rank.context import RankContext
@@ -187,8 +188,8 @@ class FusedOptimizer:
     """
 
     def __init__(self, params: list[torch.Tensor], kind: str, hyperparameters: Sequence[Mapping[str, Any]]) -> None:
-        if kind not in ("sgd", "adam", "adamw"):
-            raise WorkloadError(f"optimizer must be one of sgd, adam, adamw, got {kind!r}")
+        if kind not in OPTIMIZERS:
+            raise WorkloadError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {kind!r}")
         self.params = params
         self.kind = kind
         device = params[0].device if params else torch.device("cpu")

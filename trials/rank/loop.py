@@ -31,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from hpsearch import record
 from hpsearch.record import MEMORY_LIMIT_BYTES, MODEL_PATH
+from hpsearch.search_spaces import OPTIMIZERS
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.rank.compute import CompileClock, set_precision, synchronize
 from hpsearch.trials.rank.context import RankContext
@@ -72,7 +73,8 @@ def build_optimizer(params: Any, spec: TrialSpec) -> torch.optim.Optimizer:
     if name in ("adam", "adamw"):
         cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
         return cls(params, lr=spec.base_lr, weight_decay=weight_decay)
-    raise WorkloadError(f"optimizer must be one of sgd, adam, adamw, got {name!r}")
+    # The space validator refuses any other name (OPTIMIZERS); a spec built by hand can still hold one.
+    raise WorkloadError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
 
 
 Autocast = Callable[[], contextlib.AbstractContextManager[Any]]
