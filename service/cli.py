@@ -64,6 +64,7 @@ from hpsearch.study import (
 )
 from hpsearch.tracking import tracking_target
 from hpsearch.trials.scaling import few_lrs_warning
+from hpsearch.tune.plan import grid_configurations, grid_warning
 
 if TYPE_CHECKING:
     from hpsearch.search import Search
@@ -520,8 +521,8 @@ def validate(space_file: Path, as_json: bool) -> None:
     if space.tracking.mlflow:  # MLflow asked for and not installed: said here, before any search
         tracking_target(space, space.tracking.mlflow, space.study, asked=True)
     checked = check_space_workload(space)
-    few = few_lrs_warning(space)
-    for warning in (*checked.warnings, *([few] if few else [])):
+    few, oversized = few_lrs_warning(space), grid_warning(space)
+    for warning in (*checked.warnings, *(w for w in (few, oversized) if w)):
         click.echo(f"warning: {warning}", err=True)
     if as_json:
         data = asdict(space)
@@ -536,7 +537,9 @@ def validate(space_file: Path, as_json: bool) -> None:
         click.echo(f"  passed to the workload as options: {', '.join(checked.passed)}")
     click.echo(f"  searched: {searched}" + (f" ({_count(size, 'configuration')})" if size else ""))
     click.echo(f"  objectives: {', '.join(f'{o.direction} {o.metric}' for o in space.objectives)}")
-    click.echo(f"  sampler {space.search.sampler}, {_count(space.search.n_trials, 'trial')}, seed {space.search.seed}")
+    grid = grid_configurations(space)
+    n_trials = space.search.n_trials if grid is None else min(space.search.n_trials, grid)  # as the search plans it
+    click.echo(f"  sampler {space.search.sampler}, {_count(n_trials, 'trial')}, seed {space.search.seed}")
     if space.tracking.mlflow:
         click.echo(f"  tracked in MLflow at {redact_url(space.tracking.mlflow)}, experiment "
                    f"{space.tracking.experiment or space.study!r}")
@@ -761,6 +764,9 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         click.echo(f"finished {summary['finished']} of {summary['target']} (skipped, interrupted and budget-stopped "
                    "trials do not count)" + (f", {_count(summary['confirmation_runs'], 'confirmation run')} apart"
                                              if summary["confirmation_runs"] else ""))
+    grid = search.grid_progress()
+    if grid is not None:
+        click.echo(grid.describe())
     for round_ in search.confirmations:
         click.echo(f"confirmation {round_.describe()}")
     if budget.budget.limited:

@@ -51,6 +51,7 @@ from hpsearch.store import (
 )
 from hpsearch.torchrun import ExportedTrial, export_trial
 from hpsearch.tracking import LiveTracker, StudyEnd, TrackingReport, export_study, study_pages, tracking_target
+from hpsearch.tune.plan import GridProgress, grid_progress  # the space against its grid: no Ray
 
 # ``import hpsearch`` stays light (docs/design.md, "Imports"): optuna and pandas load inside the
 # methods that use them, the analysis (numpy, scipy) and the search engine (Ray) through
@@ -347,7 +348,9 @@ class Search:
         """Counts by state, finished trials against the target, objectives, the best trial,
         the trials ``resume`` runs again (``cut_short``) and the trials per status reason
         (``reasons``: ``out_of_memory``, ``exceeds_memory``...), as plain data
-        (``hpsearch.study.StudySummary.to_dict``).
+        (``hpsearch.study.StudySummary.to_dict``), and a grid study's ``grid``
+        (``grid_progress``; ``None`` for other samplers). A grid study's target is at most its
+        grid's configurations.
 
         Example:
             >>> import optuna
@@ -359,12 +362,36 @@ class Search:
         """
         attrs = self.study.user_attrs
         target = attrs.get(ATTR_N_TRIALS)
+        grid = self.grid_progress()
+        if grid is not None and target is not None:
+            # A grid runs each configuration once: a study recorded before its total was the
+            # grid's size read "finished 4 of 8" for ever.
+            target = min(int(target), grid.configurations)
         summary = read_model.summarize(
             self.study_name, self.trials_dataframe(), self.objectives, self.directions,
             params=read_model.param_names(self.backend, self.study_name),
             target=None if target is None else int(target),
             confirmations=[r.to_dict() for r in read_model.confirmation_rounds(attrs)])
-        return summary.to_dict()
+        return {**summary.to_dict(), "grid": None if grid is None else grid.to_dict()}
+
+    def grid_progress(self) -> GridProgress | None:
+        """How far a grid study went through its grid (``hpsearch.tune.plan.GridProgress``):
+        its configurations, those left, whether it is exhausted; ``None`` for a study whose
+        sampler is not a grid, or without a space hpsearch can read.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=4).grid_progress() is None
+            True
+        """
+        if not self.study.user_attrs.get(ATTR_SPACE_TEXT):
+            return None
+        try:
+            space = self.space
+        except SpaceError:  # a space another release wrote: nothing to count its grid by
+            return None
+        return grid_progress(space, self.study.get_trials(deepcopy=False))
 
     @property
     def confirmations(self) -> tuple[read_model.ConfirmationRound, ...]:
