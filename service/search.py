@@ -38,7 +38,15 @@ from hpsearch.record import (
     WORLD_SIZE,
     Direction,
 )
-from hpsearch.search_spaces import Budget, SearchSpace, SpaceError, load_space, parse_budget_text, space_from_mapping
+from hpsearch.search_spaces import (
+    MAX_N_TRIALS,
+    Budget,
+    SearchSpace,
+    SpaceError,
+    load_space,
+    parse_budget_text,
+    space_from_mapping,
+)
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
     load_study,
@@ -710,6 +718,7 @@ def start(
     budget: Budget | str | None = None,
     mlflow: str | None = None,
     confirm: bool | None = None,
+    n_trials: int | None = None,
 ) -> Search:
     """Run a search to the end (its ``n_trials``, or its budget, whichever comes first), then
     confirm its answer (``analysis.confirm``: its answer run as new trials until it holds or the
@@ -731,6 +740,9 @@ def start(
             logged is the returned search's ``tracking``.
         confirm: ``False`` skips the confirmation of the answer for this search (``start
             --no-confirm``); default: the space's ``analysis.confirm``.
+        n_trials: The trials to finish, instead of the space's ``search.n_trials`` (``start
+            --n-trials``); the study keeps it as its total, for ``status`` and ``resume``. A
+            grid runs at most its configurations.
 
     Raises:
         SpaceError, StudyExistsError, ResourceError, WorkloadError, StoreError.
@@ -738,11 +750,15 @@ def start(
     Example:
         >>> search = hpsearch.start("space.yaml")  # doctest: +SKIP
         >>> search.best_trial.params  # doctest: +SKIP
+        >>> hpsearch.start("space.yaml", study="smoke", n_trials=2).summary()["finished"]  # doctest: +SKIP
+        2
     """
     if isinstance(space, Mapping):
         space = space_from_mapping(space)
     elif not isinstance(space, SearchSpace):
         space = load_space(space)
+    if n_trials is not None:
+        space = _with_n_trials(space, n_trials)
     settings = _settings({"storage": space.storage, "mlflow": space.tracking.mlflow}, storage=storage,
                          ray_address=address, mlflow=mlflow)
     name = study or space.study
@@ -754,6 +770,14 @@ def start(
                                    next_round=_confirmer(space, events, enabled=confirm))
 
     return _tracked(run, Search(name, settings.storage), space, target, on_event, on_plan)
+
+
+def _with_n_trials(space: SearchSpace, n_trials: int) -> SearchSpace:
+    """``space`` with ``search.n_trials`` replaced, as the space file's rule checks it."""
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or not 1 <= n_trials <= MAX_N_TRIALS:
+        raise SpaceError(f"n_trials must be an integer >= 1 and <= {MAX_N_TRIALS:,}, got {n_trials!r}",
+                         key_path="search.n_trials", source="n_trials")
+    return replace(space, search=replace(space.search, n_trials=n_trials))
 
 
 def resume(
