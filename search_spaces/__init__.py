@@ -16,6 +16,7 @@ Example:
 from hpsearch.record import METRICS
 from hpsearch.search_spaces._budget_text import format_duration, parse_budget_text
 from hpsearch.search_spaces._examples import example_path, list_examples
+from hpsearch.search_spaces._resolved import resolved_settings
 from hpsearch.search_spaces.errors import HPSearchError, SpaceError
 from hpsearch.search_spaces.loader import load_space, parse_space, space_error, space_from_mapping
 from hpsearch.search_spaces.space import (
@@ -23,6 +24,7 @@ from hpsearch.search_spaces.space import (
     DATA_PATHS,
     ENGINE_PARAMETERS,
     LR_RULES,
+    MAX_N_TRIALS,
     ON_OOM_MODES,
     OPTIMIZER_PARAMETERS,
     OPTIMIZERS,
@@ -55,6 +57,7 @@ __all__ = [
     "DATA_PATHS",
     "ENGINE_PARAMETERS",
     "LR_RULES",
+    "MAX_N_TRIALS",
     "METRICS",
     "ON_OOM_MODES",
     "OPTIMIZERS",
@@ -89,6 +92,7 @@ __all__ = [
     "load_space",
     "parse_budget_text",
     "parse_space",
+    "resolved_settings",
     "space_error",
     "space_from_mapping",
 ]

@@ -33,6 +33,7 @@ from hpsearch.search_spaces.space import (
     DATA_PATHS,
     FUSE_MODES,
     LR_SCHEDULES,
+    MAX_N_TRIALS,
     ON_OOM_MODES,
     PRECISIONS,
     SAMPLER_CLASS_NAMES,
@@ -373,7 +374,7 @@ def parse_search(
     n_trials = SearchSettings.n_trials
     if "n_trials" in section:
         n_trials = check_int(
-            doc, section["n_trials"], path + ("n_trials",), minimum=1, maximum=1_000_000
+            doc, section["n_trials"], path + ("n_trials",), minimum=1, maximum=MAX_N_TRIALS
         )
     max_concurrent: int | None = None
     raw = section.get("max_concurrent", "auto")

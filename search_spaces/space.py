@@ -20,6 +20,7 @@ __all__ = [
     "FUSE_MODES",
     "LR_RULES",
     "LR_SCHEDULES",
+    "MAX_N_TRIALS",
     "ON_OOM_MODES",
     "OPTIMIZERS",
     "OPTIMIZER_PARAMETERS",
@@ -67,6 +68,10 @@ CORE_PARAMETERS: tuple[str, ...] = (
 #: the loop could not build passed validation, and every trial of its search failed
 #: ``workload_error`` after Ray had started.
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw")
+
+#: The most trials one search may be asked for (``search.n_trials``, ``start --n-trials``): past
+#: this a number is a typo.
+MAX_N_TRIALS = 1_000_000
 
 #: Parameters the engine hands to the optimizer it builds (docs/workloads.md lists their defaults).
 OPTIMIZER_PARAMETERS: tuple[str, ...] = ("optimizer", "momentum", "nesterov", "weight_decay")

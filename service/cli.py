@@ -43,7 +43,7 @@ from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompl
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, failure_summary, no_completion_summary
 from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET, RERUN_REASONS
-from hpsearch.search_spaces import CORE_PARAMETERS, load_space, parse_budget_text
+from hpsearch.search_spaces import CORE_PARAMETERS, load_space, parse_budget_text, resolved_settings
 from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
 from hpsearch.study import (
@@ -64,6 +64,7 @@ from hpsearch.study import (
 )
 from hpsearch.tracking import tracking_target
 from hpsearch.trials.scaling import few_lrs_warning
+from hpsearch.tune.plan import grid_configurations, grid_warning
 
 if TYPE_CHECKING:
     from hpsearch.search import Search
@@ -130,6 +131,8 @@ def cli() -> None:
 @click.option("--storage", help=_STORAGE_HELP)
 @click.option("--study", "study_name", help="Study name (default: the file's 'study', else its file name).")
 @click.option("--address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local Ray).")
+@click.option("--n-trials", type=click.IntRange(min=1),
+              help="Trials to finish (default: the space's search.n_trials); the study keeps it as its total.")
 @click.option("--budget", callback=_budget_option, help=_BUDGET_HELP + " Replaces the space's search.budget.")
 @click.option("--mlflow", "mlflow_uri", metavar="URI",
               help="Also log the search to MLflow at URI (default: $MLFLOW_TRACKING_URI, the space's tracking.mlflow).")
@@ -137,8 +140,8 @@ def cli() -> None:
               help="Do not confirm the answer by running it after the trials (the space's analysis.confirm).")
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
-def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None, budget: Any,
-          mlflow_uri: str | None, no_confirm: bool, no_progress: bool, as_json: bool) -> None:
+def start(space_file: Path, storage: str | None, study_name: str | None, address: str | None, n_trials: int | None,
+          budget: Any, mlflow_uri: str | None, no_confirm: bool, no_progress: bool, as_json: bool) -> None:
     """Run a search defined by SPACE_FILE and print its trials, its frontier and its answer.
 
     After the trials the search confirms its answer (analysis.confirm): it runs the answer as
@@ -150,13 +153,13 @@ def start(space_file: Path, storage: str | None, study_name: str | None, address
     trial completed (every one failed, was stopped or skipped), saying why in one line.
     """
     space = hpsearch.load_space(space_file)
-    display, on_plan = _progress(space.search.n_trials, space.objectives[0].metric,
+    display, on_plan = _progress(n_trials or space.search.n_trials, space.objectives[0].metric,
                                  space.objectives[0].direction == "maximize", enabled=not no_progress and not as_json,
                                  quiet=as_json)
     with display:
         search = hpsearch.start(space, storage=storage, study=study_name, address=address,
                                 on_event=display.on_event, on_plan=on_plan, budget=budget, mlflow=mlflow_uri,
-                                confirm=False if no_confirm else None)
+                                confirm=False if no_confirm else None, n_trials=n_trials)
     _report(search, as_json, devices=on_plan.devices, devices_per_node=on_plan.node_devices)
     _require_completed(search)
 
@@ -528,8 +531,8 @@ def validate(space_file: Path, as_json: bool) -> None:
     if space.tracking.mlflow:  # MLflow asked for and not installed: said here, before any search
         tracking_target(space, space.tracking.mlflow, space.study, asked=True)
     checked = check_space_workload(space)
-    few = few_lrs_warning(space)
-    for warning in (*checked.warnings, *([few] if few else [])):
+    few, oversized = few_lrs_warning(space), grid_warning(space)
+    for warning in (*checked.warnings, *(w for w in (few, oversized) if w)):
         click.echo(f"warning: {warning}", err=True)
     if as_json:
         data = asdict(space)
@@ -544,10 +547,17 @@ def validate(space_file: Path, as_json: bool) -> None:
         click.echo(f"  passed to the workload as options: {', '.join(checked.passed)}")
     click.echo(f"  searched: {searched}" + (f" ({_count(size, 'configuration')})" if size else ""))
     click.echo(f"  objectives: {', '.join(f'{o.direction} {o.metric}' for o in space.objectives)}")
-    click.echo(f"  sampler {space.search.sampler}, {_count(space.search.n_trials, 'trial')}, seed {space.search.seed}")
+    grid = grid_configurations(space)
+    n_trials = space.search.n_trials if grid is None else min(space.search.n_trials, grid)  # as the search plans it
+    click.echo(f"  sampler {space.search.sampler}, {_count(n_trials, 'trial')}, seed {space.search.seed}")
     if space.tracking.mlflow:
         click.echo(f"  tracked in MLflow at {redact_url(space.tracking.mlflow)}, experiment "
                    f"{space.tracking.experiment or space.study!r}")
+    # What the search runs with, defaults filled in: a bare 'fuse: yes' (YAML's true) or an
+    # n_trials the file left out was otherwise seen only once trials ran.
+    click.echo("  resolved settings (defaults filled in):")
+    for section, text in resolved_settings(space).items():
+        click.echo(f"    {section}: {text}")
 
 
 @cli.command(name="ls")
@@ -769,6 +779,9 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         click.echo(f"finished {summary['finished']} of {summary['target']} (skipped, interrupted and budget-stopped "
                    "trials do not count)" + (f", {_count(summary['confirmation_runs'], 'confirmation run')} apart"
                                              if summary["confirmation_runs"] else ""))
+    grid = search.grid_progress()
+    if grid is not None:
+        click.echo(grid.describe())
     for round_ in search.confirmations:
         click.echo(f"confirmation {round_.describe()}")
     if budget.budget.limited:

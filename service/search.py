@@ -38,7 +38,15 @@ from hpsearch.record import (
     WORLD_SIZE,
     Direction,
 )
-from hpsearch.search_spaces import Budget, SearchSpace, SpaceError, load_space, parse_budget_text, space_from_mapping
+from hpsearch.search_spaces import (
+    MAX_N_TRIALS,
+    Budget,
+    SearchSpace,
+    SpaceError,
+    load_space,
+    parse_budget_text,
+    space_from_mapping,
+)
 from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
     load_study,
@@ -51,6 +59,7 @@ from hpsearch.store import (
 )
 from hpsearch.torchrun import ExportedTrial, export_trial
 from hpsearch.tracking import LiveTracker, StudyEnd, TrackingReport, export_study, study_pages, tracking_target
+from hpsearch.tune.plan import GridProgress, grid_progress  # the space against its grid: no Ray
 
 # ``import hpsearch`` stays light (docs/design.md, "Imports"): optuna and pandas load inside the
 # methods that use them, the analysis (numpy, scipy) and the search engine (Ray) through
@@ -347,7 +356,9 @@ class Search:
         """Counts by state, finished trials against the target, objectives, the best trial,
         the trials ``resume`` runs again (``cut_short``) and the trials per status reason
         (``reasons``: ``out_of_memory``, ``exceeds_memory``...), as plain data
-        (``hpsearch.study.StudySummary.to_dict``).
+        (``hpsearch.study.StudySummary.to_dict``), and a grid study's ``grid``
+        (``grid_progress``; ``None`` for other samplers). A grid study's target is at most its
+        grid's configurations.
 
         Example:
             >>> import optuna
@@ -359,12 +370,36 @@ class Search:
         """
         attrs = self.study.user_attrs
         target = attrs.get(ATTR_N_TRIALS)
+        grid = self.grid_progress()
+        if grid is not None and target is not None:
+            # A grid runs each configuration once: a study recorded before its total was the
+            # grid's size read "finished 4 of 8" for ever.
+            target = min(int(target), grid.configurations)
         summary = read_model.summarize(
             self.study_name, self.trials_dataframe(), self.objectives, self.directions,
             params=read_model.param_names(self.backend, self.study_name),
             target=None if target is None else int(target),
             confirmations=[r.to_dict() for r in read_model.confirmation_rounds(attrs)])
-        return summary.to_dict()
+        return {**summary.to_dict(), "grid": None if grid is None else grid.to_dict()}
+
+    def grid_progress(self) -> GridProgress | None:
+        """How far a grid study went through its grid (``hpsearch.tune.plan.GridProgress``):
+        its configurations, those left, whether it is exhausted; ``None`` for a study whose
+        sampler is not a grid, or without a space hpsearch can read.
+
+        Example:
+            >>> import optuna
+            >>> from hpsearch.testing import synthetic_study
+            >>> synthetic_study(optuna.storages.InMemoryStorage(), "demo", n_trials=4).grid_progress() is None
+            True
+        """
+        if not self.study.user_attrs.get(ATTR_SPACE_TEXT):
+            return None
+        try:
+            space = self.space
+        except SpaceError:  # a space another release wrote: nothing to count its grid by
+            return None
+        return grid_progress(space, self.study.get_trials(deepcopy=False))
 
     @property
     def confirmations(self) -> tuple[read_model.ConfirmationRound, ...]:
@@ -683,6 +718,7 @@ def start(
     budget: Budget | str | None = None,
     mlflow: str | None = None,
     confirm: bool | None = None,
+    n_trials: int | None = None,
 ) -> Search:
     """Run a search to the end (its ``n_trials``, or its budget, whichever comes first), then
     confirm its answer (``analysis.confirm``: its answer run as new trials until it holds or the
@@ -704,6 +740,9 @@ def start(
             logged is the returned search's ``tracking``.
         confirm: ``False`` skips the confirmation of the answer for this search (``start
             --no-confirm``); default: the space's ``analysis.confirm``.
+        n_trials: The trials to finish, instead of the space's ``search.n_trials`` (``start
+            --n-trials``); the study keeps it as its total, for ``status`` and ``resume``. A
+            grid runs at most its configurations.
 
     Raises:
         SpaceError, StudyExistsError, ResourceError, WorkloadError, StoreError.
@@ -711,11 +750,15 @@ def start(
     Example:
         >>> search = hpsearch.start("space.yaml")  # doctest: +SKIP
         >>> search.best_trial.params  # doctest: +SKIP
+        >>> hpsearch.start("space.yaml", study="smoke", n_trials=2).summary()["finished"]  # doctest: +SKIP
+        2
     """
     if isinstance(space, Mapping):
         space = space_from_mapping(space)
     elif not isinstance(space, SearchSpace):
         space = load_space(space)
+    if n_trials is not None:
+        space = _with_n_trials(space, n_trials)
     settings = _settings({"storage": space.storage, "mlflow": space.tracking.mlflow}, storage=storage,
                          ray_address=address, mlflow=mlflow)
     name = study or space.study
@@ -727,6 +770,14 @@ def start(
                                    next_round=_confirmer(space, events, enabled=confirm))
 
     return _tracked(run, Search(name, settings.storage), space, target, on_event, on_plan)
+
+
+def _with_n_trials(space: SearchSpace, n_trials: int) -> SearchSpace:
+    """``space`` with ``search.n_trials`` replaced, as the space file's rule checks it."""
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or not 1 <= n_trials <= MAX_N_TRIALS:
+        raise SpaceError(f"n_trials must be an integer >= 1 and <= {MAX_N_TRIALS:,}, got {n_trials!r}",
+                         key_path="search.n_trials", source="n_trials")
+    return replace(space, search=replace(space.search, n_trials=n_trials))
 
 
 def resume(

@@ -38,7 +38,6 @@ from hpsearch.reasons import (
     REASON_INTERRUPTED,
     counts_toward_n_trials,
     cut_short_by_the_search,
-    occupies_its_configuration,
 )
 from hpsearch.record import ATTR_N_TRIALS
 from hpsearch.sampler import create_sampler
@@ -55,7 +54,7 @@ from hpsearch.store import (
     study_names,
 )
 from hpsearch.study import is_confirmation
-from hpsearch.tune.plan import SEARCH_SAMPLERS, ConfirmationRun, SearchPlan, plan_search, runnable_grid_points
+from hpsearch.tune.plan import ConfirmationRun, SearchPlan, grid_progress, grid_warning, plan_search
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.workload_check import check_for_search
 
@@ -94,6 +93,9 @@ def run_search(
     """
     started = time.monotonic()  # the wall-clock budget counts Ray's start-up too
     _refuse_existing(settings, study_name)
+    oversized = grid_warning(space)  # n_trials above the grid's size: said now, and the plan runs the grid once
+    if oversized is not None:
+        log.warning("warning: %s", oversized)
     # A typo, an unimportable plugin, an unknown option or a batch larger than the data fails
     # here: before Ray starts and before any file is written.
     with _local_pool(space, settings, study_name) as local:
@@ -109,7 +111,7 @@ def run_search(
                 with closing(engine.start_desk(space, plan, local)) as desk:
                     if on_plan is not None:
                         on_plan(plan)
-                    study = _create_study(_search_storage(settings, on_event), study_name, space)
+                    study = _create_study(_search_storage(settings, on_event), study_name, space, plan.n_trials)
                     _claim_runs_dir(settings, study)
                     write_budget(study, plan.budget)
                     for params in space.search.enqueue:  # the configurations the space runs first
@@ -159,7 +161,7 @@ def resume_search(
     budget: Budget | None = None,
     study: optuna.Study | None = None,
     next_round: NextRound | None = None,
-) -> SearchPlan:
+) -> SearchPlan | None:
     """Finish a study whose search was stopped (killed, interrupted, out of budget, or extended),
     then run the confirmation rounds ``next_round`` gives.
 
@@ -170,6 +172,10 @@ def resume_search(
     the study keeps), or its budget is spent. ``budget`` replaces the limits of the study's
     budget that it names (the study keeps it); the budget counts what every run spent.
     ``study``: the study, when the caller has loaded it already (``hpsearch.resume``).
+
+    A grid study's total is at most its grid's configurations (a larger one is said and
+    clamped); when every configuration has run and none is to run again, it says so and returns
+    ``None`` without starting Ray or checking the workload (docs/search.md, "A grid's size").
 
     Raises:
         StudyNotFoundError: no such study in the store.
@@ -182,15 +188,33 @@ def resume_search(
     # one loaded before the lock sees what a search that held it last wrote.
     study = study if study is not None else load_study(study_name, open_storage(settings.storage))
     space = space_of_study(study)
+    target = n_trials if n_trials is not None else int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
+    trials = study.get_trials(deepcopy=False)
+    grid = grid_progress(space, trials)
+    if grid is not None and target > grid.configurations:
+        # A grid runs each configuration once: more is a total the study can never reach.
+        given = f"--n-trials {target}" if n_trials is not None else f"the study's n_trials {target}"
+        log.warning("warning: %s is more than the grid's %d configurations: the study's total is %d",
+                    given, grid.configurations, grid.configurations)
+        target = grid.configurations
+    if grid is not None and grid.exhausted and not _left_to_rerun(trials):
+        # Nothing the search could run: said, and ended before the workload check and Ray
+        # (17 s of Ray's start-up and shutdown came to run nothing). The answer's confirmation
+        # is 'hpsearch confirm', which starts what it needs.
+        with study_lock(settings.storage, study_name):
+            study.set_user_attr(ATTR_N_TRIALS, target)
+        log.warning("warning: study %r: %s; nothing to run (a grid runs each configuration once: widen its choices "
+                    "in a new study for more; 'hpsearch confirm %s' runs its answer as new trials)",
+                    study_name, grid.describe(), study_name)
+        return None
     with _local_pool(space, settings, study_name) as local:
         engine, samples_per_epoch = _check_workload(space, local)  # before Ray, before the study changes
         with study_lock(settings.storage, study_name):
             _claim_runs_dir(settings, study)
-            if n_trials is not None:
-                study.set_user_attr(ATTR_N_TRIALS, n_trials)
+            if n_trials is not None or target != study.user_attrs.get(ATTR_N_TRIALS):
+                study.set_user_attr(ATTR_N_TRIALS, target)
             if budget is not None:
                 write_budget(study, budget_of(study, space.search.budget).merged(budget))
-            target = int(study.user_attrs.get(ATTR_N_TRIALS, space.search.n_trials))
             settle_orphans(study, space)  # the device time of trials a dead search left RUNNING
             requeued = _requeue_interrupted(study, set(space.parameters))
             with engine.ray_session(settings.ray_address) as cluster, ExitStack() as stack:
@@ -198,11 +222,9 @@ def resume_search(
                 desk = stack.enter_context(closing(engine.start_desk(space, plan, local)))  # as in run_search
                 finished = sum(counts_toward_n_trials(t) for t in study.get_trials(deepcopy=False))
                 to_run = max(0, target - finished)
-                if space.search.sampler in SEARCH_SAMPLERS:
-                    runnable = {_key(p) for p in runnable_grid_points(space, plan.device, plan.devices)}
-                    taken = {_key(t.params) for t in study.get_trials(deepcopy=False)
-                             if t.params and occupies_its_configuration(t)}
-                    to_run = min(to_run, len(runnable - taken))
+                grid = grid_progress(space, study.get_trials(deepcopy=False))  # the interrupted ones requeued
+                if grid is not None:
+                    to_run = min(to_run, grid.left)
                 status = budget_status(study, space.search.budget)
                 if status.spent_out:
                     to_run = 0  # the budget is spent: 'resume --budget' with a larger one goes on
@@ -297,8 +319,14 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
     return queued
 
 
-def _key(params: dict[str, Any]) -> tuple[Any, ...]:
-    return record.params_key(params)
+def _left_to_rerun(trials: Sequence[optuna.trial.FrozenTrial]) -> bool:
+    """Whether ``resume`` has trials of the study to run again: ones a dead search left RUNNING
+    (marked interrupted, then rerun), ones queued, or ones the search cut short that no trial
+    has rerun yet (``_requeue_interrupted``)."""
+    rerun = {t.user_attrs.get(record.RERUN_OF) for t in trials}
+    return any(t.state in (TrialState.RUNNING, TrialState.WAITING)
+               or (cut_short_by_the_search(t) and t.number not in rerun and not is_confirmation(t.user_attrs))
+               for t in trials)
 
 
 def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[ModuleType, int]:
@@ -395,7 +423,9 @@ def _search_storage(settings: Settings, on_event: Callable[[SearchEvent], None] 
     return patient_storage(settings.storage, patience, on_wait)
 
 
-def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace) -> optuna.Study:
+def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace, n_trials: int) -> optuna.Study:
+    """The study of a new search; ``n_trials`` is its total of finished trials as planned (a
+    grid's size where ``search.n_trials`` is larger: its status then reads "4 of 4", not "4 of 8")."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=name,
@@ -407,8 +437,7 @@ def _create_study(storage: optuna.storages.BaseStorage, name: str, space: Search
         # Metric names show up in optuna-dashboard; the API is stable enough for that use.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names([o.metric for o in space.objectives])
-    for key, value in study_attrs(space.source_text, [o.metric for o in space.objectives],
-                                  space.search.n_trials).items():
+    for key, value in study_attrs(space.source_text, [o.metric for o in space.objectives], n_trials).items():
         study.set_user_attr(key, value)
     return study
 

@@ -3,20 +3,27 @@ trial runs (the device, how many trials, how many at once, the devices one trial
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.budget import BudgetSpent, BudgetStatus
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import ResourceError, SpaceError
+from hpsearch.reasons import occupies_its_configuration
+from hpsearch.record import NOT_RUN_REASONS, STATUS_REASON, params_key
 from hpsearch.sampler import grid_points
 from hpsearch.search_spaces import Budget, SearchSpace
 from hpsearch.settings import Settings, study_runs_dir
+from hpsearch.study import is_confirmation
 from hpsearch.trials.spec import processes_for, trial_spec
 
-__all__ = ["SEARCH_SAMPLERS", "ConfirmationRun", "SearchPlan", "plan_search", "runnable_grid_points", "trial_bundle"]
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["SEARCH_SAMPLERS", "ConfirmationRun", "GridProgress", "SearchPlan", "grid_configurations", "grid_progress",
+           "grid_warning", "plan_search", "runnable_grid_points", "trial_bundle"]
 
 #: Samplers that walk a finite set of configurations (a grid): a search runs at most that many.
 SEARCH_SAMPLERS = ("grid", "bruteforce")
@@ -160,6 +167,82 @@ def runnable_grid_points(space: SearchSpace, device: str, max_processes: int | N
             seen.add(key)
         runnable.append(point)
     return runnable
+
+
+def grid_configurations(space: SearchSpace) -> int | None:
+    """How many trials a grid search of ``space`` runs at most: its configurations that the
+    constraints let run (``runnable_grid_points``); ``None`` for a sampler that is not a grid.
+
+    Example:
+        >>> from hpsearch.search_spaces import space_from_mapping
+        >>> grid_configurations(space_from_mapping({"search": {"sampler": "grid"}, "parameters": {
+        ...     "per_device_batch_size": {"choices": [8, 16]}, "base_lr": {"choices": [0.1, 0.2]}}}))
+        4
+    """
+    if space.search.sampler not in SEARCH_SAMPLERS:
+        return None
+    # Which configurations the constraints let run depends on the batch, the LR and the other
+    # settings (``violation``, ``equivalence_key``), not on the device: so this count holds
+    # before Ray says what the cluster has, for ``validate`` and ``status`` too.
+    return len(runnable_grid_points(space, "cpu"))
+
+
+def grid_warning(space: SearchSpace) -> str | None:
+    """One sentence where a grid has fewer configurations than ``search.n_trials`` (the search
+    then runs each once), else ``None``: ``validate`` and ``start`` say it."""
+    configurations = grid_configurations(space)
+    if configurations is None or space.search.n_trials <= configurations:
+        return None
+    size = space.grid_size() or 0
+    skipped = f" ({size - configurations} of its {size} skipped by the constraints)" if size > configurations else ""
+    return (f"search.n_trials is {space.search.n_trials} but the grid has {configurations} configurations{skipped}: "
+            f"the search runs each once, {configurations} trials")
+
+
+@dataclass(frozen=True)
+class GridProgress:
+    """How far a grid study went through its grid.
+
+    Attributes:
+        configurations: The grid's configurations a search runs (``grid_configurations``).
+        left: Those no trial of the study holds yet: every trial holds its configuration but
+            the ones the search cut short, which ``resume`` runs again, and confirmation runs.
+        skipped: Configurations held by a trial that never ran (``exceeds_memory``...).
+    """
+
+    configurations: int
+    left: int
+    skipped: int = 0
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether every configuration of the grid has been tried: nothing new to propose."""
+        return self.left == 0
+
+    def describe(self) -> str:
+        """``grid exhausted: all 4 configurations ran`` or ``grid: 3 of 4 configurations ran, 1 left``."""
+        ran = "ran" if not self.skipped else f"ran or were skipped ({self.skipped} never ran)"
+        if self.exhausted:
+            return f"grid exhausted: all {self.configurations} configurations {ran}"
+        return f"grid: {self.configurations - self.left} of {self.configurations} configurations {ran}, {self.left} left"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``hpsearch status --json``)."""
+        return {"configurations": self.configurations, "left": self.left, "skipped": self.skipped,
+                "exhausted": self.exhausted}
+
+
+def grid_progress(space: SearchSpace, trials: Iterable[optuna.trial.FrozenTrial]) -> GridProgress | None:
+    """How far ``trials`` went through the grid of ``space``; ``None`` when its sampler is not a grid."""
+    if space.search.sampler not in SEARCH_SAMPLERS:
+        return None
+    runnable = {params_key(p) for p in runnable_grid_points(space, "cpu")}  # device: as grid_configurations
+    held: dict[Any, bool] = {}
+    for t in trials:
+        if t.params and occupies_its_configuration(t) and not is_confirmation(t.user_attrs):
+            key = params_key(t.params)
+            held[key] = held.get(key, False) or t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS
+    return GridProgress(len(runnable), len(runnable - set(held)), sum(1 for k in runnable if held.get(k) is False))
 
 
 def _trial_resources(processes: int, space: SearchSpace, device: str) -> dict[str, float]:
