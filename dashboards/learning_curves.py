@@ -324,7 +324,8 @@ def learning_curves_figure(
 ) -> go.Figure:
     """Per-epoch curves against samples seen, one line per trial in its rule's color.
 
-    Lines of one rule share a legend group (click the rule to hide them all); a pruned or
+    Lines of one rule share a legend group (click the rule to hide them all) and its color,
+    each with a marker of its own that its legend entry shows; a pruned or
     failed trial's line is dashed and ends where the trial stopped. When the default choice
     leaves trials out, the title says how many (the best ``limit`` by final ``metric``).
 
@@ -360,7 +361,12 @@ def learning_curves_figure(
     if info.is_empty:
         return with_note(fig, info.note or EMPTY_MESSAGE)
     titled: set[str] = set()
+    in_rule: dict[str, int] = {}
     for curve in info.curves:
+        # Each trial of a rule its own marker, which its legend entry shows: twenty lines in
+        # three colors, each named "trial N", told no line from another of its color.
+        symbol = _SYMBOLS[in_rule.get(curve.rule, 0) % len(_SYMBOLS)]
+        in_rule[curve.rule] = in_rule.get(curve.rule, 0) + 1
         fig.add_trace(
             go.Scatter(
                 x=list(curve.x),
@@ -372,7 +378,7 @@ def learning_curves_figure(
                 legendgrouptitle_text=None if curve.rule in titled else curve.rule,
                 line={"color": rule_color(curve.rule), "width": 1.5,
                       "dash": "solid" if curve.state == "COMPLETE" else "dash"},
-                marker={"color": rule_color(curve.rule), "size": 4},
+                marker={"color": rule_color(curve.rule), "size": 7, "symbol": symbol},
                 customdata=[curve.number] * len(curve.x),
                 hovertext=[
                     hover(f"trial {curve.number} ({curve.state.lower()})", {record.SAMPLES_SEEN: x, metric: y},
@@ -384,6 +390,12 @@ def learning_curves_figure(
         )
         titled.add(curve.rule)
     return with_log_axes(fig, info.log_x, info.log_y)
+
+
+#: The markers that tell apart the lines of one rule (one color), in turn.
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "triangle-down", "cross", "pentagon",
+            "hexagon")
+
 
 
 # ---- a study, and the dashboard ------------------------------------------------------------------

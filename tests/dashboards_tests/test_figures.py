@@ -157,3 +157,12 @@ def test_study_of_single_device_trials_explains_the_missing_noise_scale() -> Non
     fig = noise_scale_figure(_trials().drop(columns="noise_scale"))
     assert len(fig.data) == 0
     assert "world_size x grad_accum_steps > 1" in _notes(fig)[0]
+
+
+def test_each_learning_curve_of_a_rule_has_a_marker_of_its_own_that_its_legend_entry_shows() -> None:
+    fig = learning_curves_figure(_trials())
+    by_rule: dict[str, list[str]] = {}
+    for trace in fig.data:
+        by_rule.setdefault(trace.legendgroup, []).append(trace.marker.symbol)
+    assert any(len(symbols) > 1 for symbols in by_rule.values())
+    assert all(len(set(symbols)) == len(symbols) for symbols in by_rule.values()), by_rule

@@ -61,6 +61,40 @@ def test_raising_workload_fails_with_its_message_and_leaves_no_rank_behind(
     assert live_children() == []
 
 
+RAISER = '''
+from hpsearch.trials.workloads.digits import digits_mlp
+
+def make(options):
+    workload = digits_mlp({})
+    check_labels(workload)
+    return workload
+
+def check_labels(workload):
+    raise ValueError("labels out of range")
+'''
+
+
+def test_a_workload_error_names_the_users_file_and_line_and_where_its_traceback_is(
+    tmp_path: Path, live_children: Callable[[], list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpsearch.trials.node.pool import RankPool
+
+    (tmp_path / "raiser.py").write_text(RAISER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "runs" / "ranks.log"
+    pool = RankPool([], prestart={None: 1}, output=log)
+    try:
+        spec = TrialSpec(per_device_batch_size=8, world_size=1, base_lr=0.1, epochs=1, workload="raiser:make")
+        with pytest.raises(TrialFailed) as info:
+            run_trial(spec, tmp_path / "run", ranks=pool)
+    finally:
+        pool.close()
+    assert info.value.reason == "workload_error"
+    assert info.value.detail == f"ValueError at raiser.py:10: labels out of range (traceback in {log.resolve()})"
+    assert 'raiser.py", line 10, in check_labels' in log.read_text()
+    assert live_children() == []
+
+
 KILLER = '''
 import os, signal
 from hpsearch.trials.workloads.digits import digits_mlp

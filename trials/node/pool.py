@@ -47,7 +47,18 @@ from hpsearch import record
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.node.ranks import Status
 from hpsearch.trials.node.spawn import RANK_PROCESS, Zygote, start_process
-from hpsearch.trials.rank.messages import Began, Call, Done, Raised, RankTask, Ready, Reported, Returned, ToPool
+from hpsearch.trials.rank.messages import (
+    RANKS_LOG_ENV,
+    Began,
+    Call,
+    Done,
+    Raised,
+    RankTask,
+    Ready,
+    Reported,
+    Returned,
+    ToPool,
+)
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = ["RankPool", "local_pool"]
@@ -535,6 +546,8 @@ class RankPool:
         env = dict(os.environ)
         env.update(self._env)
         env["PYTHONPATH"] = os.pathsep.join(p for p in self._sys_path if p)
+        if self.output is not None:
+            env[RANKS_LOG_ENV] = str(self.output.resolve())
         if _FORK:
             if self._zygote is None or not self._zygote.alive:
                 if self._zygote is not None:

@@ -18,9 +18,14 @@ from typing import Any
 from hpsearch.trials.spec import TrialSpec
 
 __all__ = [
+    "RANKS_LOG_ENV",
     "Began", "Call", "Done", "Exited", "Fork", "Forked", "Raised", "RankTask", "Ready", "Reported", "Returned",
     "ToPool",
 ]
+
+#: Where the pool sends what its ranks print (``ranks.log``), told to each rank, so that a
+#: workload's failure can say where its traceback is.
+RANKS_LOG_ENV = "HPSEARCH_RANKS_LOG"
 
 
 # ---- the pool to a rank process ----------------------------------------------------------------

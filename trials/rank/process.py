@@ -44,7 +44,7 @@ from hpsearch.trials.rank.context import JsonlSink, RankContext
 from hpsearch.trials.rank.fused import train_fused
 from hpsearch.trials.rank.lifetime import die_with_parent, leave
 from hpsearch.trials.rank.loop import train
-from hpsearch.trials.rank.messages import Began, Call, Done, Raised, RankTask, Ready, Reported, Returned
+from hpsearch.trials.rank.messages import RANKS_LOG_ENV, Began, Call, Done, Raised, RankTask, Ready, Reported, Returned
 
 __all__ = ["import_modules", "main", "rank_device", "run_rank"]
 
@@ -164,11 +164,47 @@ def run_rank(task: RankTask, on_report: Callable[[], None] | None = None) -> Non
         if _peer_lost(exc):
             _fail(run, ctx, record.REASON_PEER_LOST, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
         traceback.print_exc(file=sys.stderr)
-        _fail(run, ctx, record.REASON_WORKLOAD_ERROR, f"{type(exc).__name__}: {exc}")
+        _fail(run, ctx, record.REASON_WORKLOAD_ERROR, workload_error_detail(exc))
     # Every collective of a finished rank completed (the loop ends in a barrier), so its group
     # can be torn down and the process serve the next trial.
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def workload_error_detail(exc: BaseException) -> str:
+    """What a trial records of an error its workload raised: the error, where in the user's
+    code it was raised, its message and where its traceback went (``ValueError at
+    my_workload.py:42: bad labels (traceback in .../ranks.log)``). "ValueError: bad labels"
+    alone sent users searching their code for the line.
+
+    Example:
+        >>> try:
+        ...     int("x")
+        ... except ValueError as exc:
+        ...     detail = workload_error_detail(exc)
+        >>> detail.startswith("ValueError at <doctest "), "invalid literal for int()" in detail
+        (True, True)
+    """
+    frame = _users_frame(exc)
+    at = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame is not None else ""
+    log = os.environ.get(RANKS_LOG_ENV)
+    where = f"traceback in {log}" if log else "traceback in what the rank printed"
+    return f"{type(exc).__name__}{at}: {exc} ({where})"
+
+
+def _users_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``exc``'s traceback in the user's code: in neither hpsearch,
+    torch nor Python's own library, and, where one is, outside installed packages (numpy
+    raising for the user's call is the user's line)."""
+    import hpsearch
+    import hpsearch.search_spaces
+    import hpsearch.trials
+
+    ours = tuple(os.path.dirname(m.__file__ or "") + os.sep
+                 for m in (hpsearch, hpsearch.trials, hpsearch.search_spaces, torch, os))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(ours)]
+    own = [f for f in frames if f"{os.sep}site-packages{os.sep}" not in f.filename]
+    return (own or frames or [None])[-1]
 
 
 #: How long the ranks of a trial that spans nodes wait to meet at rank 0's address before the
