@@ -50,6 +50,7 @@ from hpsearch.study import (
     PENDING,
     TrialPhases,
     display_value,
+    duplicates_line,
     format_bytes,
     format_seconds,
     fused_summary,
@@ -329,6 +330,9 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
         click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
                    f"{search.study_name})")
     summary = search.summary()
+    duplicates = _duplicates_line(summary)
+    if duplicates:
+        click.echo(duplicates)
     if summary["confirmation_runs"]:
         target = f" of {summary['target']}" if summary["target"] is not None else ""
         click.echo(f"{summary['finished']}{target} trials finished, {_count(summary['confirmation_runs'], 'confirmation run')}")
@@ -778,6 +782,9 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         if n - waiting:
             click.echo(f"{_count(n - waiting, 'trial')} {reason}, run again since: a later trial ran "
                        f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")
+    duplicates = _duplicates_line(summary)
+    if duplicates:
+        click.echo(duplicates)
     for line in fused_summary(df).lines():  # nothing for a study that never fused
         click.echo(line)
     left = summary["running"] + summary["pending"]
@@ -828,6 +835,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if timeline.missing:
         click.echo(f"  not reached: {', '.join(timeline.missing)}")
     click.echo(f"  {timeline.describe()}")
+
+
+def _duplicates_line(summary: Mapping[str, Any]) -> str | None:
+    """What ``summary`` (``Search.summary()``) says of the study's exact duplicates, in a line."""
+    return duplicates_line({d["number"]: d[record.DUPLICATE_OF] for d in summary.get("duplicates", ())})
 
 
 def _plain(v: Any) -> Any:
