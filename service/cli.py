@@ -814,6 +814,9 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if trial.status_reason:
         click.echo(f"  reason: {trial.status_reason}"
                    + (f": {trial.status_detail}" if trial.status_detail else f" ({describe_reason(trial.status_reason)})"))
+    if trial.duplicate_of is not None:
+        click.echo(f"  not trained: an exact duplicate of trial #{trial.duplicate_of}, whose end and values it "
+                   "carries (duplicate_of)")
     memory = trial.memory_line()
     if memory is not None:
         click.echo(f"  memory: {memory}")
@@ -823,7 +826,7 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if timeline is None:
         if trial.state in ("RUNNING", PENDING, "WAITING"):
             why = "it records them when it ends"
-        elif trial.status_reason in NOT_RUN_REASONS:
+        elif trial.status_reason in NOT_RUN_REASONS or trial.duplicate_of is not None:
             why = "it never ran"
         else:
             why = "the study was written by a release that did not record them"

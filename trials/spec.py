@@ -322,7 +322,7 @@ def _frozen(value: Any) -> Hashable:
         return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return tuple(_frozen(v) for v in value)
-    return record.param_value_key(value)  # type: ignore[return-value]
+    return record.param_value_key(value)
 
 
 def group_spec(members: Sequence[TrialSpec], fuse: str = "auto") -> TrialSpec:

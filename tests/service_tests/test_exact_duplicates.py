@@ -226,3 +226,8 @@ def test_a_rules_grid_trains_each_base_batch_trial_once_and_records_the_others(t
     summary = json.loads(status.stdout)
     assert summary["finished"] == 6
     assert summary["duplicates"] == [{"number": n, "duplicate_of": ran[0].number} for n in numbers]
+
+    one = subprocess.run([sys.executable, "-m", "hpsearch", "status", "rules-at-b0", "--trial", str(numbers[0])],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert f"not trained: an exact duplicate of trial #{ran[0].number}" in one.stdout
+    assert "no phases recorded (it never ran)" in one.stdout
