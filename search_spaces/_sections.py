@@ -96,7 +96,7 @@ _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "t
 _RESOURCE_KEYS = ("device", "cpus_per_worker", "gpus_per_worker", "emulate_ranks", "span_nodes", "reuse_workers",
                   "mps", "memory_per_worker")
 _SCHEDULER_KEYS = ("name", "grace_epochs", "reduction_factor")
-_CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent")
+_CONSTRAINT_KEYS = ("max_effective_batch_size", "max_lr", "skip_equivalent", "skip_duplicates")
 
 _STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _STUDY_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -509,7 +509,11 @@ def parse_constraints(doc: Document, root: Mapping[str, Any]) -> Constraints:
     skip = False
     if "skip_equivalent" in section:
         skip = check_bool(doc, section["skip_equivalent"], path + ("skip_equivalent",))
-    return Constraints(max_effective_batch_size=max_batch, max_lr=max_lr, skip_equivalent=skip)
+    duplicates = True
+    if "skip_duplicates" in section:
+        duplicates = check_bool(doc, section["skip_duplicates"], path + ("skip_duplicates",))
+    return Constraints(max_effective_batch_size=max_batch, max_lr=max_lr, skip_equivalent=skip,
+                       skip_duplicates=duplicates)
 
 
 def _sampler(doc: Document, raw: Any, path: KeyPath) -> str:

@@ -362,11 +362,20 @@ class Constraints:
             for instance ``b=32, W=2`` after ``b=64, W=1`` with the same rule, or any rule at
             ``B = B0``, where all rules give ``base_lr``. Such trials train the same
             optimisation and differ only in how the batch is split across devices.
+        skip_duplicates: Do not train a configuration that trains the very same thing as one
+            the study already ran or is running (``hpsearch.trials.spec.duplicate_key``: the
+            same b, W, A, applied LR, seed and every other setting; another rule or base LR at
+            most, as every rule at ``B = B0``). Unlike the skips above, such a duplicate is
+            recorded as the trial it duplicates ended (COMPLETE with its values, or its failure),
+            with ``duplicate_of`` naming it, counts toward ``n_trials`` and spends no device
+            time. On by default; ``false`` trains every configuration (repeats that differ only
+            by nondeterminism).
     """
 
     max_effective_batch_size: int | None = None
     max_lr: float | None = None
     skip_equivalent: bool = False
+    skip_duplicates: bool = True
 
     @property
     def any(self) -> bool:

@@ -33,6 +33,7 @@ from hpsearch.record import (
     COMPILE_S,
     CURVES,
     DEVICE_SECONDS,
+    DUPLICATE_OF,
     EMULATED_RANKS,
     RUNTIME_S,
 )
@@ -153,12 +154,17 @@ def spent_of(study: optuna.Study) -> BudgetSpent:
 def spent_device_seconds(attrs: Mapping[str, Any]) -> float | None:
     """A trial's device-seconds as its budget counts them: its ``device_seconds`` (its runtime
     on its devices) and the compiling its runtime leaves out (``compile_s``), on the same
-    devices; ``None`` where it recorded none.
+    devices; ``None`` where it recorded none. An exact duplicate (``duplicate_of``) carries the
+    device-seconds of the trial that trained it, as what its configuration costs, and spent none.
 
     Example:
         >>> spent_device_seconds({"device_seconds": 4.0, "runtime_s": 2.0, "compile_s": 10.0})
         24.0
+        >>> spent_device_seconds({"device_seconds": 4.0, "duplicate_of": 3})
+        0.0
     """
+    if attrs.get(DUPLICATE_OF) is not None:
+        return 0.0
     device = _number(attrs.get(DEVICE_SECONDS))
     runtime, compiling = _number(attrs.get(RUNTIME_S)), _number(attrs.get(COMPILE_S))
     if device is not None and runtime and compiling:
@@ -228,7 +234,9 @@ def predict_trial(trials: Iterable[optuna.trial.FrozenTrial], params: Mapping[st
     Trials of one shape take about the same time whatever their learning rate; across shapes the
     median of all is a rough guess, and the budget's hard stop is what holds.
     """
-    done = [t for t in trials if t.state.name == "COMPLETE" and t.datetime_start and t.datetime_complete]
+    # An exact duplicate's start to complete is its wait for the trial that trained it.
+    done = [t for t in trials if t.state.name == "COMPLETE" and t.datetime_start and t.datetime_complete
+            and DUPLICATE_OF not in t.user_attrs]
     shape = tuple(params.get(k) for k in _SHAPE)
     same = [t for t in done if tuple(t.params.get(k) for k in _SHAPE) == shape]
     pool, basis = (same, f"{_trials(len(same))} of the same shape") if same else (done, f"{_trials(len(done))} of other shapes")

@@ -50,6 +50,7 @@ from hpsearch.study import (
     PENDING,
     TrialPhases,
     display_value,
+    duplicates_line,
     format_bytes,
     format_seconds,
     fused_summary,
@@ -340,6 +341,9 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
         click.echo(f"not shown at this width: {', '.join(left_out)} (every column: hpsearch export "
                    f"{search.study_name})")
     summary = search.summary()
+    duplicates = _duplicates_line(summary)
+    if duplicates:
+        click.echo(duplicates)
     if summary["confirmation_runs"]:
         target = f" of {summary['target']}" if summary["target"] is not None else ""
         click.echo(f"{summary['finished']}{target} trials finished, {_count(summary['confirmation_runs'], 'confirmation run')}")
@@ -800,6 +804,9 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         if n - waiting:
             click.echo(f"{_count(n - waiting, 'trial')} {reason}, run again since: a later trial ran "
                        f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")
+    duplicates = _duplicates_line(summary)
+    if duplicates:
+        click.echo(duplicates)
     for line in fused_summary(df).lines():  # nothing for a study that never fused
         click.echo(line)
     left = summary["running"] + summary["pending"]
@@ -829,6 +836,9 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if trial.status_reason:
         click.echo(f"  reason: {trial.status_reason}"
                    + (f": {trial.status_detail}" if trial.status_detail else f" ({describe_reason(trial.status_reason)})"))
+    if trial.duplicate_of is not None:
+        click.echo(f"  not trained: an exact duplicate of trial #{trial.duplicate_of}, whose end and values it "
+                   "carries (duplicate_of)")
     memory = trial.memory_line()
     if memory is not None:
         click.echo(f"  memory: {memory}")
@@ -838,7 +848,7 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if timeline is None:
         if trial.state in ("RUNNING", PENDING, "WAITING"):
             why = "it records them when it ends"
-        elif trial.status_reason in NOT_RUN_REASONS:
+        elif trial.status_reason in NOT_RUN_REASONS or trial.duplicate_of is not None:
             why = "it never ran"
         else:
             why = "the study was written by a release that did not record them"
@@ -850,6 +860,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if timeline.missing:
         click.echo(f"  not reached: {', '.join(timeline.missing)}")
     click.echo(f"  {timeline.describe()}")
+
+
+def _duplicates_line(summary: Mapping[str, Any]) -> str | None:
+    """What ``summary`` (``Search.summary()``) says of the study's exact duplicates, in a line."""
+    return duplicates_line({d["number"]: d[record.DUPLICATE_OF] for d in summary.get("duplicates", ())})
 
 
 def _plain(v: Any) -> Any:

@@ -168,6 +168,11 @@ STATUS_DETAIL = "status_detail"
 CURVES = "curves"
 #: The number of the interrupted trial a queued rerun repeats.
 RERUN_OF = "rerun_of"
+#: The trial that trained this one's exact duplicate (``constraints.skip_duplicates``): the same
+#: b, W, A, applied LR, seed and every other setting the trial sees, another rule or base LR at
+#: most. This trial did not train: it carries that trial's end, values, curves and measurements,
+#: and spends no device time (``hpsearch.budget.spent_device_seconds``).
+DUPLICATE_OF = "duplicate_of"
 #: Why the trial ran, where it is not one of the search's own: ``confirmation`` (``ROLE_CONFIRMATION``),
 #: a run of the study's own answer (``analysis.confirm``; docs/analysis.md, "Confirmation").
 ROLE = "role"
@@ -367,6 +372,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(STATUS_DETAIL, "status detail", "bookkeeping"),
     Field(CURVES, "curves", "bookkeeping"),
     Field(RERUN_OF, "rerun of trial", "bookkeeping"),
+    Field(DUPLICATE_OF, "duplicate of trial", "bookkeeping",
+          doc="the trial that trained this exact trial; this one did not train and carries its values and end"),
     Field(ROLE, "role", "bookkeeping", doc="confirmation: a run of the study's own answer, apart from n_trials"),
     Field(CONFIRMATION, "confirmation", "bookkeeping",
           doc="a confirmation run's round, devices, exact configuration and what the answer predicted before it ran"),

@@ -26,8 +26,8 @@ from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 if TYPE_CHECKING:
     from hpsearch.search_spaces.space import SearchSpace
 
-__all__ = ["MEMBER_FIELDS", "MEMBER_HYPERPARAMETERS", "TrialSpec", "fusion_key", "group_spec", "processes_for",
-           "ran_shape", "trial_spec"]
+__all__ = ["MEMBER_FIELDS", "MEMBER_HYPERPARAMETERS", "TrialSpec", "duplicate_key", "fusion_key", "group_spec",
+           "processes_for", "ran_shape", "trial_spec"]
 
 #: What the members of a fused group may differ in (``search.fuse``): their own ``TrialSpec``
 #: fields, and in ``hyperparameters`` the optimizer's settings in ``MEMBER_HYPERPARAMETERS``.
@@ -288,6 +288,41 @@ def fusion_key(spec: TrialSpec) -> Hashable:
     shape = {k: v for k, v in spec.to_dict().items() if k not in MEMBER_FIELDS and k not in ("fused", "fuse")}  # not a record name
     shaping = {k: v for k, v in spec.hyperparameters.items() if k not in MEMBER_HYPERPARAMETERS}
     return repr(sorted({**shape, "hyperparameters": sorted(shaping.items(), key=lambda kv: kv[0])}.items()))
+
+
+def duplicate_key(spec: TrialSpec) -> Hashable:
+    """What two trials must share to train the very same thing (``constraints.skip_duplicates``):
+    every field of the spec, the per-device batch, world size, accumulation, seed, epochs,
+    warmup, schedule, workload, its options and every other parameter included, with the rule
+    and the base LR counted through the applied LR they give (the base LR itself too with a
+    warmup, which starts from it). Nothing is rounded: two LRs are the same only as the same
+    float. At B = B0 every rule gives ``base_lr``, so a rules grid's three trials there share a
+    key; ``b 32, W 2`` and ``b 64, W 1`` do not (``constraints.skip_equivalent`` merges those).
+
+    Example:
+        >>> at_b0 = TrialSpec(per_device_batch_size=8, base_lr=0.01, base_batch_size=8)
+        >>> duplicate_key(at_b0) == duplicate_key(replace(at_b0, lr_rule="sqrt"))
+        True
+        >>> duplicate_key(at_b0) == duplicate_key(replace(at_b0, lr_rule="sqrt", seed=1))
+        False
+    """
+    fields = {k: v for k, v in spec.to_dict().items() if k not in (record.LR_RULE, "fused", "fuse")}  # not a record name
+    fields[record.LR] = spec.lr
+    if spec.warmup_epochs <= 0:
+        # Without a warmup the loop sets the LR the rule gave at every step: base_lr reaches
+        # nothing else (the optimizer is built with it and its LR replaced before the first step).
+        fields[record.BASE_LR] = None
+    return _frozen(fields)
+
+
+def _frozen(value: Any) -> Hashable:
+    """``value`` as a hashable key that compares as the values do: mappings by their sorted
+    items, sequences item by item, numbers as floats (``record.param_value_key``)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return record.param_value_key(value)
 
 
 def group_spec(members: Sequence[TrialSpec], fuse: str = "auto") -> TrialSpec:

@@ -181,6 +181,8 @@ class TrialPhases:
             "grad_accum_steps": A, "out_of_memory_at": b0}``).
         fused: Its part in fusing (``search.fuse``): its group and the group's members, what its
             runtime means, the step times; ``None`` for a trial that says nothing of fusing.
+        duplicate_of: The trial that trained it, where it is an exact duplicate that did not
+            train (``constraints.skip_duplicates``).
     """
 
     number: int
@@ -193,6 +195,7 @@ class TrialPhases:
     peak_memory_bytes: float | None = None
     ran_as: Mapping[str, Any] | None = None
     fused: FusedTrial | None = None
+    duplicate_of: int | None = None
 
     def memory_line(self) -> str | None:
         """Its memory in one line, ``None`` where it recorded none.
@@ -221,7 +224,7 @@ class TrialPhases:
                 "device": self.device, record.PEAK_MEMORY_BYTES: self.peak_memory_bytes,
                 record.RAN_AS: None if self.ran_as is None else dict(self.ran_as),
                 record.PHASES: None if self.timeline is None else self.timeline.to_dict(),
-                "fused": None if self.fused is None else self.fused.to_dict()}
+                "fused": None if self.fused is None else self.fused.to_dict(), record.DUPLICATE_OF: self.duplicate_of}
 
 
 def trial_phases(trial: optuna.trial.FrozenTrial, *, members: Iterable[int] = ()) -> TrialPhases:
@@ -230,11 +233,13 @@ def trial_phases(trial: optuna.trial.FrozenTrial, *, members: Iterable[int] = ()
     attrs = trial.user_attrs
     reason, detail = attrs.get(record.STATUS_REASON), attrs.get(record.STATUS_DETAIL)
     device, peak, ran_as = attrs.get(record.DEVICE), attrs.get(record.PEAK_MEMORY_BYTES), attrs.get(record.RAN_AS)
+    duplicate = attrs.get(record.DUPLICATE_OF)
     return TrialPhases(trial.number, display_state(trial.state.name, attrs), dict(trial.params),
                        None if reason is None else str(reason), None if detail is None else str(detail),
                        phase_timeline(attrs), device if isinstance(device, str) else None,
                        float(peak) if isinstance(peak, (int, float)) and _finite(peak) else None,
-                       dict(ran_as) if isinstance(ran_as, Mapping) else None, fused_trial(attrs, members))
+                       dict(ran_as) if isinstance(ran_as, Mapping) else None, fused_trial(attrs, members),
+                       int(duplicate) if isinstance(duplicate, (int, float)) and _finite(duplicate) else None)
 
 
 def _finite(value: object) -> bool:

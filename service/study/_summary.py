@@ -20,8 +20,9 @@ from hpsearch.study._fused import FusedSummary, fused_summary
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "cut_short_counts", "finished_count",
-           "is_finished", "reason_counts", "searched_params", "state_counts", "study_listing", "summarize"]
+__all__ = ["BestTrial", "StudyListing", "StudySummary", "best_trial_number", "cut_short_counts", "duplicate_counts",
+           "duplicates_line", "finished_count", "is_finished", "reason_counts", "searched_params", "state_counts",
+           "study_listing", "summarize"]
 
 
 def is_finished(state: str, reason: object) -> bool:
@@ -103,6 +104,41 @@ def cut_short_counts(frame: pd.DataFrame) -> dict[str, int]:
         if state == "FAIL" and reason in record.RERUN_REASONS and int(number) not in rerun:
             counts[str(reason)] += 1
     return dict(sorted(counts.items()))
+
+
+def duplicate_counts(frame: pd.DataFrame) -> dict[int, int]:
+    """The study's exact duplicates (``duplicate_of``, ``constraints.skip_duplicates``): per
+    duplicate's number, the number of the trial that trained it, in number order.
+
+    Example:
+        >>> import pandas as pd
+        >>> duplicate_counts(pd.DataFrame({"number": [0, 1, 2], "duplicate_of": [None, 0, 0]}))
+        {1: 0, 2: 0}
+    """
+    if not len(frame) or record.DUPLICATE_OF not in frame.columns:
+        return {}
+    return {int(number): int(run) for number, original in zip(frame["number"], frame[record.DUPLICATE_OF])
+            if (run := _number(original)) is not None}
+
+
+def duplicates_line(duplicates: Mapping[int, int]) -> str | None:
+    """The line the end-of-search report and ``hpsearch status`` say of the exact duplicates
+    (``duplicate_counts``); ``None`` for a study with none.
+
+    Example:
+        >>> print(duplicates_line({13: 5, 17: 5, 23: 9}))
+        3 exact duplicates not run, each recorded as the trial that trained the very same thing (duplicate_of): #13 and #17 as #5, #23 as #9
+    """
+    if not duplicates:
+        return None
+    by_run: dict[int, list[int]] = {}
+    for number, run in sorted(duplicates.items()):
+        by_run.setdefault(run, []).append(number)
+    parts = [f"{' and '.join(', '.join(f'#{n}' for n in numbers).rsplit(', ', 1))} as #{run}"
+             for run, numbers in sorted(by_run.items())]
+    count = len(duplicates)
+    return (f"{count} exact duplicate{'' if count == 1 else 's'} not run, each recorded as the trial that trained "
+            f"the very same thing (duplicate_of): {', '.join(parts)}")
 
 
 def searched_params(frame: pd.DataFrame, params: Sequence[str]) -> list[str]:
@@ -200,6 +236,8 @@ class StudySummary:
         confirmation_runs: Its confirmation runs (``record.ROLE``), which ``finished`` and
             ``target`` leave out; ``confirmations`` its rounds, each as
             ``ConfirmationRound.to_dict`` gives it.
+        duplicates: Its exact duplicates, which did not train (``duplicate_counts``): per
+            duplicate's number, the trial that trained it.
     """
 
     study: str
@@ -215,6 +253,7 @@ class StudySummary:
     fused: FusedSummary = field(default_factory=FusedSummary)
     confirmation_runs: int = 0
     confirmations: tuple[Mapping[str, Any], ...] = ()
+    duplicates: Mapping[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (``hpsearch status --json``, the dashboard)."""
@@ -234,6 +273,7 @@ class StudySummary:
             "fused": self.fused.to_dict(),
             "confirmation_runs": self.confirmation_runs,
             "confirmations": [dict(r) for r in self.confirmations],
+            "duplicates": [{"number": n, record.DUPLICATE_OF: run} for n, run in self.duplicates.items()],
         }
 
 
@@ -254,7 +294,8 @@ def summarize(name: str, frame: pd.DataFrame, objectives: Sequence[str], directi
                          {p: _plain(row[p]) for p in params if p in frame.columns and _plain(row[p]) is not None})
     return StudySummary(name, tuple(objectives), tuple(directions), len(frame), finished_count(frame), target,
                         state_counts(frame), best, cut_short_counts(frame), reason_counts(frame), fused_summary(frame),
-                        int(confirmation_rows(frame).sum()) if len(frame) else 0, tuple(confirmations))
+                        int(confirmation_rows(frame).sum()) if len(frame) else 0, tuple(confirmations),
+                        duplicate_counts(frame))
 
 
 @dataclass(frozen=True)

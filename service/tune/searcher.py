@@ -43,6 +43,7 @@ from hpsearch.reasons import (
 from hpsearch.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
+    DUPLICATE_OF,
     EMULATED_RANKS,
     FUSE,
     FUSED_GROUP,
@@ -62,7 +63,15 @@ from hpsearch.saved_models import ModelKeeper
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import write_trial_record
 from hpsearch.study import is_confirmation
-from hpsearch.trials.spec import TrialSpec, fusion_key, group_spec, processes_for, ran_shape, trial_spec
+from hpsearch.trials.spec import (
+    TrialSpec,
+    duplicate_key,
+    fusion_key,
+    group_spec,
+    processes_for,
+    ran_shape,
+    trial_spec,
+)
 from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
 from hpsearch.tune.plan import ConfirmationRun
 from hpsearch.tune.trainable import (
@@ -85,6 +94,12 @@ __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
 
 #: How many configurations in a row the constraints may skip before the search gives up asking.
 MAX_SKIPS_IN_A_ROW = 1000
+
+#: What an exact duplicate does not take on from the trial that trained it (``_take_on``): that
+#: trial's own bookkeeping (its phases, weights, fused group, reason's detail, why it ran).
+_RUN_OWN = frozenset({PHASES, TRAINING_STARTED, MODEL_PATH, FUSED_GROUP, FUSED_MEMBERS, FUSE, record.FUSED_RUNTIME_S,
+                      record.FUSED_STEP_S, record.STATUS_DETAIL, record.RERUN_OF, record.ROLE, record.CONFIRMATION,
+                      DUPLICATE_OF})
 
 
 @dataclass
@@ -188,6 +203,12 @@ class StudySearcher(Searcher):
         # the search's, so running one again would train the very same thing (random search
         # and TPE proposed repeats, some diverging twice).
         self._ran: dict[Hashable, int] = {}
+        # Exact duplicates (constraints.skip_duplicates): per ``duplicate_key``, the trial that
+        # trains it (its number and storage id); per such trial still open (by storage id), the
+        # duplicates waiting for its end, which they take on when it comes (``_settle``).
+        self.skip_duplicates = space.constraints.skip_duplicates
+        self._runs: dict[Hashable, tuple[int, int]] = {}
+        self._awaiting: dict[int, list[optuna.Trial]] = {}
         # Per open trial, the per-device batch it runs at (halved by search.on_oom: accumulate).
         self._batch: dict[str, int] = {}
         self.on_oom = str(getattr(space.search, "on_oom", "skip"))
@@ -227,6 +248,8 @@ class StudySearcher(Searcher):
                                            max_processes=max_processes), t.user_attrs)
             if t.params and occupies_its_configuration(t) and t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS:
                 self._ran.setdefault(_exact(t.params), t.number)
+                if self.skip_duplicates and DUPLICATE_OF not in t.user_attrs:
+                    self._runs.setdefault(self._duplicate_key(t.params), (t.number, t._trial_id))
             if t.params and occupies_its_configuration(t):
                 self._seen.add(_exact(t.params))
                 if space.constraints.skip_equivalent:
@@ -237,7 +260,7 @@ class StudySearcher(Searcher):
         # Tune pickles its searcher into the experiment state; the study (a live database
         # engine) and the display callback stay behind. The study itself is the durable record.
         state = self.__dict__.copy()
-        state.update(study=None, on_event=None, _trials={}, _proposals={}, _held=[])
+        state.update(study=None, on_event=None, _trials={}, _proposals={}, _held=[], _awaiting={})
         return state
 
     # Tune calls this before the run; we optimise our own objectives, not Tune's metric/mode.
@@ -260,14 +283,18 @@ class StudySearcher(Searcher):
             return self._launch(trial_id, [first], why)
         return self._launch(trial_id, *self._gather(first))
 
-    def _propose(self) -> _Proposal | str:
+    def _propose(self, taken: int = 0) -> _Proposal | str:
         """Ask the study for its next configuration to run (those the constraints, the memory
-        ceilings or an earlier trial of the same settings skip are recorded as such); ``FINISHED``
-        when there is none."""
+        ceilings or an earlier trial of the same settings skip are recorded as such, and exact
+        duplicates as the trial they duplicate ends: ``_duplicate``); ``FINISHED`` when there is
+        none, or when the duplicates recorded on the way reached ``n_trials`` (``taken``: the
+        configurations the caller asked and holds beside ``_held``)."""
         if self._confirming:
             return self._confirmation(self._confirming.pop(0))
         remaining = getattr(self.study.sampler, "remaining", None)
         for _ in range(MAX_SKIPS_IN_A_ROW):
+            if self._launched + len(self._held) + taken >= self.n_trials:
+                return Searcher.FINISHED  # duplicates recorded count toward n_trials
             left = remaining(self.study) if remaining is not None else None
             queued = self._queued()
             if left is not None and not left and not queued:
@@ -291,8 +318,15 @@ class StudySearcher(Searcher):
             derived = _derived(spec)
             if ran_as is not None:
                 derived[RAN_AS] = ran_as
-            skip = self._skip(spec, params, memory)
+            key = self._duplicate_key(params) if self.skip_duplicates else None
+            skip = self._refusal(spec, params)
+            run = self._runs.get(key) if skip is None and key is not None else None
+            if skip is None and run is None:
+                skip = self._skip(spec, memory)
             self._seen.add(_exact(params))
+            if run is not None:
+                self._duplicate(trial, derived, run)
+                continue
             if skip is not None:
                 reason, detail = skip
                 _write(trial, {**derived, record.STATUS_REASON: reason, record.STATUS_DETAIL: detail,
@@ -302,6 +336,8 @@ class StudySearcher(Searcher):
                 continue
             self._tried.add(equivalence_key(spec))
             self._ran.setdefault(_exact(params), trial.number)
+            if key is not None:
+                self._runs.setdefault(key, (trial.number, trial._trial_id))
             return _Proposal(trial, params, spec, derived, asked)
         self._emit("exhausted", -1, detail=f"the constraints skipped {MAX_SKIPS_IN_A_ROW} proposed "
                                            "configurations in a row; stopping the search")
@@ -343,7 +379,7 @@ class StudySearcher(Searcher):
         if memory[0] == "skip":
             _write(proposal.trial, {**proposal.derived, record.STATUS_REASON: REASON_EXCEEDS_MEMORY,
                                     record.STATUS_DETAIL: memory[1]["detail"], PHASES: _phases(proposal.asked, None)})
-            self.study.tell(proposal.trial, state=TrialState.PRUNED)
+            self._tell(proposal.trial, state=TrialState.PRUNED)
             self._emit("skipped", proposal.trial.number, reason=REASON_EXCEEDS_MEMORY, detail=memory[1]["detail"])
             return None
         ran_as = memory[1]
@@ -392,7 +428,7 @@ class StudySearcher(Searcher):
         asked = 0
         while (len(group) < cap and asked < 2 * self.fuse_max
                and self._launched + len(group) + len(self._held) < self.n_trials):
-            proposal = self._propose()
+            proposal = self._propose(taken=len(group))
             if not isinstance(proposal, _Proposal):
                 break
             asked += 1
@@ -453,7 +489,7 @@ class StudySearcher(Searcher):
             for proposal in group[1:] + self._held:
                 _write(proposal.trial, {**proposal.derived, record.STATUS_REASON: REASON_BUDGET,
                                         record.STATUS_DETAIL: self.budget_stop or ""})
-                self.study.tell(proposal.trial, state=TrialState.FAIL)
+                self._tell(proposal.trial, state=TrialState.FAIL)
             self._held = []
             return Searcher.FINISHED
         fused = len(group) > 1
@@ -503,7 +539,7 @@ class StudySearcher(Searcher):
             return False
         self.budget_stop = refusal
         _write(trial, {**derived, record.STATUS_REASON: REASON_BUDGET, record.STATUS_DETAIL: refusal})
-        self.study.tell(trial, state=TrialState.FAIL)
+        self._tell(trial, state=TrialState.FAIL)
         self._emit("budget_stop", trial.number, detail=f"trial {trial.number} {refusal}; no more trials start")
         return True
 
@@ -539,14 +575,20 @@ class StudySearcher(Searcher):
                 self.on_trial_complete(trial_id, final)
         self.fail_open_trials(REASON_BUDGET, f"stopped: {self.budget_stop}")
 
-    def _skip(self, spec: TrialSpec, params: dict[str, Any],
-              memory: tuple[str, dict[str, Any]] | None) -> tuple[str, str] | None:
+    def _refusal(self, spec: TrialSpec, params: dict[str, Any]) -> tuple[str, str] | None:
+        """Why a proposed configuration is skipped before anything else: a cap of the
+        constraints, or the sampler proposing a configuration of the study again."""
         broken = violation(spec, self.space.constraints)
         if broken is not None:
             return REASON_CONSTRAINT, broken
         earlier = self._ran.get(_exact(params))
         if earlier is not None:
             return REASON_EQUIVALENT, f"the same configuration as trial #{earlier}, which ran with the same seed"
+        return None
+
+    def _skip(self, spec: TrialSpec, memory: tuple[str, dict[str, Any]] | None) -> tuple[str, str] | None:
+        """Why a proposed configuration that is no exact duplicate is skipped: equivalent to one
+        tried (``constraints.skip_equivalent``), or above a batch that ran out of memory."""
         if self.space.constraints.skip_equivalent and equivalence_key(spec) in self._tried:
             return REASON_EQUIVALENT, (f"same effective batch {spec.effective_batch_size}, lr {spec.lr:.4g} and "
                                        "other settings as a trial already tried")
@@ -723,7 +765,7 @@ class StudySearcher(Searcher):
         elif result.get(NOT_RUN_KEY):  # a member another of its shape showed cannot fit: skipped, as at the ask
             _write(trial, {record.STATUS_REASON: REASON_EXCEEDS_MEMORY,
                            record.STATUS_DETAIL: result.get(record.STATUS_DETAIL) or ""})
-            self.study.tell(trial, state=TrialState.PRUNED)
+            self._tell(trial, state=TrialState.PRUNED)
             self._launched -= 1  # not counted toward n_trials, as a configuration skipped at the ask
             self._emit("skipped", trial.number, reason=REASON_EXCEEDS_MEMORY, detail=result.get(record.STATUS_DETAIL))
         elif result.get(FAILED_KEY):
@@ -760,7 +802,7 @@ class StudySearcher(Searcher):
             return
         finite = [float(v) for v in values if v is not None]
         _write(trial, self.models.keep(trial.number, finite, result.get(MODEL_PATH), self.study))
-        self.study.tell(trial, finite)
+        self._tell(trial, finite)
         self._emit("completed", trial.number, values=finite)
 
     def _prune(self, trial: optuna.Trial, result: dict[str, Any]) -> None:
@@ -770,7 +812,7 @@ class StudySearcher(Searcher):
                   f"seen): {self._metrics[0]} {result.get(self._metrics[0])} did not make its rung's cutoff")
         _write(trial, {record.EPOCHS_COMPLETED: result.get(record.EPOCHS_COMPLETED, int(epochs)), record.SAMPLES_SEEN: samples,
                        record.STATUS_REASON: REASON_EARLY_STOPPED, record.STATUS_DETAIL: detail})
-        self.study.tell(trial, state=TrialState.PRUNED)
+        self._tell(trial, state=TrialState.PRUNED)
         self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 
     def fail_open_trials(self, reason: str, detail: str) -> None:
@@ -787,6 +829,12 @@ class StudySearcher(Searcher):
             self._fail(proposal.trial, reason, detail)
         self._held = []
         self._proposals.clear()
+        # Every trial a duplicate waits for was told above, and the duplicate with it; one left
+        # waiting would stay RUNNING in the study for good.
+        waiting = [trial for trials in self._awaiting.values() for trial in trials]
+        self._awaiting.clear()
+        for trial in waiting:
+            self._fail(trial, reason, detail)
 
     def end_run(self) -> None:
         """The end of this run of the search: record the trials still open as cut short, by the
@@ -822,9 +870,68 @@ class StudySearcher(Searcher):
         if self.ledger is not None:  # compiling counts in what the budget spent (runtime_s leaves it out)
             self.ledger.trial_ended(mid, spent_device_seconds(attrs))
 
+    def _duplicate_key(self, params: Mapping[str, Any]) -> Hashable:
+        """The ``duplicate_key`` of a configuration of the space, as the space defines it (before
+        the memory ceilings halve it: they do so alike for its duplicates)."""
+        return duplicate_key(trial_spec(self.space, params, device=self.device, max_processes=self.max_processes))
+
+    def _duplicate(self, trial: optuna.Trial, derived: dict[str, Any], run: tuple[int, int]) -> None:
+        """Record the proposed ``trial`` as an exact duplicate of trial ``run`` (its number and
+        storage id), which trained, or trains, the very same thing: it does not train, counts
+        toward ``n_trials``, and ends as ``run`` ends, now if it has (``_take_on``), else when
+        it does (``_settle``). Trials run concurrently, so ``run`` may still be training, or be
+        asked ahead and not started."""
+        number, trial_id = run
+        _write(trial, {**derived, DUPLICATE_OF: number})
+        self._launched += 1
+        ran = self.study._storage.get_trial(trial_id)
+        if ran.state.is_finished():
+            self._take_on(trial, ran)
+        else:
+            self._awaiting.setdefault(trial_id, []).append(trial)
+
+    def _tell(self, trial: optuna.Trial, values: Sequence[float] | None = None, *,
+              state: TrialState | None = None) -> None:
+        """``study.tell``, then the exact duplicates waiting for ``trial`` end as it did."""
+        self.study.tell(trial, values, state=state)
+        self._settle(trial._trial_id)
+
+    def _settle(self, trial_id: int) -> None:
+        """End the duplicates waiting for the trial of storage id ``trial_id``, which just ended."""
+        waiting = self._awaiting.pop(trial_id, [])
+        if waiting:
+            ran = self.study._storage.get_trial(trial_id)
+            for trial in waiting:
+                self._take_on(trial, ran)
+
+    def _take_on(self, trial: optuna.Trial, ran: optuna.trial.FrozenTrial) -> None:
+        """End exact duplicate ``trial`` as ``ran``, the trial that trained it, ended: its state,
+        objective values, measurements, curves and intermediate values (not its own bookkeeping,
+        ``_RUN_OWN``), so every reader that reads the duplicate per rule reads what its training
+        gave. A failure is recorded as the same failure: with the same seed the same training
+        fails the same way (a diverged run diverges again). Cut short by the search
+        (``interrupted``, ``budget``), both are, and ``resume`` runs one and records the other."""
+        attrs = {k: v for k, v in ran.user_attrs.items() if k not in _RUN_OWN}
+        reason = ran.user_attrs.get(STATUS_REASON)
+        if ran.state != TrialState.COMPLETE:
+            attrs[record.STATUS_DETAIL] = (f"not trained: the exact duplicate of trial #{ran.number}, which ended "
+                                           f"{ran.state.name} ({reason}): {ran.user_attrs.get(record.STATUS_DETAIL) or '-'}")[:2000]
+        _write(trial, attrs, sorted(ran.intermediate_values.items()))
+        if reason in NOT_RUN_REASONS:
+            self._launched -= 1  # neither counts toward n_trials, as the trial it duplicates
+        if ran.state == TrialState.COMPLETE:
+            self.study.tell(trial, ran.values)
+            self._emit("completed", trial.number, values=list(ran.values), duplicate_of=ran.number)
+        elif ran.state == TrialState.PRUNED:
+            self.study.tell(trial, state=TrialState.PRUNED)
+            self._emit("pruned", trial.number, reason=reason, detail=attrs[record.STATUS_DETAIL], duplicate_of=ran.number)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+            self._emit("failed", trial.number, reason=reason, detail=attrs[record.STATUS_DETAIL], duplicate_of=ran.number)
+
     def _fail(self, trial: optuna.Trial, reason: str, detail: str) -> None:
         _write(trial, {record.STATUS_REASON: reason, **({record.STATUS_DETAIL: detail[:2000]} if detail else {})})
-        self.study.tell(trial, state=TrialState.FAIL)
+        self._tell(trial, state=TrialState.FAIL)
         self._emit("failed", trial.number, reason=reason, detail=detail)
 
     def _emit(self, kind: str, number: int, **data: Any) -> None:

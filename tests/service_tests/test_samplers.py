@@ -6,6 +6,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hpsearch import record
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.sampler import create_sampler, distributions, grid_points
 from hpsearch.search import Search
@@ -207,7 +208,10 @@ def test_asking_ahead_holds_each_configuration_once_queued_ones_first(
     assert searcher.suggest("t2") == Searcher.FINISHED
 
     trials = optuna.load_study(study_name=unique_name, storage=open_storage(storage_url)).get_trials()
-    assert sorted(len(g["trial"].members) for g in groups) == [6, 6]  # b 8 and b 32, fused
+    # b 32 fused, six members; at b 8 = B0 every rule gives base_lr: one trial per base LR trains
+    # and the four exact duplicates wait for them (RUNNING, duplicate_of), asked like the others.
+    assert sorted(len(g["trial"].members) for g in groups) == [2, 6]
+    assert sum(record.DUPLICATE_OF in t.user_attrs for t in study.get_trials()) == 4
     assert trials[0].params == queued  # the queue first, through Optuna's ask
     assert all(t.state == TrialState.RUNNING for t in trials)
     configurations = [tuple(sorted(t.params.items())) for t in trials]
