@@ -273,7 +273,9 @@ def test_kill_9_and_resume_lose_and_duplicate_no_member(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sampler", ["random", "tpe"])
 def test_samplers_that_propose_one_configuration_at_a_time_still_fuse(sampler: str, tmp_path: Path) -> None:
-    space = GRID.format(study="one", lrs="[0.002, 0.005, 0.01, 0.02]", n=6, fuse="true").replace(
+    # Base LRs for which no two rules give one LR at B = 2 B0 (constant 0.01 and linear from 0.005
+    # would be one trial, an exact duplicate, not trained).
+    space = GRID.format(study="one", lrs="[0.002, 0.005, 0.013, 0.03]", n=6, fuse="true").replace(
         "sampler: grid", f"sampler: {sampler}, max_concurrent: 1")
     (tmp_path / "space.yaml").write_text(space)
     result = _hpsearch("start", "space.yaml", "--no-progress", cwd=tmp_path)
