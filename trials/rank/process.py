@@ -204,7 +204,8 @@ def _users_frame(exc: BaseException) -> traceback.FrameSummary | None:
                  for m in (hpsearch, hpsearch.trials, hpsearch.search_spaces, torch, os))
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(ours)]
     own = [f for f in frames if f"{os.sep}site-packages{os.sep}" not in f.filename]
-    return (own or frames or [None])[-1]
+    chosen = own or frames
+    return chosen[-1] if chosen else None
 
 
 #: How long the ranks of a trial that spans nodes wait to meet at rank 0's address before the
