@@ -65,7 +65,7 @@ from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "train_fused"]
+__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict", "train_fused"]
 
 # Report keys of a group's rank 0 (``hpsearch.record``): the member a report is about, a
 # member's failure, and why a group did not train fused.
@@ -297,11 +297,43 @@ class _Member:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def fusable(workload: Workload) -> str | None:
-    """Why ``workload`` cannot train fused (``None``: it can)."""
+def fusable(workload: Workload, optimizer: str = "sgd") -> str | None:
+    """Why ``workload`` cannot train fused under ``optimizer`` (``None``: it can).
+
+    Adam and AdamW with BatchNorm are not fused: the bias of a layer a BatchNorm follows has a
+    gradient of zero but for rounding (the normalisation removes any shift), and Adam divides
+    that rounding noise by its own size into full-size steps of either sign. A vectorized
+    convolution rounds in another order than the solo one, so a fused member's biases wander
+    another way than its solo run's; training does not see it (the batch statistics remove it)
+    but the running statistics lag behind it, and validation does: a BatchNorm CNN's member
+    ended 1.3e-2 relative from its solo run in ``val_loss`` over one epoch (0.7-1.5e-3 at its
+    first steps), while its training losses stayed within 3e-8. SGD moves such a bias by its
+    gradient, the noise's own size: the same model under SGD stays within 1e-6.
+    """
     if workload.hooks is not None:
         return "the workload trains itself (a LightningModule or hooks): its steps cannot be vectorized"
+    if optimizer in ("adam", "adamw") and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                                               for m in workload.model.modules()):
+        return (f"{optimizer} with BatchNorm is not fused: Adam turns the rounding noise of a bias a "
+                "BatchNorm follows into full-size steps, which the running statistics carry into the "
+                "validation metrics (a fused member would end up to 1e-2 from its solo run)")
     return None
+
+
+def fuse_verdict(fused_step_s: float, solo_step_s: float, members: int) -> bool:
+    """Whether fusing pays: a fused step costs each of ``members`` less than its solo step.
+
+    Example:
+        >>> fuse_verdict(0.0671, 0.0161, 4), fuse_verdict(0.040, 0.0161, 4)
+        (False, True)
+    """
+    return fused_step_s / members < solo_step_s
+
+
+def _did_not_pay(device: str, fused_s: float, solo_s: float, k: int, timed: str) -> str:
+    """The words of a decline: both step times, each member's share, and what was timed."""
+    return (f"on {device}: a step of {k} members fused took {fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a "
+            f"member), one member alone {solo_s * 1e3:.3g} ms ({timed})")
 
 
 def train_fused(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
@@ -346,6 +378,8 @@ class _Group:
         self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
         self.late_fused: list[float] = []  # the steady fused steps' times, and their fetching
         self.late_fetch: list[float] = []
+        # Why the steady steps say fusing no longer pays (``_retime``), in every report from then on.
+        self.stopped_paying: str | None = None
 
     def run(self) -> dict[str, Any] | None:
         spec, ctx, device, P, V = self.spec, self.ctx, self.device, self.P, self.V
@@ -354,7 +388,7 @@ class _Group:
             raise WorkloadError(f"{P} processes x {V} emulated ranks must equal world_size {spec.world_size}")
         torch.manual_seed(spec.seed)  # the members' weights: each solo run's
         workload, data_cache = warm_workload(spec.workload, spec.factory_options, keep=spec.keep_data)
-        why = fusable(workload)
+        why = fusable(workload, str(spec.hyperparameters.get("optimizer", "sgd")).lower())
         if why is not None:
             return self._declined(why, {})
         self.workload = workload
@@ -650,11 +684,10 @@ class _Group:
         k = len(self.members)
         # One member left (the others diverged): it trains on where it is rather than again alone.
         timed = len(self.fused_times)
-        if may_decline and self.spec.fuse == "auto" and k > 1 and fused_s / k >= solo_s:
+        if may_decline and self.spec.fuse == "auto" and k > 1 and not fuse_verdict(fused_s, solo_s, k):
             raise FuseDeclined(
-                f"fusing did not pay on {self.device.type}: a step of {k} members fused took "
-                f"{fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a member), one member alone "
-                f"{solo_s * 1e3:.3g} ms (timed on {timed} step{'' if timed == 1 else 's'})",
+                "fusing did not pay " + _did_not_pay(self.device.type, fused_s, solo_s, k,
+                                                     f"timed on {timed} step{'' if timed == 1 else 's'}"),
                 {record.FUSED_STEP_S: fused_s, record.SOLO_STEP_S: solo_s})
 
     def _retime(self, fused_s: float, fetch_s: float, batches: tuple[list[Any], list[tuple[int, int, int]], int],
@@ -670,9 +703,17 @@ class _Group:
             self.late_fetch.append(fetch_s)
         if len(self.late_fused) < PROBE_STEPS:
             return
-        self._set_step_times(self.late_fused, self._time_solo(mean_loss), self.late_fetch)
+        fused, solo = self._set_step_times(self.late_fused, self._time_solo(mean_loss), self.late_fetch)
         self.retime_at = None
         self._drop_solo()
+        k = len(self.members)
+        if self.spec.fuse == "auto" and k > 1 and not fuse_verdict(fused, solo, k):
+            # Fusing paid on the first steps and no longer does on the steady ones. The group
+            # finishes fused: its members alone from the start would spend the quarter run again
+            # to save a loss the first steps found under one member's solo step. It says so in
+            # its reports, and the search fuses no later group of this shape (docs/search.md).
+            self.stopped_paying = "fusing stopped paying " + _did_not_pay(
+                self.device.type, fused, solo, k, f"timed again on {len(self.late_fused)} steps a quarter into the run")
 
     def _drop_solo(self) -> None:
         self.solo_model = None  # type: ignore[assignment]
@@ -798,6 +839,8 @@ class _Group:
                     record.FUSED_STEP_S: self.fused_step_s, record.SOLO_STEP_S: self.solo_step_s,
                     record.PEAK_MEMORY_BYTES: peak, record.DEVICE_SHARE_S: m.share,
                 }
+                if self.stopped_paying is not None:
+                    metrics[record.FUSE_STOPPED_PAYING] = self.stopped_paying
                 if final:
                     metrics[record.DEVICE] = (f"cuda ({torch.cuda.get_device_name(self.device)})"
                                               if self.device.type == "cuda" else "cpu")
