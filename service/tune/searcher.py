@@ -17,7 +17,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -684,9 +684,9 @@ class StudySearcher(Searcher):
                 self.decisions.persist(self.study)
                 said = f"later groups of trial {proposal.trial.number}'s shape train on their own: {stopped}"
                 self._emit("fuse", -1, detail=said)  # not a record name: the event kind
-        elif result.get(FINAL_KEY) and result.get(FUSE) == "on" and result.get(record.FUSED_STEP_S) is not None:
-            if self.decisions.fuse(proposal.spec, proposal.trial.number):
-                self.decisions.persist(self.study)
+        elif (result.get(FINAL_KEY) and result.get(FUSE) == "on" and result.get(record.FUSED_STEP_S) is not None
+              and self.decisions.fuse(proposal.spec, proposal.trial.number)):
+            self.decisions.persist(self.study)
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:

@@ -65,7 +65,7 @@ from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict", "train_fused"]
+__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict", "solo_estimate", "train_fused"]
 
 # Report keys of a group's rank 0 (``hpsearch.record``): the member a report is about, a
 # member's failure, and why a group did not train fused.
@@ -163,6 +163,27 @@ class FusedModel:
                 metrics.update(chance)
             out.append(metrics)
         return out
+
+    @torch.no_grad()
+    def evaluate_one(self, workload: Workload, batches: Iterable[Any],
+                     autocast: Callable[[], contextlib.AbstractContextManager[Any]]) -> float:
+        """Member 0's validation loss alone, as a solo run computes it (no ``vmap``): timed by
+        the caller for the solo estimate."""
+        module = self.module
+        module.eval()
+        params = {n: p.detach()[0] for n, p in self.params.items()}
+        buffers = {n: b[0] for n, b in self.buffers.items()}
+        loss_sum, count = 0.0, 0
+        for x, y in batches:
+            with autocast():
+                out = functional_call(module, (params, buffers), (x,))
+                loss = workload.loss_fn(out, y)
+            if workload.num_classes is not None:
+                float((out.argmax(dim=1) == y).sum())
+            loss_sum += float(loss) * (len(y) if workload.loss_reduction == "mean" else 1)
+            count += len(y)
+        module.train()
+        return loss_sum / max(count, 1)
 
     def state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Member ``k``'s weights and buffers as the model's own state dict."""
@@ -330,6 +351,26 @@ def fuse_verdict(fused_step_s: float, solo_step_s: float, members: int) -> bool:
     return fused_step_s / members < solo_step_s
 
 
+def solo_estimate(train_s: float, *, ratio: float, warm_fused_s: float, warm_solo_s: float, evaluations: int = 0,
+                  solo_eval_s: float = 0.0) -> float:
+    """What a fused member's run would take alone: the group's training time after its first
+    step scaled by ``ratio`` (``solo_step_s / fused_step_s``), plus what a solo run's first step
+    costs over the others (``warm_solo_s``: the kernels' first calls; without it the CNN's
+    estimates came 30% short), plus its own ``evaluations`` at ``solo_eval_s`` each.
+
+    The evaluations are a solo run's own: scaled by the step ratio, the group's vectorized
+    evaluations (every member at once) placed a b 8 member of the digits MLP grid at 0.53-0.70x
+    of its solo twin's ``runtime_s``. (Taking from the wall time what each step took over a
+    solo step instead left the estimate further off on the digits grids: the group's own
+    bookkeeping grows with K.)
+
+    Example:
+        >>> solo_estimate(2.0, ratio=0.25, warm_fused_s=0.2, warm_solo_s=0.05, evaluations=3, solo_eval_s=0.01)
+        0.53
+    """
+    return round(max(0.0, train_s - warm_fused_s) * ratio + warm_solo_s + evaluations * solo_eval_s, 12)
+
+
 def _did_not_pay(device: str, fused_s: float, solo_s: float, k: int, timed: str) -> str:
     """The words of a decline: both step times, each member's share, and what was timed."""
     return (f"on {device}: a step of {k} members fused took {fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a "
@@ -380,6 +421,8 @@ class _Group:
         self.late_fetch: list[float] = []
         # Why the steady steps say fusing no longer pays (``_retime``), in every report from then on.
         self.stopped_paying: str | None = None
+        # One member's evaluation timed alone, at the first evaluation (``solo_estimate``).
+        self.solo_eval_s: float | None = None
 
     def run(self) -> dict[str, Any] | None:
         spec, ctx, device, P, V = self.spec, self.ctx, self.device, self.P, self.V
@@ -812,13 +855,20 @@ class _Group:
             self.evaluations += 1
             self.memory.phase = "evaluation"
             measured = self.model.evaluate(self.workload, feed.evaluation(), self.autocast)
+            if self.solo_eval_s is None:
+                # What a solo run pays for an evaluation: one member's, timed alone once (the
+                # group's evaluates every member at once, and its step ratio says nothing of it).
+                timed = time.perf_counter()
+                self.model.evaluate_one(self.workload, feed.evaluation(), self.autocast)
+                self.solo_eval_s = time.perf_counter() - timed
+                self.probe_seconds += self.solo_eval_s
             self.memory.phase = "training"
         peak = self.memory.peak(self.P if final else 1)  # the final one: the largest over the processes
         last: dict[str, Any] | None = None
         diverged: list[int] = []
         if self.ctx.is_main:
             now = time.perf_counter()
-            self.eval_seconds += now - began
+            self.eval_seconds += now - began - ((self.solo_eval_s or 0.0) if self.evaluations == 1 else 0.0)
             self.epoch_eval_seconds += now - began
             wall = now - self.start - self.probe_seconds
             train_losses = (self.loss_sums / max(self.train_count, 1)).tolist()
@@ -834,8 +884,8 @@ class _Group:
                     **self.setup,
                     MEMBER: m.index, record.FUSED_MEMBERS: len(self.spec.fused), record.FUSE: "on",
                     record.RUNTIME_BASIS: "solo_estimate", record.FUSED_RUNTIME_S: wall,
-                    record.RUNTIME_S: self._solo_estimate(wall),
-                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds),
+                    record.RUNTIME_S: self._solo_estimate(wall - self.eval_seconds, self.evaluations),
+                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds, 0),
                     record.FUSED_STEP_S: self.fused_step_s, record.SOLO_STEP_S: self.solo_step_s,
                     record.PEAK_MEMORY_BYTES: peak, record.DEVICE_SHARE_S: m.share,
                 }
@@ -860,14 +910,13 @@ class _Group:
         self._share_removal(diverged)
         return last
 
-    def _solo_estimate(self, seconds: float) -> float:
-        """What ``seconds`` of the group's wall time take one member alone: the group's steps
-        after its first, scaled by ``solo_step_s / fused_step_s``, and a solo run's first step.
-        (Taking from the wall time what each step took over a solo step instead left the
-        estimate further off on the digits grids: the group's own bookkeeping grows with K.)"""
+    def _solo_estimate(self, train_s: float, evaluations: int) -> float:
+        """What the group's ``train_s`` of training and ``evaluations`` take one member alone
+        (``solo_estimate``); the group's own wall time until the step times are in."""
         if self.ratio is None:
-            return seconds
-        return max(0.0, seconds - self.warm_fused_s) * self.ratio + self.warm_solo_s
+            return train_s + self.eval_seconds * (evaluations > 0)
+        return solo_estimate(train_s, ratio=self.ratio, warm_fused_s=self.warm_fused_s, warm_solo_s=self.warm_solo_s,
+                             evaluations=evaluations, solo_eval_s=self.solo_eval_s or 0.0)
 
     def _share_removal(self, diverged: list[int]) -> None:
         """Rank 0 found members whose validation loss is not finite: every rank drops them."""
