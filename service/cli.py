@@ -330,6 +330,8 @@ def _report(search: Search, as_json: bool, *, devices: int | None, devices_per_n
         _print_table(console, _marked(front, group=_GROUP in shown), shown, title=f"frontier: {x} vs {y} (non-dominated trials)")
     for line in _legend(df, shown):
         click.echo(line)
+    for line in fused_summary(df).lines():  # as status says it; nothing for a study that never fused
+        click.echo(line)
     chance = _at_chance(df)
     if chance:
         click.echo(chance)

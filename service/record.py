@@ -158,6 +158,10 @@ FUSED_MEMBER = "fused_member"
 MEMBER_FAILED = "member_failed"
 DEVICE_SHARE_S = "device_share_s"
 FUSE_DECLINED = "fuse_declined"
+#: A fused member's: why its group's steady step times, timed again a quarter into the run, say
+#: fusing no longer pays (``fuse: auto``): the group finished fused, and no later group of its
+#: shape is fused.
+FUSE_STOPPED_PAYING = "fuse_stopped_paying"
 
 # ---- bookkeeping written by the searcher ----
 #: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
@@ -226,6 +230,9 @@ ATTR_CONFIRMATIONS = "hpsearch.confirmations"
 #: (same name, same Optuna ``study_id``), so files on disk name the store and this id
 #: (``hpsearch.ownership``).
 ATTR_STUDY_UID = "hpsearch.study_uid"
+#: What ``search.fuse: auto`` decided for the study's shapes (``hpsearch.tune.fuse_decisions``):
+#: those that do not fuse and why, those that do; a resume follows them rather than timing again.
+ATTR_FUSE_DECISIONS = "hpsearch.fuse_decisions"
 
 # ---- status reasons ----
 REASON_EARLY_STOPPED = "early_stopped"
@@ -357,6 +364,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(MEMBER_FAILED, "member failed", "bookkeeping", doc="in a group's reports: a member's failure"),
     Field(FUSE_DECLINED, "fuse declined", "bookkeeping",
           doc="in a group's final report: why the group did not train fused"),
+    Field(FUSE_STOPPED_PAYING, "fusing stopped paying", "bookkeeping",
+          doc="a fused member's: why its group's steady step times say fusing no longer pays"),
     Field(RUNTIME_BASIS, "runtime basis", "bookkeeping",
           doc="solo (its own wall time) or solo_estimate (a fused member: what it would take alone)"),
     Field(FUSED_RUNTIME_S, "fused group's runtime (s)", "measured", _MIN, doc="the group's own wall time"),
@@ -391,7 +400,7 @@ RECORDED_METRICS: tuple[str, ...] = (
     VAL_ACCURACY, VAL_LOSS, CHANCE_ACCURACY, TRAIN_LOSS, EPOCHS_COMPLETED, SAMPLES_SEEN, STEPS, RUNTIME_S, TRAIN_S, DEVICE_SECONDS,
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
     NODE_ID, NODES, NODE_IDS, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
-    MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS, FUSED_GROUP, FUSED_MEMBERS, FUSE, RUNTIME_BASIS, FUSED_RUNTIME_S,
+    MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS, FUSED_GROUP, FUSED_MEMBERS, FUSE, FUSE_STOPPED_PAYING, RUNTIME_BASIS, FUSED_RUNTIME_S,
     FUSED_STEP_S, SOLO_STEP_S,
 )
 

@@ -18,7 +18,7 @@ Example:
     ...                       "fuse": ["on", "on", "off: fusing did not pay on cpu: 9 ms fused", None]})
     >>> summary = fused_summary(frame)
     >>> summary.to_dict()
-    {'groups': 1, 'members': 2, 'off': {'fusing did not pay on cpu': 1}, 'group_sizes': {'0': 2}}
+    {'groups': 1, 'members': 2, 'off': {'fusing did not pay': 1}, 'group_sizes': {'0': 2}}
     >>> group_label(0, 2), number_ranges([0, 1, 2, 5])
     ('g0/2', '#0-#2, #5')
 """
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["SOLO_ESTIMATE", "FusedSummary", "FusedTrial", "fused_summary", "fused_trial", "group_label",
-           "group_members", "is_solo_estimate", "number_ranges", "off_reason"]
+           "group_members", "is_solo_estimate", "number_ranges", "off_reason", "reason_kind"]
 
 #: The ``runtime_basis`` of a fused member: its ``runtime_s`` is an estimate of it alone.
 SOLO_ESTIMATE = "solo_estimate"
@@ -79,11 +79,39 @@ def off_reason(fuse: object) -> str | None:
     return fuse[len(_OFF):] if isinstance(fuse, str) and fuse.startswith(_OFF) else None
 
 
-def _reason_kind(reason: str) -> str:
-    """A reason without its measurements: the engine writes ``<what>: <the numbers>`` (``fusing
-    did not pay on cpu: a step of 3 members fused took 12 ms...``), and each trial's numbers
-    differ, so counted whole no two trials shared a reason."""
-    return reason.split(": ", 1)[0]
+#: The kinds of reason a trial trains on its own, as the searcher and the fused engine begin
+#: their ``fuse: off: <why>`` (``hpsearch.tune.searcher``, ``hpsearch.trials.rank.fused``), and
+#: what a summary calls each. A reason carries its own numbers (``among the 3 other
+#: configurations``, ``took 12 ms``), so counted whole, 16 trials without a partner read as
+#: "1 because no partner of its shape (the most common of 16 reasons)".
+REASON_KINDS: tuple[tuple[str, str], ...] = (
+    ("no partner of its shape", "no partner of its shape"),
+    ("fusing did not pay", "fusing did not pay"),
+    ("fusing stopped paying", "fusing did not pay"),
+    ("the model cannot be vectorized", "the model cannot be vectorized over members"),
+    ("the workload trains itself", "the workload trains itself"),
+    ("one member's peak memory", "one member's peak memory fits the memory cap once"),
+    ("search.fuse is false", "fuse off in the space"),
+    ("ASHA", "ASHA judges each trial on its own"),
+    ("a torch.compile'd model", "a torch.compile'd model is not fused"),
+)
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a ``fuse: off`` reason (``REASON_KINDS``): what trials that ran on their own
+    for the same cause share; for a reason of no known kind, its text before its numbers (before
+    the first ``: `` or `` (``).
+
+    Example:
+        >>> reason_kind("no partner of its shape among the 3 other configurations waiting to start")
+        'no partner of its shape'
+        >>> reason_kind("fusing did not pay at per-device batch 32 of this shape, so not at 64 (on cpu: 9 ms)")
+        'fusing did not pay'
+    """
+    for prefix, kind in REASON_KINDS:
+        if reason.startswith(prefix):
+            return kind
+    return reason.split(": ", 1)[0].split(" (", 1)[0]
 
 
 def number_ranges(numbers: Iterable[int]) -> str:
@@ -113,7 +141,7 @@ class FusedSummary:
         group_sizes: Each fused group's id (the study number of its first member) and how many
             of the study's trials are its members, in id order.
         off: Trials that ran on their own with a reason (``fuse: off: <why>``), counted by the
-            kind of reason (the text before its first ``: ``), most common first.
+            kind of reason (``reason_kind``), most common first.
         estimates: How many members record their ``runtime_s`` as a solo estimate.
     """
 
@@ -136,9 +164,9 @@ class FusedSummary:
         their own with a reason; none for a study without either.
 
         Example:
-            >>> FusedSummary({0: 12, 12: 12}, {"fusing did not pay on cpu": 3, "search.fuse is false": 1}, 24).lines()
+            >>> FusedSummary({0: 12, 12: 12}, {"fusing did not pay": 3, "no partner of its shape": 1}, 24).lines()
             ['fused: 24 trials in 2 groups (12 + 12); their runtimes are solo estimates (runtime_basis: solo_estimate)',
-             'on their own: 4 trials with fuse off, 3 because fusing did not pay on cpu (the most common of 2 reasons)']
+             'not fused: 4 trials on their own, 3 because fusing did not pay, 1 because no partner of its shape']
         """
         out = []
         if self.group_sizes:
@@ -152,16 +180,9 @@ class FusedSummary:
                 line += f"; {which} runtimes are solo estimates (runtime_basis: solo_estimate)"
             out.append(line)
         if self.off:
-            reason, n = next(iter(self.off.items()))
             total = sum(self.off.values())
-            line = f"on their own: {_count(total, 'trial')} with fuse off, "
-            if total == 1:
-                line += f"because {reason}"
-            elif n == total:
-                line += f"all because {reason}"
-            else:
-                line += f"{n} because {reason} (the most common of {len(self.off)} reasons)"
-            out.append(line)
+            kinds = ", ".join(f"{n} because {kind}" for kind, n in self.off.items())
+            out.append(f"not fused: {_count(total, 'trial')} on their own, {kinds}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -183,7 +204,7 @@ def fused_summary(frame: pd.DataFrame) -> FusedSummary:
                 estimates += is_solo_estimate(basis)
     off: Counter[str] = Counter()
     if len(frame) and record.FUSE in frame.columns:
-        off.update(_reason_kind(reason) for reason in map(off_reason, frame[record.FUSE].tolist()) if reason)
+        off.update(reason_kind(reason) for reason in map(off_reason, frame[record.FUSE].tolist()) if reason)
     return FusedSummary(dict(sorted(sizes.items())), dict(sorted(off.items(), key=lambda kv: (-kv[1], kv[0]))),
                         estimates)
 

@@ -17,7 +17,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,7 @@ from hpsearch.trials.spec import (
     trial_spec,
 )
 from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
+from hpsearch.tune.fuse_decisions import FuseDecisions
 from hpsearch.tune.plan import ConfirmationRun
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
@@ -225,8 +226,8 @@ class StudySearcher(Searcher):
         self._groups: dict[str, list[str]] = {}
         self._proposals: dict[str, _Proposal] = {}
         self._held: list[_Proposal] = []
-        self._declined: dict[Hashable, str] = {}
-        self._declined_at: dict[tuple[Hashable, int], str] = {}
+        # What fuse: auto decided for each shape, as the study keeps it (a resume follows it).
+        self.decisions = FuseDecisions.of_study(study)
         # Per shape, the largest peak memory a member of its completed trials held (``_fuse_cap``).
         self._peaks: dict[Hashable, float] = {}
         # Per shape, the size its groups take (the first group's configurations shared among
@@ -398,16 +399,8 @@ class StudySearcher(Searcher):
             return "ASHA judges each trial on its own reports"
         if spec.compile:
             return "a torch.compile'd model is not fused"
-        workload = self._declined.get(_workload_key(spec))
-        if workload is not None:
-            return workload
-        for (shape, batch), why in self._declined_at.items():
-            # Vectorizing pays less as the batch grows: where it did not pay at b, not above b.
-            if shape == _batchless_key(spec) and spec.per_device_batch_size >= batch:
-                return why if spec.per_device_batch_size == batch else (
-                    f"fusing did not pay at per-device batch {batch} of this shape, so not at "
-                    f"{spec.per_device_batch_size} ({why.removeprefix('fusing did not pay ')})")
-        return None
+        # fuse: true fuses whatever the timing says, not what the model cannot do.
+        return self.decisions.why_not(spec, timed=self.fuse == "auto")
 
     def _gather(self, first: _Proposal) -> tuple[list[_Proposal], str | None]:
         """``first`` and the configurations of its shape (``fusion_key``) the search has asked,
@@ -511,7 +504,9 @@ class StudySearcher(Searcher):
                 proposal.announced = True
                 self._emit("started", proposal.trial.number, params=proposal.params)
         self._launched += len(group)
-        spec = group_spec([p.spec for p in group], fuse=self.fuse) if fused else leader.spec
+        # A shape whose timing already found that fusing pays is not timed into another answer.
+        fuse = "true" if self.fuse == "auto" and self.decisions.paid(leader.spec) else self.fuse
+        spec = group_spec([p.spec for p in group], fuse=fuse) if fused else leader.spec
         return {"trial": TrialTask(
             spec, leader.trial.number, trial_folder(self.runs_dir, leader.trial.number),
             timeout_s=self.space.search.trial_timeout_s, on_oom=self.on_oom,
@@ -633,6 +628,8 @@ class StudySearcher(Searcher):
                     _write(self._trials[mid], {record.CURVES: self._curves[mid]})
             return
         member = result.get(MEMBER_KEY)
+        if member is not None:
+            self._fuse_decided(trial_id, result)
         if member is not None and (result.get(FINAL_KEY) or result.get(FAILED_KEY)):
             self._end(self._mid(trial_id, member), trial_id, result)  # a member ends: the others go on
             return
@@ -698,20 +695,41 @@ class StudySearcher(Searcher):
     def _fuse_declined(self, trial_id: str, result: dict[str, Any]) -> None:
         """A group did not train fused (fusing did not pay, or its model cannot be vectorized):
         its members train on their own, one after another, in the group's Tune trial (on the
-        devices it holds), and no later group of that shape is formed."""
+        devices it holds), and no later group of that shape is formed, in this search or any
+        later one of the study. Said once: a workload's refusal comes from each group of it
+        that started before the first refusal came in."""
         why = str(result[FUSE_DECLINED_KEY])
         mids = [mid for mid in self._groups.get(trial_id, ()) if mid in self._trials]
+        news = False
         for mid in mids:
             proposal = self._proposals[mid]
             if result.get(record.FUSED_STEP_S) is not None:  # timed: not at this batch or above
-                self._declined_at[(_batchless_key(proposal.spec), proposal.spec.per_device_batch_size)] = why
+                news |= self.decisions.decline_at(proposal.spec, why)
             else:  # the model itself (vmap refuses it, it trains itself): none of this workload's
-                self._declined[_workload_key(proposal.spec)] = why
+                news |= self.decisions.decline_workload(proposal.spec, why)
             _write(proposal.trial, {FUSE: f"off: {why}", FUSED_GROUP: None, FUSED_MEMBERS: None,
                                     record.FUSED_STEP_S: result.get(record.FUSED_STEP_S),
                                     record.SOLO_STEP_S: result.get(record.SOLO_STEP_S)})
-        if mids:
+        if news:
+            self.decisions.persist(self.study)
             self._emit("fuse", -1, detail=f"{len(mids)} trials run on their own, one after another: {why}")  # not a record name
+
+    def _fuse_decided(self, trial_id: str, result: dict[str, Any]) -> None:
+        """A member's report under ``fuse: auto`` settles its shape: fusing stopped paying on
+        the steady steps (no later group of the shape fuses), or, at its end, it paid (later
+        groups fuse without timing a decision again)."""
+        proposal = self._proposals.get(self._mid(trial_id, result.get(MEMBER_KEY)))
+        if proposal is None or self.fuse != "auto":
+            return
+        stopped = result.get(record.FUSE_STOPPED_PAYING)
+        if isinstance(stopped, str):
+            if self.decisions.decline_at(proposal.spec, stopped):
+                self.decisions.persist(self.study)
+                said = f"later groups of trial {proposal.trial.number}'s shape train on their own: {stopped}"
+                self._emit("fuse", -1, detail=said)  # not a record name: the event kind
+        elif (result.get(FINAL_KEY) and result.get(FUSE) == "on" and result.get(record.FUSED_STEP_S) is not None
+              and self.decisions.fuse(proposal.spec, proposal.trial.number)):
+            self.decisions.persist(self.study)
 
     @_store_guard
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -1010,16 +1028,6 @@ def _derived(spec: TrialSpec) -> dict[str, Any]:
     return {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size, record.BASE_BATCH_SIZE: spec.base_batch_size,
             record.LR: spec.lr, record.WARMUP_EPOCHS: spec.warmup_epochs, record.LR_SCHEDULE: spec.schedule,
             EMULATED_RANKS: spec.emulated_ranks, record.SEED: spec.seed}
-
-
-def _batchless_key(spec: TrialSpec) -> Hashable:
-    """A shape's ``fusion_key`` but for its per-device batch."""
-    return fusion_key(replace(spec, per_device_batch_size=1))
-
-
-def _workload_key(spec: TrialSpec) -> Hashable:
-    """A shape's ``fusion_key`` but for its batch, world size and accumulation: the model's."""
-    return fusion_key(replace(spec, per_device_batch_size=1, world_size=1, grad_accum_steps=1, emulated_ranks=1))
 
 
 def _exact(params: dict[str, Any]) -> Hashable:

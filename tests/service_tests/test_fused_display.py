@@ -133,14 +133,13 @@ def test_status_says_how_many_trials_trained_fused_in_which_groups_and_why_other
     assert ("fused: 7 trials in 2 groups (4 + 3); their runtimes are solo estimates "
             "(runtime_basis: solo_estimate)") in lines
     # The reason without each trial's own numbers, so that trials that ran alone for one reason count together.
-    assert ("on their own: 3 trials with fuse off, 2 because fusing did not pay on cpu "
-            "(the most common of 2 reasons)") in lines
+    assert "not fused: 3 trials on their own, 2 because fusing did not pay, 1 because no partner of its shape" in lines
 
 
 def test_status_json_has_the_groups_their_members_and_the_reasons_trials_ran_alone(store: str) -> None:
     fused = json.loads(_run("status", "fused", "--storage", store, "--json"))["fused"]
     assert fused == {"groups": 2, "members": 7, "group_sizes": {"0": 4, "4": 3},
-                     "off": {"fusing did not pay on cpu": 2, NO_PARTNER: 1}}
+                     "off": {"fusing did not pay": 2, "no partner of its shape": 1}}
 
 
 def test_a_study_that_never_fused_says_nothing_of_fusing(plain: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,6 +171,12 @@ def test_the_trial_table_shows_each_trials_group_and_marks_solo_estimates(store:
         "'-' trained on its own",
         "~ after a runtime: a fused member's solo estimate, what it would take alone on its devices "
         "(runtime_basis: solo_estimate; the group's wall time is fused_runtime_s)"]
+
+
+def test_the_end_of_search_says_why_trials_were_not_fused_by_kind_as_status_does(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _end_of_search("fused", store, monkeypatch).splitlines()
+    assert "not fused: 3 trials on their own, 2 because fusing did not pay, 1 because no partner of its shape" in lines
 
 
 def test_the_frontier_table_keeps_the_group_column_and_marks(store: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,7 +66,7 @@ from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "train_fused"]
+__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict", "solo_estimate", "train_fused"]
 
 # Report keys of a group's rank 0 (``hpsearch.record``): the member a report is about, a
 # member's failure, and why a group did not train fused.
@@ -164,6 +164,27 @@ class FusedModel:
                 metrics.update(chance)
             out.append(metrics)
         return out
+
+    @torch.no_grad()
+    def evaluate_one(self, workload: Workload, batches: Iterable[Any],
+                     autocast: Callable[[], contextlib.AbstractContextManager[Any]]) -> float:
+        """Member 0's validation loss alone, as a solo run computes it (no ``vmap``): timed by
+        the caller for the solo estimate."""
+        module = self.module
+        module.eval()
+        params = {n: p.detach()[0] for n, p in self.params.items()}
+        buffers = {n: b[0] for n, b in self.buffers.items()}
+        loss_sum, count = 0.0, 0
+        for x, y in batches:
+            with autocast():
+                out = functional_call(module, (params, buffers), (x,))
+                loss = workload.loss_fn(out, y)
+            if workload.num_classes is not None:
+                float((out.argmax(dim=1) == y).sum())
+            loss_sum += float(loss) * (len(y) if workload.loss_reduction == "mean" else 1)
+            count += len(y)
+        module.train()
+        return loss_sum / max(count, 1)
 
     def state_dict(self, k: int) -> dict[str, torch.Tensor]:
         """Member ``k``'s weights and buffers as the model's own state dict."""
@@ -298,11 +319,63 @@ class _Member:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def fusable(workload: Workload) -> str | None:
-    """Why ``workload`` cannot train fused (``None``: it can)."""
+def fusable(workload: Workload, optimizer: str = "sgd") -> str | None:
+    """Why ``workload`` cannot train fused under ``optimizer`` (``None``: it can).
+
+    Adam and AdamW with BatchNorm are not fused: the bias of a layer a BatchNorm follows has a
+    gradient of zero but for rounding (the normalisation removes any shift), and Adam divides
+    that rounding noise by its own size into full-size steps of either sign. A vectorized
+    convolution rounds in another order than the solo one, so a fused member's biases wander
+    another way than its solo run's; training does not see it (the batch statistics remove it)
+    but the running statistics lag behind it, and validation does: a BatchNorm CNN's member
+    ended 1.3e-2 relative from its solo run in ``val_loss`` over one epoch (0.7-1.5e-3 at its
+    first steps), while its training losses stayed within 3e-8. SGD moves such a bias by its
+    gradient, the noise's own size: the same model under SGD stays within 1e-6.
+    """
     if workload.hooks is not None:
         return "the workload trains itself (a LightningModule or hooks): its steps cannot be vectorized"
+    if optimizer in ("adam", "adamw") and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                                               for m in workload.model.modules()):
+        return (f"{optimizer} with BatchNorm is not fused: Adam turns the rounding noise of a bias a "
+                "BatchNorm follows into full-size steps, which the running statistics carry into the "
+                "validation metrics (a fused member would end up to 1e-2 from its solo run)")
     return None
+
+
+def fuse_verdict(fused_step_s: float, solo_step_s: float, members: int) -> bool:
+    """Whether fusing pays: a fused step costs each of ``members`` less than its solo step.
+
+    Example:
+        >>> fuse_verdict(0.0671, 0.0161, 4), fuse_verdict(0.040, 0.0161, 4)
+        (False, True)
+    """
+    return fused_step_s / members < solo_step_s
+
+
+def solo_estimate(train_s: float, *, ratio: float, warm_fused_s: float, warm_solo_s: float, evaluations: int = 0,
+                  solo_eval_s: float = 0.0) -> float:
+    """What a fused member's run would take alone: the group's training time after its first
+    step scaled by ``ratio`` (``solo_step_s / fused_step_s``), plus what a solo run's first step
+    costs over the others (``warm_solo_s``: the kernels' first calls; without it the CNN's
+    estimates came 30% short), plus its own ``evaluations`` at ``solo_eval_s`` each.
+
+    The evaluations are a solo run's own: scaled by the step ratio, the group's vectorized
+    evaluations (every member at once) placed a b 8 member of the digits MLP grid at 0.53-0.70x
+    of its solo twin's ``runtime_s``. (Taking from the wall time what each step took over a
+    solo step instead left the estimate further off on the digits grids: the group's own
+    bookkeeping grows with K.)
+
+    Example:
+        >>> solo_estimate(2.0, ratio=0.25, warm_fused_s=0.2, warm_solo_s=0.05, evaluations=3, solo_eval_s=0.01)
+        0.53
+    """
+    return round(max(0.0, train_s - warm_fused_s) * ratio + warm_solo_s + evaluations * solo_eval_s, 12)
+
+
+def _did_not_pay(device: str, fused_s: float, solo_s: float, k: int, timed: str) -> str:
+    """The words of a decline: both step times, each member's share, and what was timed."""
+    return (f"on {device}: a step of {k} members fused took {fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a "
+            f"member), one member alone {solo_s * 1e3:.3g} ms ({timed})")
 
 
 def train_fused(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
@@ -347,6 +420,11 @@ class _Group:
         self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
         self.late_fused: list[float] = []  # the steady fused steps' times, and their fetching
         self.late_fetch: list[float] = []
+        # Why the steady steps say fusing no longer pays (``_retime``), in every report from then on.
+        self.stopped_paying: str | None = None
+        # One member's evaluation timed alone, at the first evaluation (``solo_estimate``).
+        self.solo_eval_s: float | None = None
+        self.solo_eval_timing_s = 0.0  # the wall time of timing it, not the group's
 
     def run(self) -> dict[str, Any] | None:
         spec, ctx, device, P, V = self.spec, self.ctx, self.device, self.P, self.V
@@ -355,7 +433,7 @@ class _Group:
             raise WorkloadError(f"{P} processes x {V} emulated ranks must equal world_size {spec.world_size}")
         torch.manual_seed(spec.seed)  # the members' weights: each solo run's
         workload, data_cache = warm_workload(spec.workload, spec.factory_options, keep=spec.keep_data)
-        why = fusable(workload)
+        why = fusable(workload, str(spec.hyperparameters.get("optimizer", "sgd")).lower())
         if why is not None:
             return self._declined(why, {})
         self.workload = workload
@@ -651,11 +729,10 @@ class _Group:
         k = len(self.members)
         # One member left (the others diverged): it trains on where it is rather than again alone.
         timed = len(self.fused_times)
-        if may_decline and self.spec.fuse == "auto" and k > 1 and fused_s / k >= solo_s:
+        if may_decline and self.spec.fuse == "auto" and k > 1 and not fuse_verdict(fused_s, solo_s, k):
             raise FuseDeclined(
-                f"fusing did not pay on {self.device.type}: a step of {k} members fused took "
-                f"{fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a member), one member alone "
-                f"{solo_s * 1e3:.3g} ms (timed on {timed} step{'' if timed == 1 else 's'})",
+                "fusing did not pay " + _did_not_pay(self.device.type, fused_s, solo_s, k,
+                                                     f"timed on {timed} step{'' if timed == 1 else 's'}"),
                 {record.FUSED_STEP_S: fused_s, record.SOLO_STEP_S: solo_s})
 
     def _retime(self, fused_s: float, fetch_s: float, batches: tuple[list[Any], list[tuple[int, int, int]], int],
@@ -671,9 +748,17 @@ class _Group:
             self.late_fetch.append(fetch_s)
         if len(self.late_fused) < PROBE_STEPS:
             return
-        self._set_step_times(self.late_fused, self._time_solo(mean_loss), self.late_fetch)
+        fused, solo = self._set_step_times(self.late_fused, self._time_solo(mean_loss), self.late_fetch)
         self.retime_at = None
         self._drop_solo()
+        k = len(self.members)
+        if self.spec.fuse == "auto" and k > 1 and not fuse_verdict(fused, solo, k):
+            # Fusing paid on the first steps and no longer does on the steady ones. The group
+            # finishes fused: its members alone from the start would spend the quarter run again
+            # to save a loss the first steps found under one member's solo step. It says so in
+            # its reports, and the search fuses no later group of this shape (docs/search.md).
+            self.stopped_paying = "fusing stopped paying " + _did_not_pay(
+                self.device.type, fused, solo, k, f"timed again on {len(self.late_fused)} steps a quarter into the run")
 
     def _drop_solo(self) -> None:
         self.solo_model = None  # type: ignore[assignment]
@@ -772,13 +857,26 @@ class _Group:
             self.evaluations += 1
             self.memory.phase = "evaluation"
             measured = self.model.evaluate(self.workload, feed.evaluation(), self.autocast)
+            if self.solo_eval_s is None:
+                # What a solo run pays for an evaluation: one member's, timed alone (the group's
+                # evaluates every member at once, and its step ratio says nothing of it). Twice,
+                # the faster kept: the first call of the unvectorized model finds its caches cold.
+                timed = time.perf_counter()
+                times = []
+                for _ in range(2):
+                    began_one = time.perf_counter()
+                    self.model.evaluate_one(self.workload, feed.evaluation(), self.autocast)
+                    times.append(time.perf_counter() - began_one)
+                self.solo_eval_s = min(times)
+                self.solo_eval_timing_s = time.perf_counter() - timed
+                self.probe_seconds += self.solo_eval_timing_s
             self.memory.phase = "training"
         peak = self.memory.peak(self.P if final else 1)  # the final one: the largest over the processes
         last: dict[str, Any] | None = None
         diverged: list[int] = []
         if self.ctx.is_main:
             now = time.perf_counter()
-            self.eval_seconds += now - began
+            self.eval_seconds += now - began - (self.solo_eval_timing_s if self.evaluations == 1 else 0.0)
             self.epoch_eval_seconds += now - began
             wall = now - self.start - self.probe_seconds
             train_losses = (self.loss_sums / max(self.train_count, 1)).tolist()
@@ -794,11 +892,13 @@ class _Group:
                     **self.setup,
                     MEMBER: m.index, record.FUSED_MEMBERS: len(self.spec.fused), record.FUSE: "on",
                     record.RUNTIME_BASIS: "solo_estimate", record.FUSED_RUNTIME_S: wall,
-                    record.RUNTIME_S: self._solo_estimate(wall),
-                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds),
+                    record.RUNTIME_S: self._solo_estimate(wall - self.eval_seconds, self.evaluations),
+                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds, 0),
                     record.FUSED_STEP_S: self.fused_step_s, record.SOLO_STEP_S: self.solo_step_s,
                     record.PEAK_MEMORY_BYTES: peak, record.DEVICE_SHARE_S: m.share,
                 }
+                if self.stopped_paying is not None:
+                    metrics[record.FUSE_STOPPED_PAYING] = self.stopped_paying
                 if final:
                     metrics[record.DEVICE] = (f"cuda ({torch.cuda.get_device_name(self.device)})"
                                               if self.device.type == "cuda" else "cpu")
@@ -818,14 +918,13 @@ class _Group:
         self._share_removal(diverged)
         return last
 
-    def _solo_estimate(self, seconds: float) -> float:
-        """What ``seconds`` of the group's wall time take one member alone: the group's steps
-        after its first, scaled by ``solo_step_s / fused_step_s``, and a solo run's first step.
-        (Taking from the wall time what each step took over a solo step instead left the
-        estimate further off on the digits grids: the group's own bookkeeping grows with K.)"""
+    def _solo_estimate(self, train_s: float, evaluations: int) -> float:
+        """What the group's ``train_s`` of training and ``evaluations`` take one member alone
+        (``solo_estimate``); the group's own wall time until the step times are in."""
         if self.ratio is None:
-            return seconds
-        return max(0.0, seconds - self.warm_fused_s) * self.ratio + self.warm_solo_s
+            return train_s + self.eval_seconds * (evaluations > 0)
+        return solo_estimate(train_s, ratio=self.ratio, warm_fused_s=self.warm_fused_s, warm_solo_s=self.warm_solo_s,
+                             evaluations=evaluations, solo_eval_s=self.solo_eval_s or 0.0)
 
     def _share_removal(self, diverged: list[int]) -> None:
         """Rank 0 found members whose validation loss is not finite: every rank drops them."""
