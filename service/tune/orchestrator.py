@@ -423,9 +423,13 @@ def _search_storage(settings: Settings, on_event: Callable[[SearchEvent], None] 
     return patient_storage(settings.storage, patience, on_wait)
 
 
-def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace, n_trials: int) -> optuna.Study:
+def _create_study(storage: optuna.storages.BaseStorage, name: str, space: SearchSpace,
+                  n_trials: int | None = None) -> optuna.Study:
     """The study of a new search; ``n_trials`` is its total of finished trials as planned (a
-    grid's size where ``search.n_trials`` is larger: its status then reads "4 of 4", not "4 of 8")."""
+    grid's size where ``search.n_trials`` is larger: its status then reads "4 of 4", not "4 of 8");
+    ``search.n_trials`` where not given."""
+    if n_trials is None:
+        n_trials = space.search.n_trials
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=name,
