@@ -192,7 +192,7 @@ class StudyAnalysis:
     def __repr__(self) -> str:
         # The dataclass's own repr printed every trial, fit draw and point: thousands of lines in
         # a notebook, with no summary.
-        return f"<StudyAnalysis {str(self)}>"
+        return f"<StudyAnalysis {self!s}>"
 
     def memory_model(self, kind: str, configuration: Mapping[str, Any] | None = None) -> MemoryModel | None:
         """The memory facts of device ``kind`` for a configuration (its values of the study's

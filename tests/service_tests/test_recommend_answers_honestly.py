@@ -242,7 +242,7 @@ def test_without_an_lr_law_the_answer_says_why_in_one_plain_sentence(tmp_path: P
 
 
 def test_a_target_nobody_reached_is_refused_in_a_sentence_that_says_it_once(regression: str) -> None:
-    code, out, err = _run("recommend", "regression", "-n", "1", "--storage", regression, "--target", "val_loss=0.1")
+    code, _out, err = _run("recommend", "regression", "-n", "1", "--storage", regression, "--target", "val_loss=0.1")
     assert code == 5
     assert "no trial on at most 1 device reached the target val_loss <= 0.1; the best any trial recorded is 0.2" in err
     assert "so there is nothing to recommend; raise the target or run more trials." in err
