@@ -59,6 +59,7 @@ from hpsearch.study import (
     param_names,
     ran_as_text,
     searched_params,
+    span_of,
     to_csv,
     to_json,
 )
@@ -731,10 +732,11 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
     (proposed, waiting for their devices).
 
     With --trial N, trial N alone: its configuration, state and reason, its fused group and
-    step times where it trained fused, and its phases (asked,
-    devices reserved, ranks handed to workers, ranks ready, training started and ended, last
-    report, told) with the seconds between them, so a slow orchestrator shows. Exits with
-    status 2 when the study has no trial N.
+    step times where it trained fused, and its phases (asked, launched,
+    devices free, devices reserved, ranks handed to workers, ranks ready, training started and
+    ended, last report, told) with the seconds between them and what each gap was spent on
+    (start-up, waiting for devices, training, the rest), so a slow orchestrator shows. Exits
+    with status 2 when the study has no trial N.
     """
     search = hpsearch.load(study, storage=storage)
     if trial_number is not None:
@@ -798,7 +800,8 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
 
 def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> None:
     """``status --trial N``: the trial, then its phases as a table (each one's seconds since
-    the trial was asked and since the phase before) and where its time went, in one line."""
+    the trial was asked and since the phase before, and what that gap was spent on:
+    ``hpsearch.study.PHASE_SPANS``) and where its time went, in one line."""
     if as_json:
         click.echo(json.dumps({"study": search.study_name, **trial.to_dict()}, default=str))
         return
@@ -822,9 +825,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
             why = "the study was written by a release that did not record them"
         click.echo(f"  no phases recorded ({why})")
         return
-    click.echo(f"  {'phase':<18} {'since asked':>12} {'gap':>10}")
+    click.echo(f"  {'phase':<18} {'since asked':>12} {'gap':>10}  gap spent on")
     for phase in timeline.phases:
-        click.echo(f"  {phase.name:<18} {format_seconds(phase.at_s):>12} {format_seconds(phase.gap_s):>10}")
+        span = span_of(phase.name) if phase.gap_s is not None else None
+        click.echo(f"  {phase.name:<18} {format_seconds(phase.at_s):>12} {format_seconds(phase.gap_s):>10}"
+                   + (f"  {span.label}" if span is not None else ""))
     if timeline.missing:
         click.echo(f"  not reached: {', '.join(timeline.missing)}")
     click.echo(f"  {timeline.describe()}")

@@ -54,7 +54,17 @@ from hpsearch.study._pareto import (
     learned_nothing,
     pareto_front,
 )
-from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
+from hpsearch.study._phases import (
+    PHASE_SPANS,
+    Phase,
+    PhaseSpan,
+    PhaseTimeline,
+    TrialPhases,
+    format_seconds,
+    phase_timeline,
+    span_of,
+    trial_phases,
+)
 from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql, sql_store
 from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
 from hpsearch.study._summary import (
@@ -90,6 +100,7 @@ __all__ = [
     "INCOMPLETE",
     "MISSED",
     "PENDING",
+    "PHASE_SPANS",
     "RUNNING",
     "SOLO_ESTIMATE",
     "TESTED_SCHEMA_VERSIONS",
@@ -100,6 +111,7 @@ __all__ = [
     "FusedSummary",
     "FusedTrial",
     "Phase",
+    "PhaseSpan",
     "PhaseTimeline",
     "StudyInfo",
     "StudyListing",
@@ -135,6 +147,7 @@ __all__ = [
     "param_names",
     "pareto_front",
     "phase_timeline",
+    "span_of",
     "ran_as_text",
     "read_attr",
     "read_trials",
