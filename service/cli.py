@@ -782,15 +782,22 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
                        f"{'its configuration' if n - waiting == 1 else 'their configurations'} (rerun_of)")
     for line in fused_summary(df).lines():  # nothing for a study that never fused
         click.echo(line)
-    left = summary["running"] + summary["pending"]
-    if left and process.running is False:
-        # Trials stay RUNNING in the store when their search dies (kill -9): not training.
+    trained, unstarted = summary["running"], summary["pending"]
+    if (trained or unstarted) and process.running is False:
+        # Trials stay RUNNING in the store when their search dies (kill -9): not training. Those
+        # that never got their devices never ran: resume puts them back in the queue.
         resume = f"hpsearch resume {study}" + (f" --storage {store_name(storage)}" if storage else "")
-        numbers = ", ".join(f"#{t['number']}" for t in left)
-        click.echo(f"the search is not running ({process.describe()}): {_count(len(left), 'trial')} it left "
-                   f"unfinished ({numbers}) {'was' if len(left) == 1 else 'were'} cut short; '{resume}' marks "
-                   f"{'it' if len(left) == 1 else 'them'} interrupted and runs {'it' if len(left) == 1 else 'them'} "
-                   "again, and finishes the study")
+        parts, does = [], []
+        if trained:
+            parts.append(f"{_count(len(trained), 'trial')} it left training ({_numbers(trained)}) "
+                         f"{'was' if len(trained) == 1 else 'were'} cut short")
+            does.append(f"marks {'it' if len(trained) == 1 else 'them'} interrupted and runs "
+                        f"{'it' if len(trained) == 1 else 'them'} again")
+        if unstarted:
+            parts.append(f"{_count(len(unstarted), 'trial')} it had asked ({_numbers(unstarted)}) never started")
+            does.append(f"runs {'it' if len(unstarted) == 1 else 'them'} from the queue")
+        click.echo(f"the search is not running ({process.describe()}): {' and '.join(parts)}; "
+                   f"'{resume}' {', '.join(does)}, and finishes the study")
         return
     for t in summary["running"]:
         click.echo(f"training: trial #{t['number']} {_shape(t)}, epochs done {_fmt(t[record.EPOCHS_COMPLETED])}")
@@ -833,6 +840,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
     if timeline.missing:
         click.echo(f"  not reached: {', '.join(timeline.missing)}")
     click.echo(f"  {timeline.describe()}")
+
+
+def _numbers(trials: list[dict[str, Any]]) -> str:
+    """``#3, #4``: the numbers of ``status``'s listed trials."""
+    return ", ".join(f"#{t['number']}" for t in trials)
 
 
 def _plain(v: Any) -> Any:

@@ -84,8 +84,8 @@ PHASE_SPANS: tuple[PhaseSpan, ...] = (
     PhaseSpan("train", "training", "rank 0's training loop", ("training_ended",)),
     PhaseSpan("rest", "the rest",
               "after its devices were reserved, the time it did not train: starting its ranks, reporting, "
-              "telling the study (the orchestrator's own)", ("handed", "ready", "training_started", "last_report",
-                                                              "told")),
+              "telling the study (the orchestrator's own)",
+              ("handed", "ready", record.TRAINING_STARTED, "last_report", "told")),
 )
 
 
