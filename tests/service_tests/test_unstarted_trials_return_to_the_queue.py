@@ -14,9 +14,15 @@ the end of the run), without Ray; the real Ctrl-C of a search is in ``test_resum
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import optuna
+import pytest
 from click.testing import CliRunner
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
@@ -184,3 +190,68 @@ def test_resume_after_kill_returns_the_orphans_that_never_started_to_the_queue(t
     assert sorted(t.user_attrs[record.RERUN_OF] for t in reruns) == [2, 3]
     out = CliRunner().invoke(cli, ["status", "killed", "--storage", url]).stdout
     assert "fused: 4 trials in 2 groups (2 + 2)\n" in out, out
+
+
+# ---- a real Ctrl-C ------------------------------------------------------------------------------
+
+#: Three configurations queued to run first: b 8 at two LRs (a fused group, one slot) and b 16,
+#: asked ahead while looking for the group's partner, which then waits for the slot. The
+#: sleeping workload's trials take seconds whatever the machine.
+CTRL_C = """\
+study: ctrl-c
+workload: {name: "benchmarks.workloads.sleepy:sleepy", epochs: 20, options: {samples: 256, sample_s: 0.0125}}
+parameters:
+  per_device_batch_size: {choices: [8, 16]}
+  base_lr: {choices: [0.01, 0.02]}
+search:
+  sampler: grid
+  n_trials: 4
+  seed: 0
+  fuse: true
+  fuse_max: 2
+  max_concurrent: 1
+  enqueue:
+    - {per_device_batch_size: 8, base_lr: 0.01}
+    - {per_device_batch_size: 16, base_lr: 0.01}
+    - {per_device_batch_size: 8, base_lr: 0.02}
+resources: {device: cpu}
+"""
+
+
+@pytest.mark.slow
+def test_a_real_ctrl_c_fails_the_group_that_trained_and_queues_the_configuration_asked_ahead(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]  # the sleeping workload is in benchmarks/
+    env = {**{k: v for k, v in os.environ.items() if k not in ("HPSEARCH_STORAGE", "HPSEARCH_RUNS_DIR", "RAY_ADDRESS")},
+           "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(root)) if p)}
+    (tmp_path / "space.yaml").write_text(CTRL_C)
+    url = f"sqlite:///{tmp_path / 'hpsearch.db'}"
+    # Its own session, as a terminal job is its own process group: Ctrl-C goes to the group.
+    proc = subprocess.Popen([sys.executable, "-m", "hpsearch", "start", "space.yaml", "--no-progress"], cwd=tmp_path,
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # the group trains
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "timed out waiting for the group to train"
+            try:
+                if any(t.user_attrs.get(record.TRAINING_STARTED) for t in _trials(url, "ctrl-c").values()):
+                    break
+            except KeyError:  # the study is not created yet
+                pass
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out + err
+    trials = _trials(url, "ctrl-c")
+    by_config = {(t.params["per_device_batch_size"], t.params["base_lr"]): t for t in trials.values()}
+    assert len(by_config) == 3  # the fourth configuration was never asked
+    for config in ((8, 0.01), (8, 0.02)):  # the group that trained
+        t = by_config[config]
+        assert (t.state, t.user_attrs[record.STATUS_REASON]) == (TrialState.FAIL, "interrupted"), config
+    waiting = by_config[(16, 0.01)]  # asked ahead, never started: back in the queue
+    assert waiting.state == TrialState.WAITING and record.STATUS_REASON not in waiting.user_attrs
+    status = CliRunner().invoke(cli, ["status", "ctrl-c", "--storage", url]).stdout
+    assert "(fail 2, waiting 1)" in status, status
