@@ -60,6 +60,7 @@ from hpsearch.study import (
     param_names,
     ran_as_text,
     searched_params,
+    span_of,
     to_csv,
     to_json,
 )
@@ -756,10 +757,11 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
     (proposed, waiting for their devices).
 
     With --trial N, trial N alone: its configuration, state and reason, its fused group and
-    step times where it trained fused, and its phases (asked,
-    devices reserved, ranks handed to workers, ranks ready, training started and ended, last
-    report, told) with the seconds between them, so a slow orchestrator shows. Exits with
-    status 2 when the study has no trial N.
+    step times where it trained fused, and its phases (asked, launched,
+    devices free, devices reserved, ranks handed to workers, ranks ready, training started and
+    ended, last report, told) with the seconds between them and what each gap was spent on
+    (start-up, waiting for devices, training, the rest), so a slow orchestrator shows. Exits
+    with status 2 when the study has no trial N.
     """
     search = hpsearch.load(study, storage=storage)
     if trial_number is not None:
@@ -811,15 +813,22 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         click.echo(duplicates)
     for line in fused_summary(df).lines():  # nothing for a study that never fused
         click.echo(line)
-    left = summary["running"] + summary["pending"]
-    if left and process.running is False:
-        # Trials stay RUNNING in the store when their search dies (kill -9): not training.
+    trained, unstarted = summary["running"], summary["pending"]
+    if (trained or unstarted) and process.running is False:
+        # Trials stay RUNNING in the store when their search dies (kill -9): not training. Those
+        # that never got their devices never ran: resume puts them back in the queue.
         resume = f"hpsearch resume {study}" + (f" --storage {store_name(storage)}" if storage else "")
-        numbers = ", ".join(f"#{t['number']}" for t in left)
-        click.echo(f"the search is not running ({process.describe()}): {_count(len(left), 'trial')} it left "
-                   f"unfinished ({numbers}) {'was' if len(left) == 1 else 'were'} cut short; '{resume}' marks "
-                   f"{'it' if len(left) == 1 else 'them'} interrupted and runs {'it' if len(left) == 1 else 'them'} "
-                   "again, and finishes the study")
+        parts, does = [], []
+        if trained:
+            parts.append(f"{_count(len(trained), 'trial')} it left training ({_numbers(trained)}) "
+                         f"{'was' if len(trained) == 1 else 'were'} cut short")
+            does.append(f"marks {'it' if len(trained) == 1 else 'them'} interrupted and runs "
+                        f"{'it' if len(trained) == 1 else 'them'} again")
+        if unstarted:
+            parts.append(f"{_count(len(unstarted), 'trial')} it had asked ({_numbers(unstarted)}) never started")
+            does.append(f"runs {'it' if len(unstarted) == 1 else 'them'} from the queue")
+        click.echo(f"the search is not running ({process.describe()}): {' and '.join(parts)}; "
+                   f"'{resume}' {', '.join(does)}, and finishes the study")
         return
     for t in summary["running"]:
         click.echo(f"training: trial #{t['number']} {_shape(t)}, epochs done {_fmt(t[record.EPOCHS_COMPLETED])}")
@@ -829,7 +838,8 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
 
 def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> None:
     """``status --trial N``: the trial, then its phases as a table (each one's seconds since
-    the trial was asked and since the phase before) and where its time went, in one line."""
+    the trial was asked and since the phase before, and what that gap was spent on:
+    ``hpsearch.study.PHASE_SPANS``) and where its time went, in one line."""
     if as_json:
         click.echo(json.dumps({"study": search.study_name, **trial.to_dict()}, default=str))
         return
@@ -856,9 +866,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
             why = "the study was written by a release that did not record them"
         click.echo(f"  no phases recorded ({why})")
         return
-    click.echo(f"  {'phase':<18} {'since asked':>12} {'gap':>10}")
+    click.echo(f"  {'phase':<18} {'since asked':>12} {'gap':>10}  gap spent on")
     for phase in timeline.phases:
-        click.echo(f"  {phase.name:<18} {format_seconds(phase.at_s):>12} {format_seconds(phase.gap_s):>10}")
+        span = span_of(phase.name) if phase.gap_s is not None else None
+        click.echo(f"  {phase.name:<18} {format_seconds(phase.at_s):>12} {format_seconds(phase.gap_s):>10}"
+                   + (f"  {span.label}" if span is not None else ""))
     if timeline.missing:
         click.echo(f"  not reached: {', '.join(timeline.missing)}")
     click.echo(f"  {timeline.describe()}")
@@ -867,6 +879,11 @@ def _print_trial_phases(search: Search, trial: TrialPhases, as_json: bool) -> No
 def _duplicates_line(summary: Mapping[str, Any]) -> str | None:
     """What ``summary`` (``Search.summary()``) says of the study's exact duplicates, in a line."""
     return duplicates_line({d["number"]: d[record.DUPLICATE_OF] for d in summary.get("duplicates", ())})
+
+
+def _numbers(trials: list[dict[str, Any]]) -> str:
+    """``#3, #4``: the numbers of ``status``'s listed trials."""
+    return ", ".join(f"#{t['number']}" for t in trials)
 
 
 def _plain(v: Any) -> Any:

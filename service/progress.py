@@ -18,7 +18,8 @@ class SearchEvent:
     Attributes:
         kind: ``started`` (proposed; PENDING until its devices are granted), ``training`` (its
             devices were granted and its ranks start: RUNNING), ``result`` (one evaluation), ``completed``, ``pruned`` (stopped early),
-            ``failed``, ``skipped`` (a constraint skipped the configuration) or ``exhausted``
+            ``failed``, ``skipped`` (a constraint skipped the configuration), ``queued`` (the
+            search stopped before it started: back in the study's queue) or ``exhausted``
             (the sampler found nothing left to run; ``number`` is -1) or ``store`` (the store
             stopped or started answering again; ``number`` is -1), ``budget`` (what the search
             spent and has left, every second; ``number`` is -1) or ``budget_stop`` (the budget
@@ -114,6 +115,8 @@ class ProgressDisplay:
             self.running.add(event.number)
         elif event.kind == "skipped":
             self.skipped += 1
+        elif event.kind == "queued":  # never started: back in the study's queue, for resume
+            self.pending.discard(event.number)
         elif event.kind in ("store", "exhausted", "budget_stop", "memory", "fuse", "tracking"):  # not a record name: the event kind
             self.console.print(f"[yellow]{event.data.get('detail', '')}[/]", highlight=False, soft_wrap=True)
         elif event.kind == "confirmation":  # not a record name: the event kind

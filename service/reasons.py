@@ -23,6 +23,10 @@ The skipped ones (``constraint``, ``equivalent``, ``exceeds_memory``) never ran 
 count toward ``n_trials``. ``REASON_TEXT`` says what each reason means in a few words, for the
 readers that show reasons (``hpsearch status``, the dashboard's legend).
 
+A configuration the search asked but never started (asked ahead for a fused group, or waiting
+for its devices) when it stopped has no reason at all: it is back in the study's queue
+(WAITING, ``hpsearch.store.return_to_queue``), and ``resume`` runs it first.
+
 A trial stopped by the budget is, like an interrupted one, not finished in the ``n_trials``
 sense and does not hold its configuration: the search cut it short, not the trial itself, so
 ``resume`` runs its configuration again from the start (trials keep no checkpoints). Its

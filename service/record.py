@@ -195,11 +195,15 @@ TRAINING_STARTED = "training_started"
 #: it was asked under ``asked_at`` (``PHASE_NAMES``, in order): so a slow orchestrator shows.
 PHASES = "phases"
 #: The phases a trial records, in the order they happen: asked (the searcher proposed it),
-#: reserved (its devices), handed (its ranks to warm workers), ready (every rank began),
-#: training_started and training_ended (rank 0's loop), last_report (the trial's process had
-#: rank 0's final report) and told (the searcher wrote its end to the study).
-PHASE_NAMES: tuple[str, ...] = ("asked", "reserved", "handed", "ready", "training_started", "training_ended",
-                                "last_report", "told")
+#: launched (Tune ran it in a trial process, which asked the reservation desk for its devices),
+#: devices_free (its devices were free for it: when it asked, or when a trial that held them
+#: released them), reserved (its devices placed and its node's warm rank processes ready),
+#: handed (its ranks to warm workers), ready (every rank began), training_started and
+#: training_ended (rank 0's loop), last_report (the trial's process had rank 0's final report)
+#: and told (the searcher wrote its end to the study). What each span between two of them is
+#: called (start-up, waiting for devices, training, the rest) is ``hpsearch.study.PHASE_SPANS``.
+PHASE_NAMES: tuple[str, ...] = ("asked", "launched", "devices_free", "reserved", "handed", "ready", "training_started",
+                                "training_ended", "last_report", "told")
 #: Beside the phases, a trial whose ranks ran more than once on the devices it held (search.on_oom:
 #: accumulate retried it halved) records how many attempts failed before the last and their
 #: seconds, from the first attempt's ``handed`` to the last one's start; its phases are the last

@@ -286,11 +286,12 @@ class Search:
 
     def trial_phases(self, number: int) -> read_model.TrialPhases:
         """Where trial ``number``'s time went: its configuration, state and reason, and the
-        phases it recorded (asked, devices reserved, ranks handed to workers, every rank ready,
-        training started and ended, last report, told; ``hpsearch.study.TrialPhases``). Its
-        ``timeline`` says how long it waited for devices and, after they were reserved, how long
-        it trained and how long the rest took: the orchestrator's share (``hpsearch status
-        STUDY --trial N`` prints it). Its ``fused`` says, for a trial that trained fused
+        phases it recorded (asked, launched, devices free, devices reserved, ranks handed to
+        workers, every rank ready, training started and ended, last report, told;
+        ``hpsearch.study.TrialPhases``). Its ``timeline`` says how long it took to start
+        (``startup_s``), how long it waited for devices other trials held (``waited_s``) and,
+        after they were reserved, how long it trained and how long the rest took: the
+        orchestrator's share (``hpsearch status STUDY --trial N`` prints it). Its ``fused`` says, for a trial that trained fused
         (``search.fuse``), its group and the group's members, that its ``runtime_s`` is an
         estimate of it alone, and the step times; for one that ran on its own, why.
 

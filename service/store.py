@@ -27,6 +27,9 @@ from hpsearch.record import (  # the study's attr keys, declared with the trial 
     ATTR_SPACE_TEXT,
     ATTR_STUDY_UID,
     ATTR_VERSIONS,
+    FUSE,
+    FUSED_GROUP,
+    FUSED_MEMBERS,
 )
 from hpsearch.search_spaces import SearchSpace, parse_space
 from hpsearch.study import direct_sql, sql_store
@@ -44,6 +47,7 @@ __all__ = [
     "parse_storage_url",
     "patient_storage",
     "redact_url",
+    "return_to_queue",
     "space_of_study",
     "sqlite_file",
     "store_name",
@@ -435,6 +439,28 @@ def write_trial_record(
                 rows.append({"trial_id": trial_id, "step": step, "intermediate_value": stored,
                              "intermediate_value_type": kind})
             conn.execute(upsert_value, rows)
+
+
+def return_to_queue(storage: optuna.storages.BaseStorage, trial_id: int) -> None:
+    """Put a trial that was asked but never started back in its study's queue: Optuna's WAITING,
+    the state ``Study.enqueue_trial`` leaves a trial in, so the next ``ask`` of a search of the
+    study (``hpsearch resume``) takes it first, with its parameters and its number. It is not a
+    failed trial: nothing ran. What its launch wrote of a fused group it never trained in is
+    cleared, so no reader counts that group as fused.
+
+    A search that stops (Ctrl-C, its budget) returns the configurations it asked ahead and the
+    trials still waiting for devices; ``resume`` after ``kill -9`` returns the orphans that never
+    started. With the search's patient storage the write waits out a store outage like every other.
+    """
+    from optuna.trial import TrialState
+
+    stale: dict[str, Any] = {FUSED_GROUP: None, FUSED_MEMBERS: None, FUSE: None}
+    writer = getattr(storage, "write_trial_record", None)  # the search's patient storage
+    if writer is not None:
+        writer(trial_id, stale, ())
+    else:
+        write_trial_record(storage, trial_id, stale)
+    storage.set_trial_state_values(trial_id, TrialState.WAITING)
 
 
 @functools.cache

@@ -536,43 +536,36 @@ function seconds(value) {
   return `${value.toFixed(size < 10 ? 3 : size < 1000 ? 1 : 0)} s`;
 }
 
-// What the span between two phases was: waiting for devices (up to "reserved"), training (rank
-// 0's loop) or the rest, the orchestrator's own time, which is what a slow search shows.
-function spanKind(from, to) {
-  if (to === "reserved") return "wait";
-  if (from === "training_started" && to === "training_ended") return "train";
-  return "rest";
-}
-
 // The trial's phases (hpsearch.study.PhaseTimeline.to_dict): a bar of the spans between them to
-// scale, the phases with their seconds since asked and since the phase before, and one line.
+// scale, each of the kind the phase it ends at names (start-up, waiting for devices, training,
+// the rest: hpsearch.study.PHASE_SPANS, sent as p.spans, so the names are the CLI's), the phases
+// with their seconds since asked and since the phase before, and one line.
 function phasesPanel(p, state) {
   if (!p) {
     const why = ["RUNNING", "PENDING", "WAITING"].includes(state) ? "it records them when it ends" : "none recorded";
     return [el("p", { class: "note", id: "phases-none" }, `no phases (${why})`)];
   }
   const phases = p.phases;
+  const kinds = Object.fromEntries(p.spans.map((s) => [s.kind, s]));
   // Each span's share of the gaps' sum (the time from asked to told where the phases come in
   // order), so the spans fill the bar exactly, and none is shrunk by the flex layout.
   const total = Math.max(phases.slice(1).reduce((sum, phase, i) => sum + Math.max(0, phase.at_s - phases[i].at_s), 0), 1e-9);
-  const labels = { wait: "waiting for devices", train: "training", rest: "the rest (orchestrator)" };
   const spans = phases.slice(1).map((phase, i) => {
     const from = phases[i];
-    const kind = spanKind(from.phase, phase.phase);
     const width = Math.max(0, phase.at_s - from.at_s) / total * 100;
-    return el("div", { class: `span span-${kind}`, style: `width: ${width}%`,
-      title: `${from.phase} -> ${phase.phase}: ${seconds(phase.at_s - from.at_s)} (${labels[kind]})` });
+    return el("div", { class: `span span-${phase.span}`, style: `width: ${width}%`,
+      title: `${from.phase} -> ${phase.phase}: ${seconds(phase.at_s - from.at_s)} (${kinds[phase.span].label})` });
   });
-  const legend = Object.entries(labels).map(([kind, label]) =>
-    el("span", {}, el("i", { class: `span-${kind}` }), label));
+  const legend = p.spans.map((s) => el("span", { title: s.meaning }, el("i", { class: `span-${s.kind}` }), s.label));
   const rows = phases.map((phase) => el("tr", {}, el("td", { class: "text" }, phase.phase), el("td", {}, seconds(phase.at_s)),
-    el("td", {}, seconds(phase.gap_s))));
+    el("td", {}, seconds(phase.gap_s)), el("td", { class: "text" }, phase.span ? kinds[phase.span].label : "")));
   return [
     el("div", { class: "timeline", id: "phase-bar" }, spans),
     el("div", { class: "legend" }, legend),
     el("p", { class: "text", id: "phase-summary" }, p.summary),
     el("table", { class: "kv", id: "phase-table" },
-      el("thead", {}, el("tr", {}, el("th", { class: "text" }, "phase"), el("th", {}, "since asked"), el("th", {}, "gap"))),
+      el("thead", {}, el("tr", {}, el("th", { class: "text" }, "phase"), el("th", {}, "since asked"), el("th", {}, "gap"),
+        el("th", { class: "text" }, "gap spent on"))),
       el("tbody", {}, rows)),
     ...(p.missing.length ? [el("p", { class: "note" }, `not reached: ${p.missing.join(", ")}`)] : []),
   ];

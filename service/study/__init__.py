@@ -54,7 +54,17 @@ from hpsearch.study._pareto import (
     learned_nothing,
     pareto_front,
 )
-from hpsearch.study._phases import Phase, PhaseTimeline, TrialPhases, format_seconds, phase_timeline, trial_phases
+from hpsearch.study._phases import (
+    PHASE_SPANS,
+    Phase,
+    PhaseSpan,
+    PhaseTimeline,
+    TrialPhases,
+    format_seconds,
+    phase_timeline,
+    span_of,
+    trial_phases,
+)
 from hpsearch.study._schema import TESTED_SCHEMA_VERSIONS, direct_sql, sql_store
 from hpsearch.study._studies import StudyInfo, list_studies, param_names, study_info, study_infos
 from hpsearch.study._summary import (
@@ -92,6 +102,7 @@ __all__ = [
     "INCOMPLETE",
     "MISSED",
     "PENDING",
+    "PHASE_SPANS",
     "RUNNING",
     "SOLO_ESTIMATE",
     "TESTED_SCHEMA_VERSIONS",
@@ -102,6 +113,7 @@ __all__ = [
     "FusedSummary",
     "FusedTrial",
     "Phase",
+    "PhaseSpan",
     "PhaseTimeline",
     "StudyInfo",
     "StudyListing",
@@ -146,6 +158,7 @@ __all__ = [
     "revision",
     "same_answer",
     "searched_params",
+    "span_of",
     "sql_store",
     "state_counts",
     "study_info",

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
+from hpsearch.study._table import PENDING
 from hpsearch.study._units import format_seconds
 
 if TYPE_CHECKING:
@@ -192,7 +193,14 @@ class FusedSummary:
 
 
 def fused_summary(frame: pd.DataFrame) -> FusedSummary:
-    """The ``FusedSummary`` of a study's trials table (empty for a study that never fused)."""
+    """The ``FusedSummary`` of a study's trials table (empty for a study that never fused).
+
+    Only trials that ran count: a trial still waiting for its devices (``PENDING``, also the
+    orphans of a search killed before it started them) or back in the queue (``WAITING``) has
+    trained neither fused nor on its own yet. After ``kill -9`` before any trial ran, ``status``
+    had said "fused: 12 trials in 2 groups" of groups that never trained."""
+    if len(frame) and "state" in frame.columns:
+        frame = frame[~frame["state"].isin((PENDING, "WAITING"))]
     sizes: Counter[int] = Counter()
     estimates = 0
     if len(frame) and record.FUSED_GROUP in frame.columns:

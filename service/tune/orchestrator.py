@@ -48,6 +48,7 @@ from hpsearch.store import (
     open_storage,
     patient_storage,
     redact_url,
+    return_to_queue,
     space_of_study,
     sqlite_file,
     study_attrs,
@@ -292,15 +293,23 @@ def _claim_runs_dir(settings: Settings, study: optuna.Study) -> None:
 
 
 def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
-    """Mark the trials a dead orchestrator left RUNNING as interrupted, and queue the
-    configuration of every trial the search cut short (interrupted, or stopped by the budget)
-    not queued yet to run again. Returns how many were queued.
+    """Put the trials a dead orchestrator left RUNNING that never started (no
+    ``training_started``: asked ahead, or waiting for their devices) back in the queue as they
+    are, mark those that trained interrupted, and queue the configuration of every trial the
+    search cut short (interrupted, or stopped by the budget) not queued yet to run again.
+    Returns how many were queued, both kinds.
 
     A trial killed while its parameters were being chosen (the sampler writes them one by one)
     has only some of ``parameters``: it never ran and has no configuration to rerun, so it is
-    marked interrupted and not queued."""
+    marked interrupted and not queued. A confirmation run is its round's: marked, not queued."""
     storage = study._storage
+    returned = 0
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not t.user_attrs.get(record.TRAINING_STARTED) and parameters <= set(t.params) \
+                and not is_confirmation(t.user_attrs):
+            return_to_queue(storage, t._trial_id)  # nothing ran: not a failed trial
+            returned += 1
+            continue
         storage.set_trial_user_attr(t._trial_id, record.STATUS_REASON, REASON_INTERRUPTED)
         storage.set_trial_user_attr(t._trial_id, record.STATUS_DETAIL, "the search stopped before this trial finished")
         storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
@@ -316,7 +325,7 @@ def _requeue_interrupted(study: optuna.Study, parameters: set[str]) -> int:
                 and not is_confirmation(t.user_attrs):
             study.enqueue_trial(dict(t.params), user_attrs={record.RERUN_OF: t.number})
             queued += 1
-    return queued
+    return returned + queued
 
 
 def _left_to_rerun(trials: Sequence[optuna.trial.FrozenTrial]) -> bool:

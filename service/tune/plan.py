@@ -236,10 +236,16 @@ def grid_progress(space: SearchSpace, trials: Iterable[optuna.trial.FrozenTrial]
     """How far ``trials`` went through the grid of ``space``; ``None`` when its sampler is not a grid."""
     if space.search.sampler not in SEARCH_SAMPLERS:
         return None
+    # Optuna is loaded by now (``trials`` are its); imported here so that ``hpsearch --help``,
+    # which imports this module for the grid's warning, stays without it.
+    from optuna.trial import TrialState
+
     runnable = {params_key(p) for p in runnable_grid_points(space, "cpu")}  # device: as grid_configurations
     held: dict[Any, bool] = {}
     for t in trials:
-        if t.params and occupies_its_configuration(t) and not is_confirmation(t.user_attrs):
+        # A trial back in the queue (WAITING) holds its configuration to run next: not run yet.
+        if (t.params and occupies_its_configuration(t) and t.state != TrialState.WAITING
+                and not is_confirmation(t.user_attrs)):
             key = params_key(t.params)
             held[key] = held.get(key, False) or t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS
     return GridProgress(len(runnable), len(runnable - set(held)), sum(1 for k in runnable if held.get(k) is False))

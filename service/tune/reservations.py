@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -79,6 +80,11 @@ class Grant:
     node_ip: str
     gpu_ids: list[str] | None
     pool: PoolAddress | None = None  # set by the desk once the node's pool is warm
+    #: When its devices were free for it (wall clock, seconds since the epoch): when it came to
+    #: the desk, or, where a trial that held devices released them while it waited, that release.
+    #: Before it, the trial waited for devices; after it, placing them and warming the node's
+    #: rank processes is start-up (``hpsearch.study.PHASE_SPANS``).
+    free_at: float | None = None
     mps: str | None = None  # CUDA MPS on the node: "on", or "off: <why>" (None on CPU)
     #: A trial that spans nodes: each node's share of its ranks, rank 0's node first (the desk
     #: sets their pools); empty for a trial on one node.
@@ -149,6 +155,7 @@ class _ReservationsActor:
         self._mps: dict[str, str | None] = {}  # each node's CUDA MPS state, as its trials record it
         self._stopping = False  # ``stop_granting``: the search is ending
         self._lost: set[str] = set()  # nodes a trial could not reach, before Ray placed anew there
+        self._released_at = 0.0  # when a trial last gave its units back (wall clock)
         if local is not None:  # the node whose pool the search's own process serves (``LocalPool``)
             self._pools[local[0]] = None
             self._warm[local[0]] = local[1]
@@ -159,6 +166,7 @@ class _ReservationsActor:
     async def reserve(self, processes: int) -> Grant:
         o = self._options
         unit = trial_bundle(1, o.device, o.cpus_per_worker, o.gpus_per_worker)
+        arrived = time.time()
         async with self._turn:
             if self._stopping:
                 raise DeskClosed("the search is stopping")
@@ -194,6 +202,11 @@ class _ReservationsActor:
                     placed.cancel()
                     remove_placement_group(pending)
             self._schedule_idle_return()
+        # A trial that came while the devices it could use were held waited for a trial to end
+        # (behind the trials ahead of it in line, too); one that came to free devices did not,
+        # however long Ray takes to place them. Placed first-fit, a slow placement beside a
+        # trial that ends meanwhile is counted as waiting up to that end: never more.
+        grant.free_at = max(arrived, self._released_at)
         grant.pool = await self._pool_warm(grant.node_id)
         grant.mps = self._mps.get(grant.node_id)
         if grant.spans:
@@ -248,6 +261,7 @@ class _ReservationsActor:
         in the seconds before Ray's health checks declare them dead."""
         for group, index in units:
             self._groups[group].free[index] = True
+        self._released_at = time.time()
         if lost:
             self._lost.update(lost)
             self._forget_lost_nodes()

@@ -60,10 +60,12 @@ from hpsearch.record import (
 )
 from hpsearch.sampler import ask_at, distributions, held_by
 from hpsearch.saved_models import ModelKeeper
-from hpsearch.search_spaces import SearchSpace
-from hpsearch.store import write_trial_record
+from hpsearch.search_spaces import Choice, Fixed, Parameter, SearchSpace
+from hpsearch.store import return_to_queue, write_trial_record
 from hpsearch.study import is_confirmation
 from hpsearch.trials.spec import (
+    MEMBER_FIELDS,
+    MEMBER_HYPERPARAMETERS,
     TrialSpec,
     duplicate_key,
     fusion_key,
@@ -224,6 +226,12 @@ class StudySearcher(Searcher):
         self.fuse = str(getattr(space.search, "fuse", "auto"))  # not a record name
         self.fuse_max = int(getattr(space.search, "fuse_max", 16))
         self._groups: dict[str, list[str]] = {}
+        # Member ids whose devices were reserved and whose ranks started (``training_started``):
+        # the trials that ran. One the search stops before that goes back to the queue.
+        self._started: set[str] = set()
+        # Why no two of the space's configurations can share a shape (None: some may), so that
+        # nothing is asked ahead for partners that cannot exist.
+        self._shapeless = _no_shared_shape(space)
         self._proposals: dict[str, _Proposal] = {}
         self._held: list[_Proposal] = []
         # What fuse: auto decided for each shape, as the study keeps it (a resume follows it).
@@ -247,13 +255,17 @@ class StudySearcher(Searcher):
             if t.state == TrialState.COMPLETE and space.resources.memory_per_worker is not None and device == "cpu":
                 self._note_peak(trial_spec(space, {**t.params, **ran_shape(t.user_attrs.get(RAN_AS))}, device=device,
                                            max_processes=max_processes), t.user_attrs)
-            if t.params and occupies_its_configuration(t) and t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS:
+            # A trial back in the queue (WAITING with its parameters: a stopped search never
+            # started it) has not tried its configuration: it runs it when the queue gives it.
+            queued = t.state == TrialState.WAITING
+            if t.params and occupies_its_configuration(t) and t.user_attrs.get(STATUS_REASON) not in NOT_RUN_REASONS \
+                    and not queued:
                 self._ran.setdefault(_exact(t.params), t.number)
                 if self.skip_duplicates and DUPLICATE_OF not in t.user_attrs:
                     self._runs.setdefault(self._duplicate_key(t.params), (t.number, t._trial_id))
             if t.params and occupies_its_configuration(t):
                 self._seen.add(_exact(t.params))
-                if space.constraints.skip_equivalent:
+                if space.constraints.skip_equivalent and not queued:
                     self._tried.add(equivalence_key(trial_spec(space, dict(t.params), device=device,
                                                                max_processes=max_processes)))
 
@@ -395,6 +407,8 @@ class StudySearcher(Searcher):
         """Why a trial of ``spec`` runs on its own whatever its partners (``None``: it may fuse)."""
         if self.fuse == "false":
             return "search.fuse is false"
+        if self._shapeless is not None:
+            return self._shapeless
         if self.space.search.scheduler == "asha":
             return "ASHA judges each trial on its own reports"
         if spec.compile:
@@ -479,10 +493,10 @@ class StudySearcher(Searcher):
         trial of its own is not fused."""
         leader = group[0]
         if self._over_budget(trial_id, leader.trial, leader.params, leader.derived):
+            # The trial that does not fit says why the search stopped; the configurations asked
+            # with it never started: back to the queue, for a resume with budget left.
             for proposal in group[1:] + self._held:
-                _write(proposal.trial, {**proposal.derived, record.STATUS_REASON: REASON_BUDGET,
-                                        record.STATUS_DETAIL: self.budget_stop or ""})
-                self._tell(proposal.trial, state=TrialState.FAIL)
+                self._unstarted(proposal, REASON_BUDGET, self.budget_stop or "")
             self._held = []
             return Searcher.FINISHED
         fused = len(group) > 1
@@ -599,6 +613,7 @@ class StudySearcher(Searcher):
             return
         for mid in mids:
             trial = self._trials[mid]
+            self._started.add(mid)
             _write(trial, {TRAINING_STARTED: time.time()})  # when its devices were reserved
             self._emit("training", trial.number)
         if self.ledger is not None:
@@ -761,6 +776,13 @@ class StudySearcher(Searcher):
         attrs, intermediates, _ = self._epoch_records(mid, self._routed(trial_id, result).get(mid, []))
         del self._trials[mid], self._curves[mid]
         proposal = self._proposals.pop(mid, None)
+        if (self.interrupted or self.budget_ran_out) and self._never_started(mid, trial):
+            # Stopped at the desk, waiting for its devices: nothing ran, so it is not cut short.
+            self._asked.pop(mid, None)
+            self._batch.pop(mid, None)
+            self._end_device_time(mid, trial, attrs, final=False)
+            self._requeue(trial)
+            return
         attrs[PHASES] = _phases(self._asked.pop(mid, None), result.get(PHASES_KEY))
         ran_as = dict(result[RAN_AS]) if isinstance(result.get(RAN_AS), list) else None
         if ran_as is not None:  # its own process halved it (search.on_oom: accumulate)
@@ -834,25 +856,54 @@ class StudySearcher(Searcher):
         self._emit("pruned", trial.number, reason=REASON_EARLY_STOPPED, detail=detail)
 
     def fail_open_trials(self, reason: str, detail: str) -> None:
-        """Record every trial still open (the search stopped under it) as FAIL with ``reason``:
-        those training, and those asked ahead that had not started."""
+        """Record every trial still open (the search stopped under it) that ran as FAIL with
+        ``reason``; those that never started (asked ahead, or waiting for their devices) go back
+        to the study's queue (``_requeue``)."""
         for mid in list(self._trials):
             trial = self._trials.pop(mid)
-            attrs: dict[str, Any] = {PHASES: _phases(self._asked.pop(mid, None), None)}
+            attrs: dict[str, Any] = {}
             self._end_device_time(mid, trial, attrs, final=False)
+            if self._never_started(mid, trial):
+                self._asked.pop(mid, None)
+                self._requeue(trial)
+                continue
+            attrs[PHASES] = _phases(self._asked.pop(mid, None), None)
             _write(trial, attrs)
             self._fail(trial, reason, detail)
         for proposal in self._held:
-            _write(proposal.trial, {PHASES: _phases(proposal.asked, None)})
-            self._fail(proposal.trial, reason, detail)
+            self._unstarted(proposal, reason, detail)
         self._held = []
         self._proposals.clear()
-        # Every trial a duplicate waits for was told above, and the duplicate with it; one left
-        # waiting would stay RUNNING in the study for good.
+        # A trial that ran was told above, and the duplicates waiting for it ended with it; those
+        # left wait for a configuration that went back to the queue without running: nothing ran
+        # for them either, so they go back too (one left waiting would stay RUNNING for good).
         waiting = [trial for trials in self._awaiting.values() for trial in trials]
         self._awaiting.clear()
         for trial in waiting:
-            self._fail(trial, reason, detail)
+            self._requeue(trial)
+
+    def _unstarted(self, proposal: _Proposal, reason: str, detail: str) -> None:
+        """A configuration asked ahead that the stopped search never started: back to the queue
+        (``_requeue``); a confirmation run, which is its round's and not the queue's, FAIL with
+        ``reason``."""
+        if not is_confirmation(proposal.trial.user_attrs):
+            self._requeue(proposal.trial)
+            return
+        _write(proposal.trial, {PHASES: _phases(proposal.asked, None)})
+        self._fail(proposal.trial, reason, detail)
+
+    def _never_started(self, mid: str, trial: optuna.Trial) -> bool:
+        """Whether member ``mid`` never got its devices (the search stopped first), and is one
+        of the search's own configurations: a confirmation run is its round's, not the queue's."""
+        return mid not in self._started and not is_confirmation(trial.user_attrs)
+
+    def _requeue(self, trial: optuna.Trial) -> None:
+        """Put a configuration the search asked but never started back in the study's queue
+        (``hpsearch.store.return_to_queue``): not a failed trial, since nothing ran; ``resume``
+        runs it first, under its own number. Ctrl-C with two slots had marked eleven
+        configurations asked ahead for a fused group FAIL ``interrupted``."""
+        return_to_queue(trial.storage, trial._trial_id)
+        self._emit("queued", trial.number)
 
     def end_run(self) -> None:
         """The end of this run of the search: record the trials still open as cut short, by the
@@ -1021,6 +1072,37 @@ def _phases(asked: float | None, seen: Any) -> dict[str, float]:
     phases.update({name: round(float(times[name]), 4) for name in (record.FAILED_ATTEMPTS, record.FAILED_ATTEMPTS_S)
                    if _is_finite(times.get(name))})
     return phases
+
+
+def _no_shared_shape(space: SearchSpace) -> str | None:
+    """Why no two configurations of ``space`` can share a shape (``hpsearch.trials.spec.fusion_key``),
+    ``None`` where some may: it searches none of the settings fused members may differ in, so
+    configurations of one shape are one configuration, which runs once. The searcher then asks
+    ahead for none: a search of four batch sizes and two slots had asked all twelve of its
+    configurations at its first trial, looking for partners.
+
+    Example:
+        >>> from hpsearch.search_spaces import parse_space
+        >>> text = "workload: {name: digits_mlp}\\nparameters:\\n  per_device_batch_size: {choices: [8, 16]}\\n"
+        >>> _no_shared_shape(parse_space(text + "  base_lr: 0.01\\n"))[:52]
+        'no two configurations of the space share a shape: it'
+        >>> _no_shared_shape(parse_space(text + "  base_lr: {choices: [0.01, 0.1]}\\n")) is None
+        True
+    """
+    own = (*(f for f in MEMBER_FIELDS if f != "hyperparameters"), *MEMBER_HYPERPARAMETERS)  # not a record name
+    if any(name in own and _varies(p) for name, p in space.parameters.items()):
+        return None
+    return (f"no two configurations of the space share a shape: it searches none of {', '.join(own)}, "
+            "which fused members may differ in")
+
+
+def _varies(parameter: Parameter) -> bool:
+    """Whether a searched parameter takes more than one value."""
+    if isinstance(parameter, Fixed):
+        return False
+    if isinstance(parameter, Choice):
+        return len(set(map(repr, parameter.choices))) > 1
+    return parameter.low < parameter.high
 
 
 def _derived(spec: TrialSpec) -> dict[str, Any]:

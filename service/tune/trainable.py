@@ -50,7 +50,7 @@ RESTARTED_KEY = "hpsearch_restarted"
 #: Rank 0's reports a trial held back and passes on with its next result, oldest first.
 EARLIER_KEY = "hpsearch_earlier"
 #: The wall-clock times of the trial's phases its process saw, in its last result, as
-#: ``[[phase, time], ...]`` (``hpsearch.record.PHASE_NAMES``: reserved ..
+#: ``[[phase, time], ...]`` (``hpsearch.record.PHASE_NAMES``: launched ..
 #: last_report): a list, because Tune flattens the dicts of a result before a searcher sees it.
 PHASES_KEY = "hpsearch_phases"
 
@@ -129,8 +129,12 @@ def trainable(config: dict[str, Any]) -> None:
 
 def _run(task: TrialTask) -> None:
     spec = task.spec
+    launched = time.time()  # Tune ran the trial in its process, which now asks for its devices
     with reserved(spec.processes) as grant, grant.ranks() as ranks:
-        phases = {"reserved": time.time()}
+        phases = {"launched": launched, "reserved": time.time()}
+        if grant.free_at is not None:
+            # The desk's clock, which may be another node's: kept between the trial's own two.
+            phases["devices_free"] = min(max(grant.free_at, launched), phases["reserved"])
         # The ranks' node's IP and its Ray node id: several nodes may share an IP (containers,
         # or a test cluster on one machine); the id tells them apart.
         where = {"node": grant.node_ip, record.NODE_ID: grant.node_id, record.NODES: len(grant.node_ids),

@@ -178,8 +178,10 @@ def test_the_trial_endpoint_says_where_the_time_went(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'phases.db'}"
     study = optuna.create_study(study_name="timed", storage=open_storage(url), directions=["maximize", "minimize"])
     study.set_metric_names(["val_accuracy", "runtime_s"])
-    trained = {"asked_at": 1_790_000_000.0, "asked": 0.0, "reserved": 2.0, "handed": 2.01, "ready": 2.2,
-               "training_started": 2.25, "training_ended": 7.25, "last_report": 7.3, "told": 7.5}
+    # 1.5 s of start-up, then 0.4 s waiting for a running trial's devices.
+    trained = {"asked_at": 1_790_000_000.0, "asked": 0.0, "launched": 1.5, "devices_free": 1.9, "reserved": 2.0,
+               "handed": 2.01, "ready": 2.2, "training_started": 2.25, "training_ended": 7.25, "last_report": 7.3,
+               "told": 7.5}
     study.add_trial(_trial(0, 8, "constant", TrialState.COMPLETE, 0.97, phases=trained))
     study.add_trial(_trial(1, 64, "sqrt", TrialState.FAIL, None, status_reason="constraint",
                            phases={"asked_at": 1_790_000_001.0, "asked": 0.0, "told": 0.004}))
@@ -189,10 +191,12 @@ def test_the_trial_endpoint_says_where_the_time_went(tmp_path: Path) -> None:
     trial = _json(app, "/api/studies/timed/trials/0")
     phases = trial["phases"]
     assert [(p["phase"], p["at_s"]) for p in phases["phases"]] == [(n, trained[n]) for n in PHASE_NAMES]
-    assert [p["gap_s"] for p in phases["phases"]][:3] == [None, 2.0, 0.01]
-    assert (phases["waited_s"], phases["training_s"], phases["rest_s"]) == (2.0, 5.0, 0.5)
-    assert phases["summary"] == ("waited for devices 2.000 s; after its devices were reserved: training 5.000 s, "
-                                 "the rest 0.500 s")
+    assert [(p["gap_s"], p["span"]) for p in phases["phases"]][:5] == [
+        (None, None), (1.5, "startup"), (0.4, "wait"), (0.1, "startup"), (0.01, "rest")]
+    assert (phases["startup_s"], phases["waited_s"], phases["training_s"], phases["rest_s"]) == (1.6, 0.4, 5.0, 0.5)
+    assert phases["summary"] == ("start-up 1.600 s, waiting for devices 0.400 s; after its devices were reserved: "
+                                 "training 5.000 s, the rest 0.500 s")
+    assert [s["label"] for s in phases["spans"]] == ["start-up", "waiting for devices", "training", "the rest"]
     assert "phases" not in trial["user_attrs"]  # shown once, as a timeline
 
     skipped = _json(app, "/api/studies/timed/trials/1")["phases"]

@@ -256,14 +256,18 @@ def test_the_trial_page_shows_params_values_and_curves(browser: WebDriver, dashb
     assert [float(r[1].removesuffix(" s")) for r in panel["rows"]] == pytest.approx(
         [phases[name] for name in recorded], abs=1e-3)
     assert len(panel["spans"]) == len(recorded) - 1
-    assert panel["spans"][0]["kind"] == "span span-wait" and panel["spans"][0]["title"].startswith("asked -> reserved")
+    # Each span named as the CLI names it: Ray and Tune starting the trial is start-up.
+    assert panel["spans"][0]["kind"] == "span span-startup"
+    assert panel["spans"][0]["title"].startswith("asked -> launched") and panel["spans"][0]["title"].endswith("(start-up)")
+    assert panel["spans"][1]["kind"] == "span span-wait"
+    assert [r[3] for r in panel["rows"]][:3] == ["", "start-up", "waiting for devices"]
     train = [s for s in panel["spans"] if s["kind"] == "span span-train"]
     assert len(train) == 1 and train[0]["title"].startswith("training_started -> training_ended")
     # Drawn to scale: the spans fill the bar (less its border), each as wide as its share of the time.
     assert sum(s["width"] for s in panel["spans"]) == pytest.approx(panel["bar"] - 2, abs=2)
-    waited = phases["reserved"] - phases["asked"]
-    assert panel["spans"][0]["width"] == pytest.approx(waited / phases["told"] * (panel["bar"] - 2), abs=2)
+    started = phases["launched"] - phases["asked"]
+    assert panel["spans"][0]["width"] == pytest.approx(started / phases["told"] * (panel["bar"] - 2), abs=2)
     assert panel["summary"] == hpsearch.load(finished_study.name, finished_study.storage).trial_phases(
         trial.number).timeline.describe()  # type: ignore[union-attr]
-    assert panel["summary"].startswith("waited for devices ")
+    assert panel["summary"].startswith("start-up ")
     _check_page(browser, dashboard, tmp_path / "trial.png")

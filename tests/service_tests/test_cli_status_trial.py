@@ -22,8 +22,18 @@ from hpsearch.cli import cli
 from hpsearch.errors import TrialNotFoundError
 from hpsearch.record import PHASE_NAMES
 
-#: A trial that trained: 1.5 s waiting for its devices, 3 s of training, 0.75 s of the rest.
-TRAINED = {"asked_at": 1_790_000_000.0, "asked": 0.0, "reserved": 1.5, "handed": 1.52, "ready": 1.9,
+#: A trial that trained, the first of a search with free slots: 1.3 s of start-up (Ray and Tune
+#: starting its process, then placing its devices), no wait for devices, 3 s of training, 0.75 s
+#: of the rest.
+TRAINED = {"asked_at": 1_790_000_000.0, "asked": 0.0, "launched": 1.1, "devices_free": 1.1, "reserved": 1.3,
+           "handed": 1.32, "ready": 1.7, "training_started": 1.75, "training_ended": 4.75, "last_report": 4.8,
+           "told": 5.05}
+#: A trial that came when every device was held by other trials: 5 s waiting for devices.
+WAITED = {"asked_at": 1_790_000_002.0, "asked": 0.0, "launched": 0.25, "devices_free": 5.25, "reserved": 5.3,
+          "handed": 5.31, "ready": 5.4, "training_started": 5.4, "training_ended": 6.4, "last_report": 6.41,
+          "told": 6.5}
+#: A trial of a release that recorded no launch: start-up and waiting for devices in one.
+UNSPLIT = {"asked_at": 1_790_000_003.0, "asked": 0.0, "reserved": 1.5, "handed": 1.52, "ready": 1.9,
            "training_started": 1.95, "training_ended": 4.95, "last_report": 5.0, "told": 5.25}
 #: A trial a constraint skipped: asked and told at once.
 SKIPPED = {"asked_at": 1_790_000_001.0, "asked": 0.0, "told": 0.01}
@@ -51,6 +61,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     # Skipped as a repeat of an earlier configuration: it never ran, so it has no phases.
     study.add_trial(create_trial(state=TrialState.PRUNED, params=params(64, 2, "linear"), distributions=dists,
                                  user_attrs={"status_reason": "equivalent"}))
+    for phases in (WAITED, UNSPLIT):
+        study.add_trial(create_trial(params=params(32, 2, "linear"), distributions=dists, values=[0.92],
+                                     user_attrs={"phases": phases, "training_started": True}))
     return url
 
 
@@ -65,15 +78,41 @@ def test_status_trial_prints_each_phase_its_gap_and_where_the_time_went(store: s
     lines = out.splitlines()
     assert lines[0].startswith("trial #0 of 'phased' in ") and lines[0].endswith(": COMPLETE")
     assert "  configuration: per_device_batch_size 64, world_size 2, lr_rule linear" in lines
-    # One row per phase, in the order they happen: seconds since asked, then since the one before.
-    rows = [line.split() for line in lines if line.split() and line.split()[0] in PHASE_NAMES]
+    # One row per phase, in the order they happen: seconds since asked, then since the one
+    # before, and what that gap was spent on.
+    rows = [line.split(maxsplit=5) for line in lines if line.split() and line.split()[0] in PHASE_NAMES]
     assert [r[0] for r in rows] == list(PHASE_NAMES)
     assert rows[0] == ["asked", "0.000", "s", "-"]
-    assert rows[1] == ["reserved", "1.500", "s", "1.500", "s"]
-    assert rows[2] == ["handed", "1.520", "s", "0.020", "s"]
-    assert rows[-1] == ["told", "5.250", "s", "0.250", "s"]
-    assert lines[-1] == "  waited for devices 1.500 s; after its devices were reserved: training 3.000 s, the rest 0.750 s"
+    assert rows[1] == ["launched", "1.100", "s", "1.100", "s", "start-up"]
+    assert rows[2] == ["devices_free", "1.100", "s", "0.000", "s", "waiting for devices"]
+    assert rows[3] == ["reserved", "1.300", "s", "0.200", "s", "start-up"]
+    assert rows[4] == ["handed", "1.320", "s", "0.020", "s", "the rest"]
+    assert rows[7] == ["training_ended", "4.750", "s", "3.000", "s", "training"]
+    assert rows[-1] == ["told", "5.050", "s", "0.250", "s", "the rest"]
+    # Free slots: Ray and Tune starting it is start-up, not waiting for devices.
+    assert lines[-1] == ("  start-up 1.300 s, waiting for devices 0.000 s; after its devices were reserved: "
+                         "training 3.000 s, the rest 0.750 s")
     assert "not reached" not in out
+
+
+def test_status_trial_says_waiting_for_devices_only_for_the_time_other_trials_held_them(store: str) -> None:
+    code, out, err = _run("status", "phased", "--trial", "5", "--storage", store)
+    assert code == 0, err
+    assert out.splitlines()[-1] == ("  start-up 0.300 s, waiting for devices 5.000 s; after its devices were "
+                                    "reserved: training 1.000 s, the rest 0.200 s")
+    timeline = hpsearch.load("phased", storage=store).trial_phases(5).timeline
+    assert timeline is not None and (timeline.startup_s, timeline.waited_s) == (0.3, 5.0)
+
+
+def test_a_trial_of_an_earlier_release_does_not_call_its_start_up_waiting(store: str) -> None:
+    code, out, err = _run("status", "phased", "--trial", "6", "--storage", store)
+    assert code == 0, err
+    assert "  reserved                1.500 s    1.500 s  start-up\n" in out
+    assert out.splitlines()[-1] == (
+        "  devices reserved 1.500 s after it was asked (start-up and waiting for devices not told apart by the "
+        "release that recorded it); after its devices were reserved: training 3.000 s, the rest 0.750 s")
+    data = json.loads(_run("status", "phased", "--trial", "6", "--storage", store, "--json")[1])["phases"]
+    assert (data["startup_s"], data["waited_s"]) == (None, None)
 
 
 def test_status_trial_json_is_the_trial_and_its_phases_as_data(store: str) -> None:
@@ -85,9 +124,28 @@ def test_status_trial_json_is_the_trial_and_its_phases_as_data(store: str) -> No
     phases = data["phases"]
     assert [p["phase"] for p in phases["phases"]] == list(PHASE_NAMES)
     assert [p["at_s"] for p in phases["phases"]] == [TRAINED[name] for name in PHASE_NAMES]
+    assert [p["span"] for p in phases["phases"]] == [None, "startup", "wait", "startup", "rest", "rest", "rest",
+                                                     "train", "rest", "rest"]
     assert phases["asked_at"] == TRAINED["asked_at"] and phases["asked_at_iso"].startswith("2026-")
-    assert (phases["waited_s"], phases["training_s"], phases["rest_s"]) == (1.5, 3.0, 0.75)
-    assert phases["missing"] == [] and phases["summary"].startswith("waited for devices 1.500 s")
+    assert (phases["startup_s"], phases["waited_s"], phases["training_s"], phases["rest_s"]) == (1.3, 0.0, 3.0, 0.75)
+    assert phases["missing"] == [] and phases["summary"].startswith("start-up 1.300 s, waiting for devices 0.000 s")
+    # Every span's name, as the CLI prints it, for the dashboard's bar and legend.
+    assert [(s["kind"], s["label"]) for s in phases["spans"]] == [
+        ("startup", "start-up"), ("wait", "waiting for devices"), ("train", "training"), ("rest", "the rest")]
+
+
+def test_every_phase_but_asked_ends_a_span_of_one_kind_and_the_docs_name_them_all() -> None:
+    from hpsearch.study import PHASE_SPANS
+
+    ends = [name for span in PHASE_SPANS for name in span.ends]
+    assert sorted(ends) == sorted(PHASE_NAMES[1:])
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "search.md").read_text()
+    section = docs[docs.index("### Where a trial's time went"):]
+    section = section[:section.index("\n## ")]
+    for name in PHASE_NAMES:
+        assert f"`{name}`" in section, name
+    for span in PHASE_SPANS:
+        assert f"**{span.label}**" in section, span.label
 
 
 def test_a_skipped_trial_shows_its_reason_and_the_phases_it_never_reached(store: str) -> None:
@@ -95,7 +153,8 @@ def test_a_skipped_trial_shows_its_reason_and_the_phases_it_never_reached(store:
     assert code == 0, err
     assert ": FAIL\n" in out
     assert "  reason: constraint: effective batch 128 > max_effective_batch_size 64\n" in out
-    assert "  not reached: reserved, handed, ready, training_started, training_ended, last_report\n" in out
+    assert ("  not reached: launched, devices_free, reserved, handed, ready, training_started, training_ended, "
+            "last_report\n") in out
     assert out.endswith("  never reserved devices; told 0.010 s after it was asked\n")
 
 
@@ -115,7 +174,7 @@ def test_a_trial_without_phases_says_why(store: str, number: int, state: str, wh
 def test_status_of_a_trial_the_study_lacks_is_one_line_and_exit_code_2(store: str) -> None:
     code, out, err = _run("status", "phased", "--trial", "9", "--storage", store)
     assert (code, out) == (2, "")
-    assert err == "error: study 'phased' has no trial #9 (its trials are #0 to #4)\n"
+    assert err == "error: study 'phased' has no trial #9 (its trials are #0 to #6)\n"
     code, _, err = _run("status", "phased", "--trial", "-1", "--storage", store)
     assert code == 2 and "-1" in err and "Traceback" not in err
 
@@ -123,11 +182,11 @@ def test_status_of_a_trial_the_study_lacks_is_one_line_and_exit_code_2(store: st
 def test_trial_phases_gives_the_timeline_to_a_python_caller(store: str) -> None:
     search = hpsearch.load("phased", storage=store)
     timeline = search.trial_phases(0).timeline
-    assert timeline is not None and timeline.at("ready") == 1.9
-    assert [p.gap_s for p in timeline.phases][:3] == [None, 1.5, 0.02]
+    assert timeline is not None and timeline.at("ready") == 1.7
+    assert [p.gap_s for p in timeline.phases][:5] == [None, 1.1, 0.0, 0.2, 0.02]
     assert search.trial_phases(1).status_reason == "constraint"
-    with pytest.raises(TrialNotFoundError, match="no trial #5"):
-        search.trial_phases(5)
+    with pytest.raises(TrialNotFoundError, match="no trial #7"):
+        search.trial_phases(7)
 
 
 # ---- a real search, end to end ------------------------------------------------------------------
@@ -199,4 +258,4 @@ def test_every_trained_trial_records_its_phases_in_order_and_status_prints_them(
     assert result.returncode == 0, result.stderr
     printed = [line.split()[0] for line in result.stdout.splitlines() if line.split() and line.split()[0] in PHASE_NAMES]
     assert printed == list(PHASE_NAMES)
-    assert "waited for devices " in result.stdout and ", the rest " in result.stdout
+    assert "start-up " in result.stdout and ", waiting for devices " in result.stdout and ", the rest " in result.stdout

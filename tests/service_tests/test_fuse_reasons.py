@@ -25,7 +25,7 @@ study: reasons
 workload: {name: digits_mlp, epochs: 1}
 parameters:
   per_device_batch_size: {choices: [8, 16, 32, 64]}
-  base_lr: 0.02
+  base_lr: {choices: [0.02, 0.05]}
 search: {sampler: grid, n_trials: 4, seed: 0, fuse: true}
 resources: {device: cpu, cpus_per_worker: 1}
 """
@@ -35,6 +35,10 @@ def test_a_trial_without_partner_counts_the_configurations_it_could_have_joined(
     space = parse_space(SPACE)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = _create_study(optuna.storages.InMemoryStorage(), "reasons", space)
+    # The four batch sizes at one LR run first (search.enqueue): none has a partner of its shape,
+    # in a space where some could fuse.
+    for b in (8, 16, 32, 64):
+        study.enqueue_trial({"per_device_batch_size": b, "base_lr": 0.02})
     searcher = StudySearcher(study, space, 4, "cpu", tmp_path, max_processes=1, slots=2)
     for i in range(4):
         config = searcher.suggest(f"t{i}")

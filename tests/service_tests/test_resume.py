@@ -127,6 +127,7 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
                  if t.state == TrialState.COMPLETE}
     orphans = {t.number: t.params for t in before if t.state == TrialState.RUNNING}
     assert orphans, "the kill left no trial RUNNING: nothing to test"
+    trained = {t.number for t in before if t.state == TrialState.RUNNING and t.user_attrs.get("training_started")}
     # A trial killed while the sampler was still writing its parameters never ran: it is marked
     # interrupted but has no configuration to rerun.
     every_parameter = set().union(*(params for params, _, _ in completed.values()))
@@ -155,15 +156,21 @@ def test_resume_after_kill_9_keeps_completed_trials_and_reruns_the_orphans(
     after = {t.number: t for t in _trials(storage_url, study) if t.user_attrs.get("status_reason") != "equivalent"}
     # n_trials counts finished trials only: five of them, plus the interrupted ones.
     assert sum(counts_toward_n_trials(t) for t in after.values()) == 5
-    assert len(after) == 5 + len(orphans)  # every orphan is replaced by one more trial
+    # Every orphan that ran (or has no configuration) is interrupted and one more trial ran in
+    # its place; one that never started ran from the queue under its own number.
+    interrupted = {n for n in orphans if n in trained or n not in chosen}
+    assert len(after) == 5 + len(interrupted)
     assert {t.state for t in after.values()} <= {TrialState.COMPLETE, TrialState.FAIL}
     for number, (params, values, runtime) in completed.items():
         t = after[number]
         assert (t.state, t.params, t.values, t.user_attrs["runtime_s"]) == (TrialState.COMPLETE, params, values, runtime)
     for number, params in orphans.items():
+        reruns = [t for t in after.values() if t.user_attrs.get("rerun_of") == number]
+        if number not in interrupted:
+            assert (after[number].state, after[number].params, reruns) == (TrialState.COMPLETE, params, [])
+            continue
         assert after[number].state == TrialState.FAIL
         assert after[number].user_attrs["status_reason"] == "interrupted"
-        reruns = [t for t in after.values() if t.user_attrs.get("rerun_of") == number]
         if number in chosen:
             [rerun] = reruns
             assert rerun.params == params
@@ -209,6 +216,12 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> No
     assert TrialState.RUNNING not in {t.state for t in interrupted}
     cut = [t for t in interrupted if t.state == TrialState.FAIL]
     assert cut and all(t.user_attrs["status_reason"] == "interrupted" for t in cut)
+    # Only trials that ran are interrupted; a configuration asked ahead, or one still waiting for
+    # its devices, is back in the queue, in no fused group.
+    assert all(t.user_attrs.get("training_started") for t in cut)
+    queued = {t.number: t.params for t in interrupted if t.state == TrialState.WAITING}
+    assert all(not t.user_attrs.get("training_started") and t.user_attrs.get("fused_group") is None
+               for t in interrupted if t.state == TrialState.WAITING)
     assert _running_in(tmp_path) == []  # no rank, worker or Ray process left behind
 
     result = _hpsearch(tmp_path, "resume", "grid", "--no-progress")
@@ -219,3 +232,5 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes_the_grid(tmp_path: Path) -> No
     assert len(done) == len(set(done)) == 8
     assert {t.number for t in interrupted if t.state == TrialState.COMPLETE} <= {
         t.number for t in trials if t.state == TrialState.COMPLETE}
+    # The queued ones ran under their own numbers.
+    assert {t.number: t.params for t in trials if t.number in queued and t.state == TrialState.COMPLETE} == queued
