@@ -8,7 +8,6 @@ from hpsearch.analysis._batches import config_key
 from hpsearch.record import params_key
 from hpsearch.sampler import _point_key
 from hpsearch.tune.ceilings import memory_key
-from hpsearch.tune.orchestrator import _key
 from hpsearch.tune.searcher import _exact
 
 AS_WRITTEN = {"per_device_batch_size": 8, "base_lr": 1, "momentum": 0, "lr_rule": "sqrt", "nesterov": True}
@@ -16,13 +15,13 @@ AS_STORED = {"per_device_batch_size": 8.0, "base_lr": 1.0, "momentum": 0.0, "lr_
 
 
 def test_an_int_and_its_float_are_one_configuration_to_every_part_of_the_search() -> None:
-    for key in (params_key, _point_key, _key, _exact, memory_key):
+    for key in (params_key, _point_key, _exact, memory_key):
         assert key(AS_WRITTEN) == key(AS_STORED), key.__module__
     assert config_key(AS_WRITTEN, ["momentum", "nesterov"]) == config_key(AS_STORED, ["momentum", "nesterov"])
 
 
 def test_different_values_stay_different_configurations() -> None:
-    for key in (params_key, _point_key, _key, _exact, memory_key):
+    for key in (params_key, _point_key, _exact, memory_key):
         assert key(AS_WRITTEN) != key({**AS_WRITTEN, "momentum": 0.9}), key.__module__
         assert key(AS_WRITTEN) != key({**AS_WRITTEN, "nesterov": False}), key.__module__
         # a string that prints like a number is not that number
