@@ -5,7 +5,8 @@ A fixed color per LR rule (:data:`RULE_COLORS`, :func:`rule_color`), axis titles
 present) and ticks at the world sizes present (:func:`count_ticks`), hover text that names the trial and its configuration (:func:`hover`), one
 marker size, a white template (:func:`new_figure`), and an empty figure with a note, rather
 than an error, while a study has nothing to show (:func:`with_note`, its text wrapped to the
-figure's width). Each figure's module draws with these; the analysis figures too.
+figure's width; over a figure that still draws points, a subtitle instead). Each figure's module
+draws with these; the analysis figures too.
 
 plotly is imported by the functions that build plotly objects, not at the top: a figure's
 module imports this one beside its data step, which must load without plotly
@@ -211,16 +212,35 @@ def white_template() -> dict[str, Any]:
 
 
 def with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "paper") -> go.Figure:
-    """The figure (or the subplot of axes ``xref``, ``yref``) with ``note``, plain text, across
-    its middle, wrapped to fit (:func:`wrap_text`)."""
-    # On a white ground: a note over a subplot that still draws points (a refused fit) stays legible.
-    fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
-                       font={"size": 16}, bgcolor="rgba(255, 255, 255, 0.85)")
-    if xref == "paper" and not fig.data:
-        # Nothing drawn: plotly's default ranges labelled an empty batch axis from -1 to 6.
-        fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-        fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
+    """The figure (or the subplot of axes ``xref``, ``yref``) with ``note``, plain text, wrapped to
+    fit (:func:`wrap_text`).
+
+    Where nothing is drawn, the note is the figure: across its middle. Where points are drawn (a
+    refused fit still draws the trials it refused), it never covers them: a figure's note ends
+    its title, as a subtitle line (:func:`subtitle`); a subplot's sits just above its plot area.
+    """
+    if not _draws_on(fig, xref):
+        fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
+                           font={"size": 16})
+        if xref == "paper":
+            # Nothing drawn: plotly's default ranges labelled an empty batch axis from -1 to 6.
+            fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+            fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
+    elif xref == "paper":
+        # Centred across the plot, a refused fit's reason lay over the very points it explained.
+        fig.update_layout(title_text=(fig.layout.title.text or "") + subtitle(note))
+    else:
+        fig.add_annotation(text=wrap_text(note, width=NOTE_WIDTH // 2), xref=xref, yref=yref, x=0.5, y=1,
+                           yanchor="bottom", showarrow=False, font={"size": 12})
     return fig
+
+
+def _draws_on(fig: go.Figure, xref: str) -> bool:
+    """Whether any trace of ``fig`` is drawn on the x axis of ``xref`` (``"paper"``: on any axis)."""
+    if xref == "paper":
+        return bool(fig.data)
+    axis = xref.removesuffix(" domain")
+    return any((trace.xaxis or "x") == axis for trace in fig.data)
 
 
 def with_log_axes(fig: go.Figure, log_x: bool, log_y: bool, **subplot: int) -> go.Figure:

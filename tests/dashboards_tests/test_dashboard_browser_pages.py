@@ -1,7 +1,7 @@
 """What a newcomer's first studies show in a real headless Chromium: a study of ``val_loss`` (a
 regression workload) drawn on its own objective, a refused LR-law fit whose reason stays inside
-its figure, a trial table with the optimizer each trial searched, and the frontier page
-``hpsearch start`` writes, opened offline from disk."""
+its figure and off its points, a trial table with the optimizer each trial searched, and the
+frontier page ``hpsearch start`` writes, opened offline from disk."""
 
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ return [...document.querySelectorAll(`#${arguments[0]} .annotation-text`)].map((
   return {text: note.textContent, inside: r.left >= box.left && r.right <= box.right, left: r.left,
           right: r.right, box: [box.left, box.right]};
 });
+"""
+
+# The figure's title (with its subtitle lines), the figure box and the top of its plot area.
+TITLE_JS = """
+const figure = document.getElementById(arguments[0]);
+const gtitle = figure.querySelector(".gtitle"), lines = [...gtitle.querySelectorAll("tspan.line")];
+const box = figure.getBoundingClientRect(), title = gtitle.getBoundingClientRect();
+return {text: lines.length ? lines.map((line) => line.textContent).join(" ") : gtitle.textContent, bottom: title.bottom,
+        plot_top: figure.querySelector(".nsewdrag").getBoundingClientRect().top,
+        inside: title.left >= box.left && title.right <= box.right};
 """
 
 
@@ -76,14 +86,19 @@ def test_a_study_of_val_loss_draws_every_figure_on_val_loss(browser: WebDriver, 
     _check_page(browser, dashboard, tmp_path / "loss-trial.png")
 
 
-def test_a_refused_lr_law_says_why_inside_its_figure(browser: WebDriver, dashboard: Dashboard, tmp_path: Path) -> None:
+def test_a_refused_lr_law_says_why_inside_its_figure_and_above_its_points(browser: WebDriver, dashboard: Dashboard,
+                                                                          tmp_path: Path) -> None:
     browser.get(f"{dashboard.url}studies/two-batches?refresh=0")
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#figure-lr_law .annotation-text"), "the LR-law note")
-    [note] = browser.execute_script(NOTES_JS, "figure-lr_law")
-    assert "needs at least 3 batch sizes" in note["text"]
-    assert note["inside"], note
-    for note in browser.execute_script(NOTES_JS, "figure-tradeoff"):
-        assert note["inside"], note
+    for figure, refusal in (("lr_law", "the best LR at 3 batch sizes or more"),
+                            ("tradeoff", "needs at least 3 batch sizes that reached the target")):
+        _wait(browser, lambda d, f=figure: d.find_elements(By.CSS_SELECTOR, f"#figure-{f} .main-svg .point"),
+              f"the {figure} figure's points")
+        title = browser.execute_script(TITLE_JS, f"figure-{figure}")
+        assert refusal in title["text"], title
+        assert title["inside"], title
+        # Centred across the plot, the refusal lay over the very points it explained.
+        assert title["bottom"] <= title["plot_top"], title
+        assert browser.execute_script(NOTES_JS, f"figure-{figure}") == []
     _check_page(browser, dashboard, tmp_path / "refused.png")
 
 
