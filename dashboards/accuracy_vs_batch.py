@@ -293,7 +293,7 @@ def accuracy_vs_batch_figure(
             )
         )
     with_batch_axis(fig, [p.effective_batch_size for line in info.lines for p in line.points])
-    return with_log_axes(fig, False, info.log_y)
+    return with_log_axes(fig, False, info.log_y, y=[p.value for line in info.lines for p in line.points])
 
 
 # ---- a study, and the dashboard ------------------------------------------------------------------

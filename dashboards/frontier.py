@@ -513,7 +513,8 @@ def frontier_figure(
     if any(p.solo_estimate for g in info.groups for p in g.points):
         fig.add_trace(legend_entry(SOLO_ESTIMATE_LEGEND, "circle-open"))
     drawn = [p for g in info.groups for p in g.points]
-    return with_log_axes(fig, log_axis(p.x for p in drawn), log_axis(p.y for p in drawn))
+    xs, ys = [p.x for p in drawn], [p.y for p in drawn]
+    return with_log_axes(fig, log_axis(xs), log_axis(ys), x=xs, y=ys)
 
 
 def _hover_values(info: FrontierInfo, point: FrontierPoint) -> dict[str, object]:

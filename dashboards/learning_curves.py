@@ -389,7 +389,8 @@ def learning_curves_figure(
             )
         )
         titled.add(curve.rule)
-    return with_log_axes(fig, info.log_x, info.log_y)
+    return with_log_axes(fig, info.log_x, info.log_y, x=[x for c in info.curves for x in c.x],
+                         y=[y for c in info.curves for y in c.y])
 
 
 #: The markers that tell apart the lines of one rule (one color), in turn.

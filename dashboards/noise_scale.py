@@ -229,7 +229,7 @@ def noise_scale_figure(df: pd.DataFrame, *, max_points: int | None = None) -> go
             )
         )
     with_batch_axis(fig, [p.x for p in points])
-    return with_log_axes(fig, False, info.log_y)
+    return with_log_axes(fig, False, info.log_y, y=[p.y for p in points])
 
 
 # ---- a study, and the dashboard ------------------------------------------------------------------

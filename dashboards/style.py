@@ -3,9 +3,11 @@
 A fixed color per LR rule (:data:`RULE_COLORS`, :func:`rule_color`), axis titles with units
 (:func:`axis_label`), one batch axis (:func:`batch_axis`: log2 spacing, ticks at the batches
 present) and ticks at the world sizes present (:func:`count_ticks`), hover text that names the trial and its configuration (:func:`hover`), one
-marker size, a white template (:func:`new_figure`), and an empty figure with a note, rather
-than an error, while a study has nothing to show (:func:`with_note`, its text wrapped to the
-figure's width). Each figure's module draws with these; the analysis figures too.
+marker size, a white template (:func:`new_figure`), round ticks on a log value axis
+(:func:`log_ticks`), and an empty figure with a note, rather than an error, while a study has
+nothing to show (:func:`with_note`, its text wrapped to the figure's width; over a figure that
+still draws points, a subtitle instead). Each figure's module draws with these; the analysis
+figures too.
 
 plotly is imported by the functions that build plotly objects, not at the top: a figure's
 module imports this one beside its data step, which must load without plotly
@@ -39,6 +41,7 @@ __all__ = [
     "EMPTY_MESSAGE",
     "FRONT_COLOR",
     "MARKER_SIZE_PX",
+    "MAX_TICKS",
     "NOTE_WIDTH",
     "RULE_COLORS",
     "AxisTicks",
@@ -49,6 +52,7 @@ __all__ = [
     "format_value",
     "hover",
     "legend_entry",
+    "log_ticks",
     "new_figure",
     "rule_color",
     "subtitle",
@@ -211,26 +215,53 @@ def white_template() -> dict[str, Any]:
 
 
 def with_note(fig: go.Figure, note: str, *, xref: str = "paper", yref: str = "paper") -> go.Figure:
-    """The figure (or the subplot of axes ``xref``, ``yref``) with ``note``, plain text, across
-    its middle, wrapped to fit (:func:`wrap_text`)."""
-    # On a white ground: a note over a subplot that still draws points (a refused fit) stays legible.
-    fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
-                       font={"size": 16}, bgcolor="rgba(255, 255, 255, 0.85)")
-    if xref == "paper" and not fig.data:
-        # Nothing drawn: plotly's default ranges labelled an empty batch axis from -1 to 6.
-        fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-        fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
+    """The figure (or the subplot of axes ``xref``, ``yref``) with ``note``, plain text, wrapped to
+    fit (:func:`wrap_text`).
+
+    Where nothing is drawn, the note is the figure: across its middle. Where points are drawn (a
+    refused fit still draws the trials it refused), it never covers them: a figure's note ends
+    its title, as a subtitle line (:func:`subtitle`); a subplot's sits just above its plot area.
+    """
+    if not _draws_on(fig, xref):
+        fig.add_annotation(text=wrap_text(note), xref=xref, yref=yref, x=0.5, y=0.5, showarrow=False,
+                           font={"size": 16})
+        if xref == "paper":
+            # Nothing drawn: plotly's default ranges labelled an empty batch axis from -1 to 6.
+            fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+            fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
+    elif xref == "paper":
+        # Centred across the plot, a refused fit's reason lay over the very points it explained.
+        fig.update_layout(title_text=(fig.layout.title.text or "") + subtitle(note))
+    else:
+        fig.add_annotation(text=wrap_text(note, width=NOTE_WIDTH // 2), xref=xref, yref=yref, x=0.5, y=1,
+                           yanchor="bottom", showarrow=False, font={"size": 12})
     return fig
 
 
-def with_log_axes(fig: go.Figure, log_x: bool, log_y: bool, **subplot: int) -> go.Figure:
+def _draws_on(fig: go.Figure, xref: str) -> bool:
+    """Whether any trace of ``fig`` is drawn on the x axis of ``xref`` (``"paper"``: on any axis)."""
+    if xref == "paper":
+        return bool(fig.data)
+    axis = xref.removesuffix(" domain")
+    return any((trace.xaxis or "x") == axis for trace in fig.data)
+
+
+def with_log_axes(fig: go.Figure, log_x: bool, log_y: bool, *, x: Iterable[float | None] | None = None,
+                  y: Iterable[float | None] | None = None, **subplot: int) -> go.Figure:
     """The figure with its x and y axes (those of one subplot, given ``row`` and ``col``)
-    logarithmic where asked."""
+    logarithmic where asked; given the values an axis draws (``x``, ``y``), a log axis is labelled
+    at round values (:func:`log_ticks`)."""
     if log_x:
-        fig.update_xaxes(type="log", **subplot)
+        fig.update_xaxes(**_log_axis(x), **subplot)
     if log_y:
-        fig.update_yaxes(type="log", **subplot)
+        fig.update_yaxes(**_log_axis(y), **subplot)
     return fig
+
+
+def _log_axis(values: Iterable[float | None] | None) -> dict[str, Any]:
+    """The plotly settings of a log axis drawing ``values`` (``None``: values unknown, plotly's ticks)."""
+    ticks = log_ticks(values) if values is not None else None
+    return ticks.layout() if ticks is not None and ticks.tickvals else {"type": "log"}
 
 
 #: Most ticks an axis labels: past this, only the powers of two among the values present keep one
@@ -304,6 +335,68 @@ def with_batch_axis(fig: go.Figure, values: Iterable[float | None], axis: str = 
     else:
         fig.update_yaxes(**settings, **subplot)
     return fig
+
+
+#: The round values a log axis is labelled at, finest first: 1, 2 and 5 times each power of ten,
+#: then the powers of ten alone.
+_LOG_STEPS: tuple[tuple[int, ...], ...] = ((1, 2, 5), (1,))
+#: Each digit's multiple of the powers of ten: for an axis within about a decade.
+_EVERY_DIGIT = tuple(range(1, 10))
+
+
+def log_ticks(values: Iterable[float | None]) -> AxisTicks:
+    """Ticks of a logarithmic value axis (a loss, a runtime): at round values written out in full,
+    1, 2 and 5 times each power of ten the values span, or the powers of ten alone (then every
+    other of them) where that would be more than :data:`MAX_TICKS`; one more round value beyond
+    each end labels the ends. Values within about a decade get each digit's multiple (0.3, 0.4),
+    and values too close for two round values none: plotly's own ticks (``tickvals`` empty).
+
+    plotly's own labelled the values between powers of ten with their first digit alone: a
+    ``val_loss`` axis read "0.01, 2, 5, 0.1, 2, 5, 1", as though some trials lost 2 and 5.
+
+    Example:
+        >>> log_ticks([0.004, 2.5]).ticktext
+        ('0.002', '0.005', '0.01', '0.02', '0.05', '0.1', '0.2', '0.5', '1', '2', '5')
+    """
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not finite:
+        return AxisTicks(True, (), ())
+    low, high = min(finite), max(finite)
+    decades = range(math.floor(math.log10(low)), math.floor(math.log10(high)) + 2)
+
+    def spanning(steps: tuple[int, ...]) -> tuple[list[tuple[int, int]], int]:
+        """The round values of ``steps`` from the one below ``low`` to the one above ``high``,
+        each as its digit and exponent (2 * 10 ** -3 is 0.0020000000000000005 in floats), and how
+        many of them lie within the values."""
+        ticks = [(digit, exponent) for exponent in decades for digit in steps]
+        inside = [i for i, (d, e) in enumerate(ticks) if low <= float(f"{d}e{e}") <= high]
+        if not inside:
+            return [], 0
+        return ticks[max(inside[0] - 1, 0):inside[-1] + 2], len(inside)
+
+    for steps in _LOG_STEPS:
+        ticks, inside = spanning(steps)
+        if len(ticks) <= MAX_TICKS:
+            break
+    if inside < 3:
+        ticks, inside = spanning(_EVERY_DIGIT)
+        if inside < 2 or len(ticks) > MAX_TICKS:
+            return AxisTicks(True, (), ())
+    while len(ticks) > MAX_TICKS:
+        ticks = ticks[::2]
+    return AxisTicks(True, tuple(float(f"{d}e{e}") for d, e in ticks), tuple(_round_label(d, e) for d, e in ticks))
+
+
+def _round_label(digit: int, exponent: int) -> str:
+    """``digit`` times ten to ``exponent``, as read: ``0.002``, ``50``, ``10,000``; ``1e-7`` past
+    four zeros after the point and ``1e7`` past six before it."""
+    if exponent > 6:
+        return f"{digit}e{exponent}"
+    if exponent >= 0:
+        return f"{digit * 10**exponent:,}"
+    if exponent < -4:
+        return f"{digit}e{exponent}"
+    return f"{digit / 10**-exponent:.{-exponent}f}"
 
 
 class TrialLike(Protocol):

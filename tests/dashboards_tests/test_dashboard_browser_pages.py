@@ -1,15 +1,18 @@
 """What a newcomer's first studies show in a real headless Chromium: a study of ``val_loss`` (a
-regression workload) drawn on its own objective, a refused LR-law fit whose reason stays inside
-its figure, a trial table with the optimizer each trial searched, and the frontier page
-``hpsearch start`` writes, opened offline from disk."""
+regression workload) drawn on its own objective, a loss axis over decades labelled at round
+values, a refused LR-law fit whose reason stays inside its figure and off its points, a trial
+table with the optimizer each trial searched, and the frontier page ``hpsearch start`` writes,
+opened offline from disk."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import loss_study
 from selenium.webdriver.chrome.webdriver import WebDriver
@@ -18,6 +21,7 @@ from test_dashboard_browser import Dashboard, _check_page, _table, _wait, serve_
 
 from hpsearch import load
 from hpsearch.dashboards import plot_frontier, write_figure_html
+from hpsearch.dashboards.frontier import frontier_figure
 from hpsearch.testing import SyntheticTruth, searched_study, synthetic_study
 
 pytestmark = pytest.mark.usefixtures("chromium")
@@ -30,6 +34,24 @@ return [...document.querySelectorAll(`#${arguments[0]} .annotation-text`)].map((
   return {text: note.textContent, inside: r.left >= box.left && r.right <= box.right, left: r.left,
           right: r.right, box: [box.left, box.right]};
 });
+"""
+
+# The figure's title (with its subtitle lines), the figure box and the top of its plot area.
+TITLE_JS = """
+const figure = document.getElementById(arguments[0]);
+const gtitle = figure.querySelector(".gtitle"), lines = [...gtitle.querySelectorAll("tspan.line")];
+const box = figure.getBoundingClientRect(), title = gtitle.getBoundingClientRect();
+return {text: lines.length ? lines.map((line) => line.textContent).join(" ") : gtitle.textContent, bottom: title.bottom,
+        plot_top: figure.querySelector(".nsewdrag").getBoundingClientRect().top,
+        inside: title.left >= box.left && title.right <= box.right};
+"""
+
+# The y axis's tick labels drawn, bottom to top, with their boxes.
+TICKS_JS = """
+return [...document.querySelectorAll(".yaxislayer-above .ytick text")].map((t) => {
+  const r = t.getBoundingClientRect();
+  return {text: t.textContent, top: r.top, bottom: r.bottom};
+}).sort((a, b) => b.bottom - a.bottom);
 """
 
 
@@ -76,15 +98,34 @@ def test_a_study_of_val_loss_draws_every_figure_on_val_loss(browser: WebDriver, 
     _check_page(browser, dashboard, tmp_path / "loss-trial.png")
 
 
-def test_a_refused_lr_law_says_why_inside_its_figure(browser: WebDriver, dashboard: Dashboard, tmp_path: Path) -> None:
+def test_a_refused_lr_law_says_why_inside_its_figure_and_above_its_points(browser: WebDriver, dashboard: Dashboard,
+                                                                          tmp_path: Path) -> None:
     browser.get(f"{dashboard.url}studies/two-batches?refresh=0")
-    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#figure-lr_law .annotation-text"), "the LR-law note")
-    [note] = browser.execute_script(NOTES_JS, "figure-lr_law")
-    assert "needs at least 3 batch sizes" in note["text"]
-    assert note["inside"], note
-    for note in browser.execute_script(NOTES_JS, "figure-tradeoff"):
-        assert note["inside"], note
+    for figure, refusal in (("lr_law", "the best LR at 3 batch sizes or more"),
+                            ("tradeoff", "needs at least 3 batch sizes that reached the target")):
+        _wait(browser, lambda d, f=figure: d.find_elements(By.CSS_SELECTOR, f"#figure-{f} .main-svg .point"),
+              f"the {figure} figure's points")
+        title = browser.execute_script(TITLE_JS, f"figure-{figure}")
+        assert refusal in title["text"], title
+        assert title["inside"], title
+        # Centred across the plot, the refusal lay over the very points it explained.
+        assert title["bottom"] <= title["plot_top"], title
+        assert browser.execute_script(NOTES_JS, f"figure-{figure}") == []
     _check_page(browser, dashboard, tmp_path / "refused.png")
+
+
+def test_a_loss_axis_over_decades_reads_at_round_values(browser: WebDriver, tmp_path: Path) -> None:
+    losses = [0.004 * 1.2**k for k in range(36)]  # 0.004 to about 2.4: a log axis
+    df = pd.DataFrame({"number": range(36), "state": ["COMPLETE"] * 36, "lr_rule": ["linear", "sqrt"] * 18,
+                       "runtime_s": [10.0 + k for k in range(36)], "val_loss": losses})
+    page = write_figure_html(frontier_figure(df, y="val_loss", y_direction="minimize"), tmp_path / "loss.html",
+                             self_contained=True)
+    browser.get(page.as_uri())
+    ticks = _wait(browser, lambda d: d.execute_script(TICKS_JS), "the loss axis's ticks")
+    # plotly's own read "0.01, 2, 5, 0.1, 2, 5, 1, 2": bare digits, as though some trials lost 2 and 5.
+    assert [t["text"] for t in ticks] == ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"]
+    for below, above in itertools.pairwise(ticks):
+        assert above["bottom"] <= below["top"], (below, above)  # no label over the next
 
 
 def test_the_trial_table_shows_the_optimizer_each_trial_searched(browser: WebDriver, dashboard: Dashboard,
