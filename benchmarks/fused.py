@@ -54,6 +54,8 @@ ESTIMATE_GOAL = 0.25
 AUTO_GOAL = 1.05
 QUICKSTART = Path(__file__).resolve().parents[1] / "search_spaces" / "examples" / "quickstart.yaml"
 
+#: Every configuration trains (``skip_duplicates: false``): at b 8 = B0 the three rules give one LR,
+#: and the b 8 group is 12 members, each against a solo twin, as in the runs this compares with.
 GRID = """\
 study: {study}
 workload: {{name: {workload}, epochs: {epochs}}}
@@ -68,6 +70,7 @@ objectives:
   - {{metric: val_accuracy, direction: maximize}}
   - {{metric: runtime_s, direction: minimize}}
 search: {{sampler: grid, n_trials: {n}, seed: 0, fuse: {fuse}}}
+constraints: {{skip_duplicates: false}}
 resources: {{device: cpu, cpus_per_worker: {threads}}}
 """
 

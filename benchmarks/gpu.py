@@ -179,6 +179,7 @@ objectives:
   - {{metric: val_accuracy, direction: maximize}}
   - {{metric: runtime_s, direction: minimize}}
 search: {{sampler: grid, n_trials: 12, seed: 0, fuse: false}}
+constraints: {{skip_duplicates: false}}  # every trial of the grid trains, as in the runs this compares with
 resources: {{device: cuda, cpus_per_worker: 2, gpus_per_worker: 1}}
 """
 

@@ -58,6 +58,7 @@ parameters:
 objectives:
   - {{metric: val_accuracy, direction: maximize}}
 search: {{sampler: grid, n_trials: 9, seed: 0, on_oom: {on_oom}, fuse: false}}
+constraints: {{skip_duplicates: false}}  # every trial of the grid trains, as in the runs this compares with
 resources: {{device: cuda, cpus_per_worker: 2}}
 """
 
