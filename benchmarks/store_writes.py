@@ -109,6 +109,7 @@ parameters:
 objectives:
   - {metric: val_accuracy, direction: maximize}
 search: {sampler: grid, n_trials: TRIALS, seed: 0, fuse: true, fuse_max: TRIALS}
+constraints: {skip_duplicates: false}  # at b = B0 the rules give one LR: every configuration is asked
 resources: {device: cpu}
 """
 

@@ -148,6 +148,17 @@ def _run(task: TrialTask) -> None:
             run.solo(spec, task.run_dir, phases)
 
 
+def _declined_member_phases(group: dict[str, Any], position: int) -> dict[str, Any]:
+    """The phases a member of a group that declined to fuse starts its own run with: the group's
+    start-up (``launched``), then, for every member after the first, the devices free for it only
+    when the member before it ended (waiting for devices, which the group's earlier members held)."""
+    now = time.time()
+    phases = {k: group[k] for k in ("launched", "devices_free") if k in group}
+    if position > 0 and "launched" in phases:
+        phases["devices_free"] = now
+    return {**phases, "reserved": now}
+
+
 def _link_members(task: TrialTask) -> None:
     """Give each member of a fused group but the first its ``trial-NNNNN`` in the runs folder:
     a link to the group's folder, relative, so the runs folder can be moved or copied whole. A
@@ -292,7 +303,8 @@ class _Run:
             # b 128 CNN grid 1.24x slower under ``auto`` than unfused).
             tune.report(reports.last({**out, MEMBERS_KEY: indices, PHASES_KEY: list(phases.items())}))
             for position, k in enumerate(indices):
-                self.solo(spec.member(position), _own_folder(task, k), {"reserved": time.time()}, member=k)
+                self.solo(spec.member(position), _own_folder(task, k), _declined_member_phases(phases, position),
+                          member=k)
             return
         for k in indices:
             end = out["members"].get(k)

@@ -28,7 +28,7 @@ parameters:
   per_device_batch_size: 64
   world_size: 1
   lr_rule: linear
-  base_lr: 0.01
+  base_lr: {choices: [0.01, 0.02]}  # a second point for the resume of the copy
 objectives:
   - {metric: val_accuracy, direction: maximize}
   - {metric: runtime_s, direction: minimize}

@@ -172,9 +172,10 @@ def test_duplicates_of_a_run_the_search_cut_short_are_cut_short_too(tmp_path: Pa
     searcher.suggest("t1")
     searcher.interrupted = True
     searcher.end_run()
-    # All three are interrupted: resume runs one of them and records the others again.
-    assert [(t.state, t.user_attrs[record.STATUS_REASON]) for t in study.trials] == [
-        (TrialState.FAIL, record.REASON_INTERRUPTED)] * 3
+    # The run never started, so it and its duplicates go back to the queue: resume runs one of
+    # them and records the others again.
+    assert [t.state for t in study.trials] == [TrialState.WAITING] * 3
+    assert not any(record.STATUS_REASON in t.user_attrs for t in study.trials)
 
 
 def test_a_resumed_search_records_a_duplicate_of_a_trial_an_earlier_run_trained(tmp_path: Path) -> None:

@@ -271,7 +271,8 @@ def test_best_and_status_report_the_finished_study(finished: tuple[Path, subproc
     status = _hpsearch("status", "tiny", cwd=work)
     assert status.returncode == 0, status.stderr
     assert "4 trials (complete 4)" in status.stdout
-    assert "finished 4 of 10" in status.stdout  # n_trials 10, of which the grid has 4
+    assert "finished 4 of 4" in status.stdout  # n_trials 10, of which the grid has 4: its size is the total
+    assert "grid exhausted: all 4 configurations ran" in status.stdout
     assert f"best so far: trial #{top.number}" in status.stdout
     assert "running:" not in status.stdout
 

@@ -196,12 +196,11 @@ def _users_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of ``exc``'s traceback in the user's code: in neither hpsearch,
     torch nor Python's own library, and, where one is, outside installed packages (numpy
     raising for the user's call is the user's line)."""
-    import hpsearch
-    import hpsearch.search_spaces
-    import hpsearch.trials
-
-    ours = tuple(os.path.dirname(m.__file__ or "") + os.sep
-                 for m in (hpsearch, hpsearch.trials, hpsearch.search_spaces, torch, os))
+    # This package (``hpsearch.trials``) by its own path, and the others of hpsearch where loaded:
+    # a rank imports no orchestrator code of its own accord (the import contracts).
+    loaded = [sys.modules.get(name) for name in ("hpsearch", "hpsearch.search_spaces")]
+    ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+            *(os.path.dirname(m.__file__ or "") + os.sep for m in (*filter(None, loaded), torch, os)))
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not os.path.abspath(f.filename).startswith(ours)]
     own = [f for f in frames if f"{os.sep}site-packages{os.sep}" not in f.filename]
     chosen = own or frames
