@@ -153,7 +153,7 @@ def _declined_member_phases(group: dict[str, Any], position: int) -> dict[str, A
     start-up (``launched``), then, for every member after the first, the devices free for it only
     when the member before it ended (waiting for devices, which the group's earlier members held)."""
     now = time.time()
-    phases = {k: group[k] for k in ("launched", "devices_free") if k in group}
+    phases: dict[str, Any] = {k: group[k] for k in ("launched", "devices_free") if k in group}
     if position > 0 and "launched" in phases:
         phases["devices_free"] = now
     return {**phases, "reserved": now}
