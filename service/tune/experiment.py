@@ -19,6 +19,7 @@ from typing import Any
 
 import optuna
 from ray import tune
+from ray.tune import Callback
 
 from hpsearch.budget import BudgetLedger
 from hpsearch.errors import SearchInterrupted, StoreLostError
@@ -32,7 +33,7 @@ from hpsearch.tune.rungs import asha_scheduler
 from hpsearch.tune.searcher import InterruptStopper, StudySearcher, TrainingStarted
 from hpsearch.tune.trainable import DRIVER_RESOURCES, trainable
 
-__all__ = ["ray_session", "run_tune", "start_desk"]
+__all__ = ["TrialsStarting", "ray_session", "run_tune", "start_desk"]
 
 
 def start_desk(space: SearchSpace, plan: SearchPlan, local: LocalPool | None) -> Reservations:
@@ -88,7 +89,8 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
-            name="tune", storage_path=str(plan.runs_dir), verbose=0, stop=stopper, callbacks=[TrainingStarted(searcher)],
+            name="tune", storage_path=str(plan.runs_dir), verbose=0, stop=stopper,
+            callbacks=[TrainingStarted(searcher), TrialsStarting(desk)],
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
@@ -107,6 +109,26 @@ def run_tune(space: SearchSpace, study: optuna.Study, plan: SearchPlan,
             f"search interrupted; finished trials are kept and the ones cut short are marked "
             f"'interrupted': run 'hpsearch resume {plan.study_name}' to finish the study"
         )
+
+
+class TrialsStarting(Callback):
+    """Tells the desk how many of Tune's trials wait for their processes to start (Tune's
+    ``PENDING``), after each of Tune's steps where it changed: a finished trial's process waits
+    for them before it goes back to Tune (``hpsearch.tune.reservations.hand_over``)."""
+
+    def __init__(self, desk: Reservations) -> None:
+        self.desk = desk
+        self.told = 0
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        starting = sum(t.status == "PENDING" for t in trials)
+        if starting != self.told:
+            self.desk.trials_starting(starting)
+            self.told = starting
+
+    def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+        self.desk.trials_starting(0)  # the desk outlives the experiment (a confirmation round follows)
+        self.told = 0
 
 
 def _scheduler(space: SearchSpace, samples_per_epoch: int, study: optuna.Study) -> Any:

@@ -29,7 +29,7 @@ from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.tune.ceilings import halved
-from hpsearch.tune.reservations import DeskClosed, reserved
+from hpsearch.tune.reservations import DeskClosed, hand_over, reserved
 
 __all__ = [
     "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "FUSE_DECLINED_KEY", "MEMBERS_KEY", "MEMBER_KEY", "NOT_RUN_KEY",
@@ -125,6 +125,7 @@ def trainable(config: dict[str, Any]) -> None:
     task: TrialTask = config["trial"]
     with contextlib.suppress(DeskClosed):  # the search stopped while the trial waited for devices
         _run(task)
+        hand_over()  # its devices released: the trials Tune is starting get their own processes
 
 
 def _run(task: TrialTask) -> None:
