@@ -267,15 +267,14 @@ class _ReservationsActor:
         else:
             self._none_starting.set()
 
-    async def handed_over(self, timeout: float) -> bool:
-        """Whether the Tune trials that were starting have their processes, waiting up to
-        ``timeout`` seconds (``False``: they still start); at once when none is starting, and
-        from the first hand-over that waited in vain on (Tune could not place them)."""
+    async def handed_over(self, timeout: float) -> None:
+        """Return once the Tune trials that were starting have their processes, or after
+        ``timeout`` seconds; at once when none is starting, and from the first hand-over that
+        waited in vain on (Tune could not place them)."""
         if self._hand_over:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._none_starting.wait(), timeout)
             self._hand_over = self._none_starting.is_set()
-        return self._none_starting.is_set()
 
     async def mps_refusals(self) -> list[str]:
         """Why CUDA MPS could not start on the nodes where ``resources.mps: on`` asked for it."""
