@@ -20,15 +20,18 @@ import sys
 from pathlib import Path
 
 #: Imported by every trial process (the trainable lives here); counts them, and holds each one
-#: after the first for 2 s, as a cold process start on a busy machine takes.
+#: after the first for 2 s, as a cold process start on a busy machine takes. Which one is first
+#: is decided by an exclusive create: processes importing at the same moment (a slow host starts
+#: them together) would otherwise all see an empty folder and none would be held.
 SLOW_START = """\
 import os, pathlib, sys, time
 
 _FOLDER = pathlib.Path(os.environ["TRIAL_PROCESSES"])
 if "default_worker" in sys.argv[0]:
-    started = len(list(_FOLDER.iterdir()))
     (_FOLDER / str(os.getpid())).touch()
-    if started:
+    try:  # one process creates the marker: two importing at once cannot both take it as first
+        os.close(os.open(_FOLDER.parent / "first", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
         time.sleep(2.0)
 
 
