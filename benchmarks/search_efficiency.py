@@ -223,7 +223,7 @@ def search(settings: Settings, kind: str, sampler_name: str, seed: int, accuracy
     """Ask and tell one space's trials with hpsearch's sampler until a trial reaches ``target``."""
     import optuna
 
-    from hpsearch.sampler import create_sampler, distributions
+    from hpsearch.planner.sampler import create_sampler, distributions
     from hpsearch.search_spaces import parse_space
 
     space = parse_space(space_text(settings, kind, sampler_name, seed))

@@ -53,7 +53,7 @@ resources: {device: cpu}
 def raw_optuna(url: str, trials: int, epochs: int) -> float:
     import optuna
 
-    from hpsearch.sampler import distributions
+    from hpsearch.planner.sampler import distributions
     from hpsearch.search_spaces import parse_space
 
     space = parse_space(SPACE.replace("EPOCHS", str(epochs)).replace("TRIALS", str(trials)))
@@ -125,7 +125,7 @@ def grid_space(trials: int) -> SearchSpace:
 def raw_optuna_ahead(url: str, trials: int) -> float:
     import optuna
 
-    from hpsearch.sampler import distributions, grid_points
+    from hpsearch.planner.sampler import distributions, grid_points
 
     space = grid_space(trials)
     grid = {name: sorted({p[name] for p in grid_points(space)}) for name in space.parameters}
@@ -243,7 +243,7 @@ call, and each ask calls it to look for queued trials, then the grid sampler to 
 configurations not taken, then writes each parameter in a transaction of its own; every
 configuration asked ahead is a running trial, so each ask reads all those asked before it, whole.
 The searcher asks for the grid's next configuration with its parameters in the new trial's own
-transaction (`hpsearch.sampler.ask_at`), looks for queued trials with one indexed query
+transaction (`hpsearch.planner.sampler.ask_at`), looks for queued trials with one indexed query
 (`hpsearch.store`), and the grid reads which configurations are taken incrementally, the new
 trials and those unfinished when last read, their parameters and `status_reason` only
 (`hpsearch.study.trial_configurations`): an ask costs the same however many were asked before it.

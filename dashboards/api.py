@@ -35,10 +35,10 @@ from hpsearch.dashboards import accuracy_vs_batch, frontier, learning_curves, no
 from hpsearch.dashboards import analysis_figures as drawn
 from hpsearch.dashboards.queries import DEFAULT_MAX_POINTS, BadRequest, FigureQuery, NotFound, whole_number
 from hpsearch.errors import AnalysisError
-from hpsearch.reasons import describe_reason
 from hpsearch.record import ATTR_N_TRIALS, ATTR_SPACE_TEXT, ATTR_VERSIONS
 from hpsearch.search import load
 from hpsearch.store import study_names
+from hpsearch.study.reasons import describe_reason
 
 if TYPE_CHECKING:
     import optuna

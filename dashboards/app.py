@@ -69,7 +69,7 @@ from hpsearch.dashboards.security import (
 from hpsearch.dashboards.server import login_url, run
 from hpsearch.dashboards.shared_reads import SharedReads
 from hpsearch.errors import HPSearchError
-from hpsearch.settings import resolve_settings
+from hpsearch.store.settings import resolve_settings
 
 __all__ = [
     "TOKEN_ENV",
@@ -306,7 +306,7 @@ def create_app_from_environment() -> Starlette:
     Example:
         ``uvicorn --factory hpsearch.dashboards.app:create_app_from_environment``
     """
-    # The token is not a search setting (hpsearch.settings): like the CLI's --token, it is read
+    # The token is not a search setting (hpsearch.store.settings): like the CLI's --token, it is read
     # from its own variable, here and nowhere else in the package.
     return create_app(resolve_settings().storage, token=os.environ.get(TOKEN_ENV) or None)
 

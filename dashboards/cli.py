@@ -26,8 +26,8 @@ import click
 
 import hpsearch
 from hpsearch import dashboards
-from hpsearch.settings import resolve_settings
 from hpsearch.store import missing_store, open_storage, parse_storage_url, redact_url
+from hpsearch.store.settings import resolve_settings
 
 if TYPE_CHECKING:
     from hpsearch.search import Search
@@ -117,7 +117,7 @@ def frontier_report(search: Search) -> dict[str, str]:
 
 
 def frontier_artifact(search: Search, folder: Path) -> list[Path]:
-    """The study's frontier for its parent run in MLflow (``hpsearch.tracking``): one page with
+    """The study's frontier for its parent run in MLflow (``hpsearch.integrations.tracking``): one page with
     plotly.js inside it, since MLflow's viewer shows a page without the files beside it."""
     x, y = search.frontier_axes
     path = Path(folder) / "frontier.html"

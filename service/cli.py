@@ -40,12 +40,13 @@ import click
 import hpsearch
 from hpsearch import record
 from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
+from hpsearch.integrations.tracking import tracking_target
+from hpsearch.planner.plan import grid_configurations, grid_warning
 from hpsearch.progress import ProgressDisplay
-from hpsearch.reasons import describe_reason, failure_summary, no_completion_summary
 from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET, RERUN_REASONS
 from hpsearch.search_spaces import CORE_PARAMETERS, load_space, parse_budget_text, resolved_settings
-from hpsearch.settings import resolve_settings
 from hpsearch.store import redact_url, store_name
+from hpsearch.store.settings import resolve_settings
 from hpsearch.study import (
     PENDING,
     TrialPhases,
@@ -64,9 +65,8 @@ from hpsearch.study import (
     to_csv,
     to_json,
 )
-from hpsearch.tracking import tracking_target
+from hpsearch.study.reasons import describe_reason, failure_summary, no_completion_summary
 from hpsearch.trials.scaling import few_lrs_warning
-from hpsearch.tune.plan import grid_configurations, grid_warning
 
 if TYPE_CHECKING:
     from hpsearch.search import Search

@@ -29,7 +29,7 @@ class SearchEvent:
         number: The Optuna trial number.
         data: ``params`` (started), ``result`` (result), ``values`` (completed),
             ``reason``/``detail`` (pruned, failed, skipped), ``detail`` (exhausted, store,
-            budget_stop), ``status`` (budget: a ``hpsearch.budget.BudgetStatus``).
+            budget_stop), ``status`` (budget: a ``hpsearch.planner.budget.BudgetStatus``).
     """
 
     kind: str

@@ -175,7 +175,7 @@ RERUN_OF = "rerun_of"
 #: The trial that trained this one's exact duplicate (``constraints.skip_duplicates``): the same
 #: b, W, A, applied LR, seed and every other setting the trial sees, another rule or base LR at
 #: most. This trial did not train: it carries that trial's end, values, curves and measurements,
-#: and spends no device time (``hpsearch.budget.spent_device_seconds``).
+#: and spends no device time (``hpsearch.planner.budget.spent_device_seconds``).
 DUPLICATE_OF = "duplicate_of"
 #: Why the trial ran, where it is not one of the search's own: ``confirmation`` (``ROLE_CONFIRMATION``),
 #: a run of the study's own answer (``analysis.confirm``; docs/analysis.md, "Confirmation").
@@ -232,7 +232,7 @@ ATTR_REMOVED_MODELS = "hpsearch.removed_models"
 ATTR_CONFIRMATIONS = "hpsearch.confirmations"
 #: A random id the study gets when it is created: a copy of the store holds the same study
 #: (same name, same Optuna ``study_id``), so files on disk name the store and this id
-#: (``hpsearch.ownership``).
+#: (``hpsearch.store.ownership``).
 ATTR_STUDY_UID = "hpsearch.study_uid"
 #: What ``search.fuse: auto`` decided for the study's shapes (``hpsearch.tune.fuse_decisions``):
 #: those that do not fuse and why, those that do; a resume follows them rather than timing again.

@@ -22,10 +22,18 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from hpsearch import study as read_model
-from hpsearch.budget import BudgetStatus, budget_status
 from hpsearch.errors import AnalysisError, ColumnError, SearchInterrupted, TrialNotFoundError
-from hpsearch.locks import SearchProcess, search_process, study_lock
-from hpsearch.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity, study_uid
+from hpsearch.integrations.torchrun import ExportedTrial, export_trial
+from hpsearch.integrations.tracking import (
+    LiveTracker,
+    StudyEnd,
+    TrackingReport,
+    export_study,
+    study_pages,
+    tracking_target,
+)
+from hpsearch.planner.budget import BudgetStatus, budget_status
+from hpsearch.planner.plan import GridProgress, grid_progress  # the space against its grid: no Ray
 from hpsearch.progress import SearchEvent
 from hpsearch.record import (
     ATTR_N_TRIALS,
@@ -47,7 +55,6 @@ from hpsearch.search_spaces import (
     parse_budget_text,
     space_from_mapping,
 )
-from hpsearch.settings import Settings, resolve_settings, study_runs_dir
 from hpsearch.store import (
     load_study,
     missing_store,
@@ -57,9 +64,9 @@ from hpsearch.store import (
     sqlite_file,
     store_name,
 )
-from hpsearch.torchrun import ExportedTrial, export_trial
-from hpsearch.tracking import LiveTracker, StudyEnd, TrackingReport, export_study, study_pages, tracking_target
-from hpsearch.tune.plan import GridProgress, grid_progress  # the space against its grid: no Ray
+from hpsearch.store.locks import SearchProcess, search_process, study_lock
+from hpsearch.store.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity, study_uid
+from hpsearch.store.settings import Settings, resolve_settings, study_runs_dir
 
 # ``import hpsearch`` stays light (docs/design.md, "Imports"): optuna and pandas load inside the
 # methods that use them, the analysis (numpy, scipy) and the search engine (Ray) through
@@ -69,7 +76,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hpsearch.analysis import Recommendation, StudyAnalysis
-    from hpsearch.tune.plan import SearchPlan
+    from hpsearch.planner.plan import SearchPlan
 
 __all__ = ["DeletedStudy", "Search", "confirm", "delete_study", "list_studies", "load", "resume", "start"]
 
@@ -333,7 +340,7 @@ class Search:
         """Write trial ``number`` as a torchrun job into ``folder``: ``trial.json`` (its full
         configuration) and ``launch.sh``; ``bash launch.sh`` trains it with torchrun, without
         Ray or the store, and writes the final weights and metrics beside them
-        (``hpsearch.torchrun``).
+        (``hpsearch.integrations.torchrun``).
 
         Args:
             world_size: Train at this many ranks (the LR follows the trial's rule at the new
@@ -384,7 +391,7 @@ class Search:
         return {**summary.to_dict(), "grid": None if grid is None else grid.to_dict()}
 
     def grid_progress(self) -> GridProgress | None:
-        """How far a grid study went through its grid (``hpsearch.tune.plan.GridProgress``):
+        """How far a grid study went through its grid (``hpsearch.planner.plan.GridProgress``):
         its configurations, those left, whether it is exhausted; ``None`` for a study whose
         sampler is not a grid, or without a space hpsearch can read.
 
@@ -410,7 +417,7 @@ class Search:
         return read_model.confirmation_rounds(self.study.user_attrs)
 
     def search_process(self) -> SearchProcess:
-        """Whether a search writes the study now (``hpsearch.locks.search_process``): trials
+        """Whether a search writes the study now (``hpsearch.store.locks.search_process``): trials
         left RUNNING while none does were cut short by a search that died (``kill -9``, a
         crash), and ``resume`` runs them again.
 
@@ -427,7 +434,7 @@ class Search:
     def budget_status(self) -> BudgetStatus:
         """The study's budget (``search.budget``, or the one last given to ``start`` or
         ``resume``), what its searches spent over every run, and what is left
-        (``hpsearch.budget.BudgetStatus``; ``budget.limited`` is false for a study without one).
+        (``hpsearch.planner.budget.BudgetStatus``; ``budget.limited`` is false for a study without one).
 
         Example:
             >>> import optuna
@@ -468,7 +475,7 @@ class Search:
     def file_verdict(self) -> FileVerdict:
         """Which of ``files()`` ``delete(files=True)`` would delete, and which it would keep and
         why: only a runs folder whose owner marker names this study in this store, and no
-        other, is deleted, with the frontier page (``hpsearch.ownership``). A copy of the store
+        other, is deleted, with the frontier page (``hpsearch.store.ownership``). A copy of the store
         finds the same paths; a folder an older release wrote has no marker, and is kept."""
         owner = self._owner()
         if owner is None:
@@ -881,7 +888,7 @@ def confirm(
 
 def _confirmer(space: SearchSpace, on_event: Callable[[SearchEvent], None] | None, *,
                enabled: bool | None) -> Callable[..., Any] | None:
-    """The confirmation rounds a search runs after its trials (``hpsearch.confirmation``), or
+    """The confirmation rounds a search runs after its trials (``hpsearch.planner.confirmation``), or
     ``None`` where ``analysis.confirm`` (or ``enabled``) turns them off."""
     confirmation = _confirmation()
     policy = confirmation.ConfirmationPolicy.of_space(space, enabled=enabled)
@@ -892,7 +899,7 @@ def _tracked(run: Callable[[Callable[[SearchEvent], None] | None, Callable[[Sear
              search: Search, space: SearchSpace, target: Any, on_event: Callable[[SearchEvent], None] | None,
              on_plan: Callable[[SearchPlan], None] | None) -> Search:
     """Run a search (``run``, given the event and plan callbacks), logging it to MLflow as it runs
-    when ``target`` says where (``hpsearch.tracking.LiveTracker``); the tracker's report goes
+    when ``target`` says where (``hpsearch.integrations.tracking.LiveTracker``); the tracker's report goes
     on ``search.tracking``. MLflow never stops the search: what it says goes to ``on_event`` as a
     ``tracking`` event (or the ``hpsearch`` logger)."""
     if target is None:
@@ -1032,9 +1039,9 @@ def _orchestrator() -> ModuleType:
 
 
 def _confirmation() -> ModuleType:
-    """``hpsearch.confirmation``, loaded when a search confirms its answer: it reads the
+    """``hpsearch.planner.confirmation``, loaded when a search confirms its answer: it reads the
     analysis (numpy, scipy), which ``import hpsearch`` does not load."""
-    from hpsearch import confirmation
+    from hpsearch.planner import confirmation
 
     return confirmation
 

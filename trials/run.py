@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 
 from hpsearch import record
-from hpsearch.search_spaces.errors import HPSearchError
+from hpsearch.errors import HPSearchError
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.rank.context import JsonlSink, RankContext
 from hpsearch.trials.rank.loop import train

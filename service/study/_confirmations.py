@@ -1,6 +1,6 @@
 """Confirmation rounds as a study keeps them: the search ran its own answer, and whether it held.
 
-A round (``hpsearch.confirmation`` runs them) is the answer for N devices run as new trials,
+A round (``hpsearch.planner.confirmation`` runs them) is the answer for N devices run as new trials,
 each with a seed no earlier run of that configuration used, judged against the interval the
 answer stated before the round ran (docs/analysis.md, "Confirmation"). The study keeps its rounds
 in one user attr (``ATTR_CONFIRMATIONS``) and each run's record on its trial (``CONFIRMATION``);

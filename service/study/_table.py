@@ -15,20 +15,19 @@ import datetime
 import functools
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from hpsearch import record
-from hpsearch.record import format_bytes
-from hpsearch.saved_models import removed_models
+from hpsearch.record import ATTR_REMOVED_MODELS, format_bytes
 from hpsearch.study._schema import direct_sql
 from hpsearch.trials.scaling import LR_RULES, scaled_lr
 
 # pandas, optuna and sqlalchemy (half a second together) are imported inside the functions
 # that read a store, so that ``import hpsearch`` stays light; so are hashlib (OpenSSL, 2 ms) for
-# the dashboard's revision and hpsearch.saved_models for the studies that keep weights.
+# the dashboard's revision and hpsearch.planner.saved_models for the studies that keep weights.
 if TYPE_CHECKING:
     import optuna
     import pandas as pd
@@ -132,7 +131,7 @@ def read_trials(storage: optuna.storages.BaseStorage, study_name: str, objective
     ``attrs`` when given: a reader that needs a few columns of a large study reads only those)
     as a column, the objective values under ``objectives``' names, ``datetime_start``,
     ``datetime_complete`` and ``duration_s``. A ``model_path`` whose file the search deleted
-    (``workload.save_model: best``, ``hpsearch.saved_models``) is left out. ``lr`` is the LR the
+    (``workload.save_model: best``, ``hpsearch.planner.saved_models``) is left out. ``lr`` is the LR the
     trial's rule scaled to, also for a study written before trials kept it apart from the
     schedule's last LR (``with_scaled_lr``).
 
@@ -596,3 +595,9 @@ def _utc_offset(quarter: datetime.datetime) -> datetime.timedelta:
     a quarter hour of UTC (Lord Howe Island on the half hour)."""
     offset = quarter.replace(tzinfo=datetime.timezone.utc).astimezone().utcoffset()
     return offset if offset is not None else datetime.timedelta(0)
+
+
+def removed_models(study_user_attrs: Mapping[str, Any]) -> frozenset[int]:
+    """The trials whose saved weights were deleted, from a study's user attrs."""
+    numbers: Iterable[Any] = study_user_attrs.get(ATTR_REMOVED_MODELS) or ()
+    return frozenset(int(n) for n in numbers)

@@ -1,10 +1,10 @@
 """The orchestrator: one search = one Tune experiment over one Optuna study.
 
 ``run_search`` and ``resume_search`` check the space and its workload, start (or join) Ray,
-plan the search against the cluster (``hpsearch.tune.plan``), create or reopen the study, and
+plan the search against the cluster (``hpsearch.planner.plan``), create or reopen the study, and
 run the Tune experiment (``hpsearch.tune.experiment``, loaded while the workload is checked:
 it imports Ray Tune); then, while the caller's ``next_round`` has confirmation runs for the
-study (``hpsearch.confirmation``: the answer it gives, run as new trials), one more Tune
+study (``hpsearch.planner.confirmation``: the answer it gives, run as new trials), one more Tune
 experiment each, on the same Ray, desk and warm ranks. ``confirm_study`` runs only such
 rounds. Trials launch their own ranks rather than run as Ray Train jobs (docs/design.md,
 "Decisions").
@@ -29,20 +29,13 @@ import optuna
 from optuna.trial import TrialState
 
 from hpsearch import record
-from hpsearch.budget import budget_of, budget_status, settle_orphans, spent_of, write_budget
 from hpsearch.errors import StoreError, StudyExistsError
-from hpsearch.locks import study_lock
-from hpsearch.ownership import Owner, claim_runs_dir, store_identity, study_uid
+from hpsearch.planner.budget import budget_of, budget_status, settle_orphans, spent_of, write_budget
+from hpsearch.planner.plan import ConfirmationRun, SearchPlan, grid_progress, grid_warning, plan_search
+from hpsearch.planner.sampler import create_sampler
 from hpsearch.progress import SearchEvent
-from hpsearch.reasons import (
-    REASON_INTERRUPTED,
-    counts_toward_n_trials,
-    cut_short_by_the_search,
-)
 from hpsearch.record import ATTR_N_TRIALS
-from hpsearch.sampler import create_sampler
 from hpsearch.search_spaces import Budget, SearchSpace
-from hpsearch.settings import Settings, study_runs_dir
 from hpsearch.store import (
     load_study,
     open_storage,
@@ -54,8 +47,15 @@ from hpsearch.store import (
     study_attrs,
     study_names,
 )
+from hpsearch.store.locks import study_lock
+from hpsearch.store.ownership import Owner, claim_runs_dir, store_identity, study_uid
+from hpsearch.store.settings import Settings, study_runs_dir
 from hpsearch.study import is_confirmation
-from hpsearch.tune.plan import ConfirmationRun, SearchPlan, grid_progress, grid_warning, plan_search
+from hpsearch.study.reasons import (
+    REASON_INTERRUPTED,
+    counts_toward_n_trials,
+    cut_short_by_the_search,
+)
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.workload_check import check_for_search
 
@@ -286,7 +286,7 @@ def confirm_study(
 
 
 def _claim_runs_dir(settings: Settings, study: optuna.Study) -> None:
-    """Write this store's study into its runs folder's owner marker (``hpsearch.ownership``), so
+    """Write this store's study into its runs folder's owner marker (``hpsearch.store.ownership``), so
     that ``delete --files`` on a copy of the store does not delete the files this study uses."""
     runs_dir = study_runs_dir(settings, study.study_name)
     claim_runs_dir(runs_dir, Owner(store_identity(settings.storage, runs_dir), study.study_name, study_uid(study)))

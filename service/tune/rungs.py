@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from ray.tune.schedulers import ASHAScheduler
 
 from hpsearch import record
-from hpsearch.reasons import counts_toward_n_trials
 from hpsearch.record import CURVES, SAMPLES_SEEN
+from hpsearch.study.reasons import counts_toward_n_trials
 
 if TYPE_CHECKING:
     import optuna

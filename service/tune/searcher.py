@@ -27,19 +27,14 @@ from ray.tune import Callback, Stopper
 from ray.tune.search import Searcher
 
 from hpsearch import record
-from hpsearch.budget import BudgetLedger, predict_trial, spent_device_seconds, trial_devices
-from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
+from hpsearch.planner.budget import BudgetLedger, predict_trial, spent_device_seconds, trial_devices
+from hpsearch.planner.ceilings import MemoryCeilings, training_ran_out
+from hpsearch.planner.constraints import equivalence_key, violation
+from hpsearch.planner.plan import ConfirmationRun
+from hpsearch.planner.sampler import ask_at, distributions, held_by
+from hpsearch.planner.saved_models import ModelKeeper
 from hpsearch.progress import SearchEvent
-from hpsearch.reasons import (
-    NOT_RUN_REASONS,
-    REASON_BUDGET,
-    REASON_CONSTRAINT,
-    REASON_EARLY_STOPPED,
-    REASON_EQUIVALENT,
-    REASON_INTERRUPTED,
-    occupies_its_configuration,
-)
 from hpsearch.record import (
     CURVE_METRICS,
     DEVICE_SECONDS,
@@ -58,11 +53,18 @@ from hpsearch.record import (
     STATUS_REASON,
     TRAINING_STARTED,
 )
-from hpsearch.sampler import ask_at, distributions, held_by
-from hpsearch.saved_models import ModelKeeper
 from hpsearch.search_spaces import Choice, Fixed, Parameter, SearchSpace
 from hpsearch.store import return_to_queue, write_trial_record
 from hpsearch.study import is_confirmation
+from hpsearch.study.reasons import (
+    NOT_RUN_REASONS,
+    REASON_BUDGET,
+    REASON_CONSTRAINT,
+    REASON_EARLY_STOPPED,
+    REASON_EQUIVALENT,
+    REASON_INTERRUPTED,
+    occupies_its_configuration,
+)
 from hpsearch.trials.spec import (
     MEMBER_FIELDS,
     MEMBER_HYPERPARAMETERS,
@@ -74,9 +76,7 @@ from hpsearch.trials.spec import (
     ran_shape,
     trial_spec,
 )
-from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
 from hpsearch.tune.fuse_decisions import FuseDecisions
-from hpsearch.tune.plan import ConfirmationRun
 from hpsearch.tune.trainable import (
     EARLIER_KEY,
     FAILED_KEY,
@@ -149,10 +149,10 @@ class StudySearcher(Searcher):
             world size plays its ranks on fewer (``resources.emulate_ranks: auto``).
         runs_dir: Parent of each trial's run folder.
         on_event: Called with each ``SearchEvent`` (progress display).
-        ledger: The search's budget account (``hpsearch.budget``); ``None``: no budget kept.
+        ledger: The search's budget account (``hpsearch.planner.budget``); ``None``: no budget kept.
         slots: How many trials run at once (``SearchPlan.max_concurrent``): fused groups of one
             shape are sized to keep them busy.
-        confirmations: A confirmation round's runs (``hpsearch.confirmation``): proposed first,
+        confirmations: A confirmation round's runs (``hpsearch.planner.confirmation``): proposed first,
             each as a new trial of the study's answer with its own seed, whatever the sampler
             would ask; ``n_trials`` counts them.
     """
@@ -820,7 +820,7 @@ class StudySearcher(Searcher):
     def _learn_memory(self, trial: optuna.Trial, result: dict[str, Any], ran_as: dict[str, Any] | None,
                       batch: int | None) -> None:
         """A trial that ran out of memory, or ran halved after it did, sets its configuration's
-        ceiling (``hpsearch.tune.ceilings``)."""
+        ceiling (``hpsearch.planner.ceilings``)."""
         if result.get(FINAL_KEY) and batch is not None:
             self.ceilings.fit(trial.params, int((ran_as or {}).get(record.PER_DEVICE_BATCH_SIZE) or batch))
         ignored = None

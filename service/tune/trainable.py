@@ -24,11 +24,11 @@ from typing import Any
 from ray import tune
 
 from hpsearch import record
+from hpsearch.planner.ceilings import halved
 from hpsearch.record import RAN_AS, REASON_OUT_OF_MEMORY
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.tune.ceilings import halved
 from hpsearch.tune.reservations import DeskClosed, hand_over, reserved
 
 __all__ = [
@@ -212,7 +212,7 @@ class _Run:
             except TrialFailed as exc:
                 # search.on_oom: accumulate: the same trial again at half the per-device batch and
                 # twice the accumulation (the same effective batch, the same optimisation), on
-                # the devices it holds, until it fits (hpsearch.tune.ceilings).
+                # the devices it holds, until it fits (hpsearch.planner.ceilings).
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
                 if exc.reason != REASON_OUT_OF_MEMORY or task.on_oom != "accumulate" or fits is None:
                     failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,

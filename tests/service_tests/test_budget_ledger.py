@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from hpsearch.budget import BudgetLedger, BudgetSpent, predict_trial, spent_of, write_budget
+from hpsearch.planner.budget import BudgetLedger, BudgetSpent, predict_trial, spent_of, write_budget
 from hpsearch.record import ATTR_BUDGET
 from hpsearch.search_spaces import Budget
 

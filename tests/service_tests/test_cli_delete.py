@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 import hpsearch
 from hpsearch.cli import cli
-from hpsearch.ownership import Owner, claim_runs_dir, store_identity, study_uid
+from hpsearch.store.ownership import Owner, claim_runs_dir, store_identity, study_uid
 from hpsearch.testing import synthetic_study
 
 HOLD = """
 import sys, time
-from hpsearch.locks import study_lock
+from hpsearch.store.locks import study_lock
 with study_lock(sys.argv[1], sys.argv[2]):
     print("locked", flush=True)
     time.sleep(600)

@@ -136,7 +136,7 @@ def test_a_study_whose_trials_all_ran_out_of_memory_says_what_to_do(tmp_path: ob
     for _ in range(2):
         study.add_trial(create_trial(state=TrialState.PRUNED, params={"per_device_batch_size": 512},
                                      distributions=dists, user_attrs={"status_reason": "exceeds_memory"}))
-    from hpsearch.reasons import no_completion_summary
+    from hpsearch.study.reasons import no_completion_summary
 
     line = no_completion_summary(study.get_trials())
     assert line == ("no trial completed: 3 trials, 2 not started (at or above a per-device batch that ran out of "

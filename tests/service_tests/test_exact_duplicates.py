@@ -22,7 +22,7 @@ import pytest
 from optuna.trial import TrialState
 
 from hpsearch import record
-from hpsearch.budget import spent_of
+from hpsearch.planner.budget import spent_of
 from hpsearch.search_spaces import parse_space
 from hpsearch.study import duplicate_counts, duplicates_line
 from hpsearch.trials.spec import duplicate_key, trial_spec

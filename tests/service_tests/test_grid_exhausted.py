@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from optuna.trial import TrialState, create_trial
 
 from hpsearch.cli import cli
+from hpsearch.planner.sampler import distributions
 from hpsearch.record import ATTR_N_TRIALS
-from hpsearch.sampler import distributions
 from hpsearch.search_spaces import parse_space
 from hpsearch.store import open_storage, study_attrs
 

@@ -12,13 +12,13 @@ import optuna
 import pytest
 
 from hpsearch.errors import StudyBusyError
-from hpsearch.locks import study_lock
 from hpsearch.record import ATTR_SPACE_TEXT
 from hpsearch.store import open_storage
+from hpsearch.store.locks import study_lock
 
 HOLD = """
 import sys, time
-from hpsearch.locks import study_lock
+from hpsearch.store.locks import study_lock
 with study_lock(sys.argv[1], sys.argv[2]):
     print("locked", flush=True)
     time.sleep(600)

@@ -69,7 +69,7 @@ def test_trials_waiting_for_their_devices_are_pending_not_training(
 def test_a_budgeted_search_shows_the_budget_spent_and_left_and_budget_stops_apart_from_failures(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpsearch.budget import BudgetSpent, BudgetStatus
+    from hpsearch.planner.budget import BudgetSpent, BudgetStatus
     from hpsearch.search_spaces import Budget
 
     monkeypatch.setenv("COLUMNS", "250")

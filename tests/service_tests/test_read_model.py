@@ -13,8 +13,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from hpsearch.cli import cli
-from hpsearch.locks import study_lock
 from hpsearch.store import open_storage
+from hpsearch.store.locks import study_lock
 from hpsearch.study import list_studies
 
 _DISTS = {"lr_rule": CategoricalDistribution(["linear", "sqrt"])}

@@ -19,8 +19,8 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.reasons import counts_toward_n_trials
 from hpsearch.store import open_storage
+from hpsearch.study.reasons import counts_toward_n_trials
 
 SPACE = """\
 study: {study}

@@ -11,8 +11,8 @@ from starlette.testclient import TestClient
 
 import hpsearch
 from hpsearch.dashboards.app import create_app
+from hpsearch.planner.saved_models import ModelKeeper
 from hpsearch.record import ATTR_REMOVED_MODELS, ATTR_SPACE_TEXT
-from hpsearch.saved_models import ModelKeeper
 from hpsearch.store import open_storage
 
 # (val_accuracy, runtime_s) of trials 0..3, in the order they complete.

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import optuna
 
-from hpsearch.budget import trial_devices
+from hpsearch.integrations.torchrun import export_trial
+from hpsearch.planner.budget import trial_devices
+from hpsearch.planner.plan import runnable_grid_points
 from hpsearch.search_spaces import parse_space
-from hpsearch.torchrun import export_trial
 from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.tune.orchestrator import _create_study
-from hpsearch.tune.plan import runnable_grid_points
 from hpsearch.tune.searcher import StudySearcher
 from hpsearch.tune.trainable import TrialTask
 

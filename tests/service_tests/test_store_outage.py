@@ -25,8 +25,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.reasons import counts_toward_n_trials
 from hpsearch.store import open_storage
+from hpsearch.study.reasons import counts_toward_n_trials
 
 SPACE = """\
 study: outage

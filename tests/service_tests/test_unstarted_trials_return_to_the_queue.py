@@ -29,7 +29,7 @@ from optuna.trial import TrialState, create_trial
 
 from hpsearch import record
 from hpsearch.cli import cli
-from hpsearch.sampler import create_sampler
+from hpsearch.planner.sampler import create_sampler
 from hpsearch.search_spaces import parse_space
 from hpsearch.store import open_storage
 from hpsearch.tune.orchestrator import _create_study, _requeue_interrupted

@@ -11,8 +11,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hpsearch.constraints import equivalence_key
 from hpsearch.errors import WorkloadError
+from hpsearch.planner.constraints import equivalence_key
 from hpsearch.search_spaces import parse_space
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.spec import trial_spec

@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from hpsearch import record
-from hpsearch.search_spaces.errors import HPSearchError
+from hpsearch.errors import HPSearchError
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.rank import data_cache
 from hpsearch.trials.rank.context import JsonlSink, RankContext

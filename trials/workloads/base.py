@@ -154,7 +154,7 @@ def takes_options(*names: str) -> Callable[[_Factory], _Factory]:
         >>> make_workload({"hiden": 4})
         Traceback (most recent call last):
         ...
-        hpsearch.trials.errors.WorkloadError: unknown workload options ['hiden']; this workload takes ['hidden', 'samples']
+        hpsearch.errors.WorkloadError: unknown workload options ['hiden']; this workload takes ['hidden', 'samples']
     """
     known = frozenset(names)
 
@@ -292,7 +292,7 @@ def check_workload(value: object, name: str) -> Workload:
         >>> check_workload({"model": None}, "my_pkg.mod:make")
         Traceback (most recent call last):
         ...
-        hpsearch.trials.errors.WorkloadError: workload 'my_pkg.mod:make' must return a hpsearch.trials.workloads.base.Workload, got a dict with keys ['model']
+        hpsearch.errors.WorkloadError: workload 'my_pkg.mod:make' must return a hpsearch.trials.workloads.base.Workload, got a dict with keys ['model']
     """
     expected = f"{Workload.__module__}.{Workload.__qualname__}"
     if not isinstance(value, Workload):
@@ -416,7 +416,7 @@ def import_user_module(module_name: str, what: str = "workload module") -> Modul
         >>> import_user_module("not_installed_anywhere")
         Traceback (most recent call last):
         ...
-        hpsearch.trials.errors.WorkloadError: cannot import workload module 'not_installed_anywhere': No module named 'not_installed_anywhere'
+        hpsearch.errors.WorkloadError: cannot import workload module 'not_installed_anywhere': No module named 'not_installed_anywhere'
     """
     try:
         return importlib.import_module(module_name)

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.budget import BudgetSpent, BudgetStatus
-from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import ResourceError, SpaceError
-from hpsearch.reasons import occupies_its_configuration
+from hpsearch.planner.budget import BudgetSpent, BudgetStatus
+from hpsearch.planner.constraints import equivalence_key, violation
+from hpsearch.planner.sampler import grid_points
 from hpsearch.record import NOT_RUN_REASONS, STATUS_REASON, params_key
-from hpsearch.sampler import grid_points
 from hpsearch.search_spaces import Budget, SearchSpace
-from hpsearch.settings import Settings, study_runs_dir
+from hpsearch.store.settings import Settings, study_runs_dir
 from hpsearch.study import is_confirmation
+from hpsearch.study.reasons import occupies_its_configuration
 from hpsearch.trials.spec import processes_for, trial_spec
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class SearchPlan:
 
 @dataclass(frozen=True)
 class ConfirmationRun:
-    """One run of a confirmation round (``hpsearch.confirmation``): the study's answer as a new
+    """One run of a confirmation round (``hpsearch.planner.confirmation``): the study's answer as a new
     trial, apart from ``n_trials``.
 
     Attributes:

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
 from hpsearch.errors import StudyNotFoundError, TrackingError
-from hpsearch.ownership import study_uid
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace, SpaceError
 from hpsearch.store import load_study, redact_url
+from hpsearch.store.ownership import study_uid
 from hpsearch.study import trial_params
 
 if TYPE_CHECKING:

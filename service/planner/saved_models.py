@@ -17,7 +17,7 @@ search decides (``ModelKeeper``, in the search's one writer process):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from hpsearch.record import ATTR_REMOVED_MODELS, MODEL_PATH
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["ATTR_REMOVED_MODELS", "ModelKeeper", "dominates", "removed_models"]
+__all__ = ["ATTR_REMOVED_MODELS", "ModelKeeper", "dominates"]
 
 
 
@@ -121,12 +121,6 @@ class ModelKeeper:
         if path is not None and number not in self.removed:
             self.paths[number] = path
         return beaten
-
-
-def removed_models(study_user_attrs: Mapping[str, Any]) -> frozenset[int]:
-    """The trials whose saved weights were deleted, from a study's user attrs."""
-    numbers: Iterable[Any] = study_user_attrs.get(ATTR_REMOVED_MODELS) or ()
-    return frozenset(int(n) for n in numbers)
 
 
 def _delete(path: str) -> None:

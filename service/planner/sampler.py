@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hpsearch import record
 from hpsearch.errors import SpaceError
-from hpsearch.reasons import cut_short, occupies_its_configuration
 from hpsearch.search_spaces import (
     SAMPLER_CLASS_NAMES,
     Choice,
@@ -20,6 +19,7 @@ from hpsearch.search_spaces import (
     SearchSpace,
 )
 from hpsearch.study import sql_store, trial_configurations
+from hpsearch.study.reasons import cut_short, occupies_its_configuration
 
 if TYPE_CHECKING:
     import optuna

@@ -571,7 +571,7 @@ def study_attrs(space_text: str, objectives: list[str], n_trials: int) -> dict[s
     """The study user attrs hpsearch writes when a search creates a study: its space text, its
     objectives, the target number of finished trials, the versions that ran it and a random id
     (``hpsearch.study_uid``: the study in a copy of the store has the same name and Optuna id,
-    and its files are told apart by this id and the store, ``hpsearch.ownership``)."""
+    and its files are told apart by this id and the store, ``hpsearch.store.ownership``)."""
     return {ATTR_SPACE_TEXT: space_text, ATTR_OBJECTIVES: list(objectives), ATTR_N_TRIALS: int(n_trials),
             ATTR_VERSIONS: {p: version(p) for p in ("hpsearch", "optuna", "ray", "torch")},
             ATTR_STUDY_UID: uuid.uuid4().hex}

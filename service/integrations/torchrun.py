@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any
 
 from hpsearch import record
 from hpsearch.errors import ResourceError, TrialNotFoundError
-from hpsearch.reasons import describe_reason
 from hpsearch.record import DEVICE, NOT_RUN_REASONS, RERUN_REASONS
 from hpsearch.store import space_of_study
 from hpsearch.study import trial_params
+from hpsearch.study.reasons import describe_reason
 from hpsearch.trials.spec import TrialSpec, ran_shape, trial_spec
 
 if TYPE_CHECKING:
