@@ -131,8 +131,8 @@ def _failed_training(phases: dict[str, float], failures: list[dict[str, Any]]) -
     """The training phases of an attempt whose ranks failed: rank 0 says in its failure report
     when training began (``hpsearch.trials.rank.process``), also when it failed before its first
     report (out of memory in the first step); training ended when the ranks stopped. Without
-    them a trial that ran out of memory after 3 s of training showed ``training_started`` as not
-    reached and all 3 s as the orchestrator's."""
+    them a trial that runs out of memory after 3 s of training would show ``training_started``
+    as not reached and all 3 s as the orchestrator's."""
     started = next((f.get(record.TRAINING_STARTED) for f in failures if f.get("rank") == 0), None)
     if record.TRAINING_STARTED not in phases and isinstance(started, (int, float)):
         phases[record.TRAINING_STARTED] = float(started)

@@ -312,7 +312,7 @@ class Recommendation:
 def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, schedule: str,
                       epochs: int | None) -> str:
     """How a run's LR goes: warmup from ``base_lr`` to ``lr``, then the ``schedule`` over the
-    epochs up to ``epochs`` (``hpsearch.scaling.lr_at``), as a phrase.
+    epochs up to ``epochs`` (``hpsearch.trials.scaling.lr_at``), as a phrase.
 
     Example:
         >>> describe_schedule(0.02, 0.01, 1.0, "cosine", 3)

@@ -19,8 +19,8 @@ failed before reserving) lacks the later phases; one whose ranks failed while tr
 count and their seconds (``failed_attempts``, ``failed_attempts_s``): two attempts' times mixed
 would run backwards. The one number a user looks for is
 how long the orchestrator itself held the trial: after its devices were reserved, the time that
-was not training (``rest_s``). On 16 cores that was a median 4.3 s for trials of about a second,
-which nothing else showed.
+was not training (``rest_s``), which nothing else shows (docs/benchmarks.md, sections 10 and 12,
+measure it for many short trials at once).
 
 Example:
     >>> timeline = phase_timeline({"phases": {"asked_at": 1.7e9, "asked": 0.0, "launched": 0.3,

@@ -202,7 +202,7 @@ def resume_search(
         target = grid.configurations
     if grid is not None and grid.exhausted and not _left_to_rerun(trials):
         # Nothing the search could run: said, and ended before the workload check and Ray
-        # (17 s of Ray's start-up and shutdown came to run nothing). The answer's confirmation
+        # (Ray's start-up and shutdown cost seconds, here to run nothing). The answer's confirmation
         # is 'hpsearch confirm', which starts what it needs.
         with study_lock(settings.storage, study_name):
             study.set_user_attr(ATTR_N_TRIALS, target)
@@ -371,8 +371,8 @@ RAY_ENVIRONMENT = {
     # hpsearch handles Ctrl-C itself (the study must record which trials were cut short).
     "TUNE_DISABLE_SIGINT_HANDLER": "1",
     # A trial's first report says only that its devices were reserved (the driver's STARTED_KEY);
-    # Tune's strict check wants the scheduler's metric in every report and ended every ASHA search
-    # on that one. The searcher records a trial that never reports its metric itself.
+    # Tune's strict check wants the scheduler's metric in every report and would end every ASHA
+    # search on that one. The searcher records a trial that never reports its metric itself.
     "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
 }
 

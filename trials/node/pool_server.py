@@ -2,7 +2,7 @@
 
 Every trial reaches its ranks the same way, whichever node they run on and whatever device:
 through a ``PoolClient`` connected to the ``PoolServer`` of the node's pool (the search's own
-process serves its node's pool; a pool actor serves any other node's, ``hpsearch.tune.nodes``).
+process serves its node's pool; a pool actor serves any other node's, ``hpsearch.tune.reservations``).
 A pool served over a Unix socket is reached from its own machine; one served on a host address
 (TCP), from any node of the cluster. Either way a client must present the server's key
 (``multiprocessing.connection``'s handshake) before anything is unpickled.

@@ -252,8 +252,8 @@ def _asked(exc: BaseException) -> int | None:
 def _trim_heap() -> None:
     """Give the memory an earlier trial freed back to the system (glibc keeps freed heap pages for
     reuse): without it a warm process's peak, and what counts toward its cap, would start from
-    what the largest earlier trial left resident (seen: a batch of 8 peaked 50 MiB higher after
-    a batch of 512 in the same process than in a fresh one)."""
+    what the largest earlier trial left resident (a batch of 8 peaks some 50 MiB higher after a
+    batch of 512 in the same process than in a fresh one)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # not glibc (musl has no malloc_trim)
             ctypes.CDLL("libc.so.6").malloc_trim(0)
