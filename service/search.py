@@ -376,7 +376,7 @@ class Search:
         grid = self.grid_progress()
         if grid is not None and target is not None:
             # A grid runs each configuration once: a study recorded before its total was the
-            # grid's size read "finished 4 of 8" for ever.
+            # grid's size would otherwise read "finished 4 of 8" for ever.
             target = min(int(target), grid.configurations)
         summary = read_model.summarize(
             self.study_name, self.trials_dataframe(), self.objectives, self.directions,

@@ -222,8 +222,8 @@ def phase_timeline(attrs: Mapping[str, Any]) -> PhaseTimeline | None:
     phases: list[Phase] = []
     for name in record.PHASE_NAMES:
         # A phase recorded before the one before it is not this run's: a study written before
-        # attempts were kept apart mixed a retry's times with its failed attempt's (``handed``
-        # 0.813 s, then ``ready`` 0.095 s): left out of the timeline rather than a negative gap.
+        # attempts were kept apart mixes a retry's times with its failed attempt's (``ready``
+        # earlier than ``handed``): left out of the timeline rather than a negative gap.
         if name in times and (not phases or times[name] >= phases[-1].at_s):
             gap = round(times[name] - phases[-1].at_s, 4) if phases else None
             span = span_of(name) if phases else None

@@ -118,7 +118,7 @@ class PoolServer:
         """Stop accepting (connections being served end with their client)."""
         self._closed = True
         # Wake the accepting thread, which then sees ``_closed``: a bare connection that closes
-        # at once (a client's handshake could wait for ever, on a thread that had already seen
+        # at once (a client's handshake can wait for ever, on a thread that has already seen
         # ``_closed`` after a refused client and left).
         address = self.address.address
         with contextlib.suppress(OSError):
