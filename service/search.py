@@ -67,8 +67,7 @@ if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
-    from hpsearch.analysis import Recommendation, StudyAnalysis, Target
-    from hpsearch.analysis._recommend import Minimize
+    from hpsearch.analysis import Minimize, Recommendation, StudyAnalysis, Target
     from hpsearch.confirmation import Confirmer
     from hpsearch.tune.orchestrator import NextRound
     from hpsearch.tune.plan import SearchPlan

@@ -43,8 +43,10 @@ from hpsearch.search_spaces.space import LR_RULES
 from hpsearch.study import ConfirmationStatus, confirmation_status, format_bytes
 from hpsearch.trials.scaling import FEW_LRS, STEP_GAMMA, STEP_MILESTONES, scale_factor
 
-__all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
+__all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Minimize", "Recommendation", "follow_up_space",
+           "recommend"]
 
+#: What ``recommend`` minimises: the wall time to the target, or the device-hours.
 Minimize = Literal["time", "device-hours"]
 
 #: Accumulation steps a recommendation may use besides those the study tried.
