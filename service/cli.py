@@ -1117,7 +1117,7 @@ def main() -> None:
 def _exit_promptly() -> None:
     """Let the interpreter end without collecting what the command imported.
 
-    After a search, Python's own teardown spent 1.3 s in a last garbage collection over
+    After a search, Python's own teardown spends over a second in a last garbage collection over
     torch's, Ray's and Optuna's objects: longer than the report. Frozen objects are never
     collected, and everything that must happen at exit has happened by now (this runs after
     every other exit handler), but for the study's connections, which are closed first.

@@ -116,9 +116,9 @@ _ATTEMPT_PHASES = ("handed", "ready", record.TRAINING_STARTED, "training_ended",
 
 def _new_attempt(phases: dict[str, float]) -> dict[str, float]:
     """``phases`` made ready for an attempt: one that already holds an attempt's phases is a
-    retry, and the attempt before it counts as failed. Mixing two attempts' times made a halved
-    trial's timeline run backwards (``handed`` 0.813 s from the retry, then ``ready`` 0.095 s kept
-    from the attempt that ran out of memory)."""
+    retry, and the attempt before it counts as failed. Mixing two attempts' times would make a
+    halved trial's timeline run backwards (``handed`` from the retry, then an earlier ``ready``
+    kept from the attempt that ran out of memory)."""
     if "handed" in phases:
         phases[record.FAILED_ATTEMPTS] = phases.get(record.FAILED_ATTEMPTS, 0) + 1
         phases[record.FAILED_ATTEMPTS_S] = phases.get(record.FAILED_ATTEMPTS_S, 0.0) + time.time() - phases["handed"]

@@ -9,8 +9,8 @@ training_ended, last_report, told). The spans between them have one set of names
 (``PHASE_SPANS``): start-up, waiting for devices, training and the rest; the CLI, the dashboard
 and the docs all read them from this module. Waiting for devices is only the time every device
 the trial could use was held by other running trials: Ray and Tune starting a trial's process and
-its node's rank processes warming up are start-up (a first trial of a search with free slots
-showed 7.1 s "waited for devices" that was all start-up).
+its node's rank processes warming up are start-up (counted as waiting, a first trial of a search
+with free slots would show seconds "waiting for devices" that are all start-up).
 
 A trial that never trained (skipped by a constraint, stopped by the budget before its devices,
 failed before reserving) lacks the later phases; one whose ranks failed while training

@@ -6,9 +6,9 @@ CPU, and running out of it as a failure of its own (``out_of_memory``).
   heap back to the system (``malloc_trim``) and empties CUDA's cache, and what it still holds
   beyond what it held before its first trial (and beyond the data it keeps for this trial) is
   *carried*: neither counted in this trial's peak nor against its cap. A trial is so charged in
-  a warm process what it would be in a fresh one (seen: a batch of 64 ran out of a 600 MiB cap
-  after two batches of 256 in the same process had fit, the process holding 170 MiB more of
-  heap mappings than when it began).
+  a warm process what it would be in a fresh one (otherwise a batch of 64 can run out of a
+  600 MiB cap after two batches of 256 in the same process fit, the process holding 170 MiB more
+  of heap mappings than when it began).
 - **Peak.** On CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``, reset at
   the trial's start); on the CPU the process's peak resident memory (``VmHWM``, reset at the
   trial's start by writing ``5`` to ``/proc/self/clear_refs``), less the carried memory; where
