@@ -225,8 +225,8 @@ def memory_info(df: pd.DataFrame, limits: MemoryLimits | None = None,
     if not len(df) or "number" not in df.columns:
         return MemoryInfo((), False, len(df), 0, 0, "no trials yet")
     if record.DEVICE in df.columns:
-        # One series per device kind: the raw attr split cuda:0 from cuda, and a ceiling found on
-        # one was drawn against the peaks of the other.
+        # One series per device kind: the raw attr splits cuda:0 from cuda, and a ceiling found on
+        # one would be drawn against the peaks of the other.
         df = df.assign(**{record.DEVICE: [device_kind(d) for d in df[record.DEVICE].tolist()]})
     parameters = memory_parameters(df, objectives)
     models = memory_models(df, parameters, limits)

@@ -40,7 +40,7 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     by uvicorn, so a busy port is an ``OSError`` for the caller (the CLI says "cannot listen on")
     and ``port=0``'s real port is known."""
     # IPPROTO_TCP spelt out: asyncio sets TCP_NODELAY only on connections of a socket that says
-    # it is TCP, and without it every answer written in two parts (head, body) waited 40 ms for
+    # it is TCP, and without it every answer written in two parts (head, body) waits 40 ms for
     # the client's delayed ACK.
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -62,8 +62,8 @@ def run(app: Any, host: str, port: int, on_ready: Callable[[str], None] | None =
         OSError: the address cannot be bound (a port in use).
     """
     # What start-up made (pandas, plotly, Optuna, SQLAlchemy: most of the heap) lives as long as
-    # the process: out of the collector's sight. Each full collection scanned it all: up to
-    # 190 ms pauses, 1.7 s of every 10 s, under 64 polling clients (p99 160 ms; 60-85 ms frozen).
+    # the process: out of the collector's sight, since each full collection would scan it all,
+    # pausing every answer under many polling clients (docs/benchmarks.md, section 6).
     gc.collect()
     gc.freeze()
     bind = host.removeprefix("[").removesuffix("]")

@@ -23,7 +23,7 @@ class SharedReads:
 
     Why: every warm answer still asks the store whether a trial changed (and the summary reads
     the study's attrs): about 1 ms of store queries and a thread hop per request, which at 64
-    clients polling one study queued answers for 200 ms and more (benchmarks/dashboard_load.py).
+    clients polling one study queues answers for 200 ms and more (benchmarks/dashboard_load.py).
     Shared, one read answers them all. Never an answer older than the request: a read that had
     started before a request arrived may have missed a change the request expects to see (a
     poll right after a write), so the request waits for the next read instead.

@@ -3,7 +3,7 @@
 The end of every ``hpsearch start`` writes the study's frontier as such a page, and
 ``hpsearch frontier`` writes one on request. plotly.js is never loaded from a CDN, because these
 pages are opened on cluster machines and laptops without internet access; and it is not
-inlined in each page by default either: a page holding the 4.8 MB bundle cost 4.8 MB per study
+inlined in each page by default either: a page holding the 4.8 MB bundle costs 4.8 MB per study
 and per run. The page refers to one copy of the bundle (:func:`plotly_bundle_name`, named after
 the plotly.js version) by a relative path, written the first time and reused by every later
 page: beside the page, or in a folder of the caller's choosing (``bundle_dir``). The ``hpsearch``

@@ -187,7 +187,7 @@ def new_figure(title: str, x: str, y: str, legend_title: str = "LR rule") -> go.
     """An empty figure in the house layout: a title, axis titles with units, a white template."""
     import plotly.graph_objects as go  # heavy (about a second): loaded with the first figure drawn
 
-    # The template as plain data, validated once: naming "plotly_white" made plotly look it up,
+    # The template as plain data, validated once: naming "plotly_white" makes plotly look it up,
     # validate it and deep-copy it for every figure, 25 ms of each (a sixth of the cold
     # 10,000-trial study page's figures).
     fig = go.Figure(layout={"template": white_template()}, _validate=False)
@@ -314,7 +314,7 @@ def batch_axis(values: Iterable[float | None]) -> AxisTicks:
     doubling of the batch takes the same width, with a tick at each batch present.
 
     Batches are searched in doublings (8, 16, ..., 1024); on a linear axis batches 8 to 64
-    crowded into the left 12% of the accuracy figure while 512 to 1024 took half of it. A zero
+    would crowd into the left 12% of the accuracy figure while 512 to 1024 take half of it. A zero
     or negative value (which a log axis cannot draw) keeps the axis linear.
 
     Example:

@@ -273,8 +273,8 @@ def _add_world_size_panel(fig: go.Figure, series: WorldSizeSeries, col: int, log
     # at W 1.5 between 1 and 2).
     fig.update_xaxes(**count_ticks([s.world_size for s in series.stats], log=log_x).layout(), row=1, col=col)
     if series.metric == record.COMM_FRACTION:
-        # A share of step time: 0 to 100%. plotly drew -1 to 1 when every trial's share was 0.
-        # A little room past both ends: a point at exactly 0% (one device) was cut in half.
+        # A share of step time: 0 to 100% (plotly draws -1 to 1 when every trial's share is 0).
+        # A little room past both ends, so that a point at exactly 0% (one device) is not cut in half.
         fig.update_yaxes(range=[-0.03, 1.03], tickformat=".0%", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0],
                          row=1, col=col)
 

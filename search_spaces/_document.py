@@ -311,7 +311,8 @@ class _Walker:
             try:
                 self.loader.flatten_mapping(node)
             except yaml.constructor.ConstructorError as exc:
-                # "search: {<<: 1}" was reported as invalid YAML with no key path.
+                # Said here, with its key path: otherwise "search: {<<: 1}" is reported as invalid
+                # YAML with no key path.
                 raise SpaceError(
                     f"a merge key '<<' must name a mapping or a list of mappings ({exc.problem})",
                     key_path=format_key_path(path + ("<<",)),

@@ -467,8 +467,8 @@ def _scheduler(
     path = path + ("scheduler",)
     options: Mapping[str, Any] = {}
     if isinstance(raw, Mapping):
-        # Keys checked as strings first: {1: asha} was reported at 'search.scheduler[1]', a
-        # list index, instead of the key '1'.
+        # Keys checked as strings first: otherwise {1: asha} is reported at
+        # 'search.scheduler[1]', a list index, instead of the key '1'.
         options = check_mapping(doc, raw, path)
         check_keys(doc, options, path, _SCHEDULER_KEYS)
         if "name" not in options:

@@ -64,9 +64,9 @@ CORE_PARAMETERS: tuple[str, ...] = (
 )
 
 #: The optimizers the engine builds from the ``optimizer`` parameter (PyTorch's), in any case
-#: (``AdamW`` is ``adamw``). The space validator and the trial loop read this one list: a name
-#: the loop could not build passed validation, and every trial of its search failed
-#: ``workload_error`` after Ray had started.
+#: (``AdamW`` is ``adamw``). The space validator and the trial loop read this one list, so a
+#: name the loop cannot build fails validation, not every trial of its search
+#: (``workload_error``, after Ray has started).
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw")
 
 #: The most trials one search may be asked for (``search.n_trials``, ``start --n-trials``): past
@@ -402,8 +402,8 @@ class ResourceSpec:
     before trials could span nodes.
 
     ``reuse_workers: false`` runs every rank in a fresh process instead of a warm one that
-    served earlier trials (docs/trials.md, "Warm rank processes"): slower to start, and the
-    reference that reuse is checked against; the results are the same.
+    served earlier trials (docs/trials.md, "How ranks start: warm rank processes"): slower to
+    start, and the reference that reuse is checked against; the results are the same.
 
     ``mps`` (one of ``SWITCHES``): CUDA MPS for the search's GPUs; ``auto`` starts it where
     trials share GPUs and it can start, ``on`` refuses to run without it.

@@ -560,8 +560,8 @@ def validate(space_file: Path, as_json: bool) -> None:
     if space.tracking.mlflow:
         click.echo(f"  tracked in MLflow at {redact_url(space.tracking.mlflow)}, experiment "
                    f"{space.tracking.experiment or space.study!r}")
-    # What the search runs with, defaults filled in: a bare 'fuse: yes' (YAML's true) or an
-    # n_trials the file left out was otherwise seen only once trials ran.
+    # What the search runs with, defaults filled in: otherwise a bare 'fuse: yes' (YAML's true)
+    # or an n_trials the file leaves out shows only once trials run.
     click.echo("  resolved settings (defaults filled in):")
     for section, text in resolved_settings(space).items():
         click.echo(f"    {section}: {text}")
@@ -800,8 +800,8 @@ def status(study: str, storage: str | None, trial_number: int | None, as_json: b
         click.echo(f"best so far: trial #{best_trial['number']}: {values}")
     for reason, n in summary["reasons"].items():
         # A trial the search cut short whose configuration has run again since is not waiting
-        # for resume: "2 trials interrupted ... resume runs it again" was printed after the
-        # resume that had completed both.
+        # for resume: counted, "2 trials interrupted ... resume runs it again" would show after
+        # the resume that completed both.
         waiting = summary["cut_short"].get(reason, 0) if reason in RERUN_REASONS else n
         if waiting:
             click.echo(f"{_count(waiting, 'trial')} {reason}: {describe_reason(reason, waiting)}")
@@ -1117,7 +1117,7 @@ def main() -> None:
 def _exit_promptly() -> None:
     """Let the interpreter end without collecting what the command imported.
 
-    After a search, Python's own teardown spent 1.3 s in a last garbage collection over
+    After a search, Python's own teardown spends over a second in a last garbage collection over
     torch's, Ray's and Optuna's objects: longer than the report. Frozen objects are never
     collected, and everything that must happen at exit has happened by now (this runs after
     every other exit handler), but for the study's connections, which are closed first.

@@ -84,7 +84,7 @@ class ProgressDisplay:
     def __enter__(self) -> ProgressDisplay:
         # Drawn once the search is planned (set_total) or a trial event comes, not before: the
         # checks before the plan (the workload built once...) may refuse the space, and a
-        # "trials 0/2 0:00:05" line then stood above the error as if trials had begun.
+        # "trials 0/2 0:00:05" line drawn sooner would stand above the error as if trials had begun.
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:

@@ -424,7 +424,7 @@ def direction_of(name: str) -> Direction | None:
     """Which values of a record name are better, or ``None`` where that means nothing.
 
     A study's own objectives carry their direction in the study; prefer
-    ``hpsearch.study.directions_of`` where a study is at hand.
+    ``hpsearch.study.direction`` where a study's objective directions are at hand.
 
     Example:
         >>> direction_of("val_loss"), direction_of("world_size")

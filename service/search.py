@@ -18,8 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpsearch import study as read_model
 from hpsearch.errors import AnalysisError, ColumnError, SearchInterrupted, TrialNotFoundError
@@ -75,8 +74,10 @@ if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
-    from hpsearch.analysis import Recommendation, StudyAnalysis
+    from hpsearch.analysis import Minimize, Recommendation, StudyAnalysis, Target
+    from hpsearch.planner.confirmation import Confirmer
     from hpsearch.planner.plan import SearchPlan
+    from hpsearch.tune.orchestrator import NextRound
 
 __all__ = ["DeletedStudy", "Search", "confirm", "delete_study", "list_studies", "load", "resume", "start"]
 
@@ -381,7 +382,7 @@ class Search:
         grid = self.grid_progress()
         if grid is not None and target is not None:
             # A grid runs each configuration once: a study recorded before its total was the
-            # grid's size read "finished 4 of 8" for ever.
+            # grid's size would otherwise read "finished 4 of 8" for ever.
             target = min(int(target), grid.configurations)
         summary = read_model.summarize(
             self.study_name, self.trials_dataframe(), self.objectives, self.directions,
@@ -596,8 +597,7 @@ class Search:
         """
         analysis = _analysis()
         goal = analysis.parse_target(target) if isinstance(target, str) else target
-        found: StudyAnalysis = analysis.analyze_study(self.backend, self.info, goal)
-        return found
+        return analysis.analyze_study(self.backend, self.info, goal)
 
     def time_to_target(self, target: str | tuple[str, float] | None = None) -> pd.DataFrame:
         """One row per trial: its configuration and the samples, steps, training seconds, wall
@@ -663,6 +663,7 @@ class Search:
             raise AnalysisError(f"devices must be a whole number of 1 or more, got {devices!r}")
         if minimize not in ("time", "device-hours"):
             raise AnalysisError(f"minimize must be 'time' or 'device-hours', got {minimize!r}")
+        least: Minimize = "time" if minimize == "time" else "device-hours"
         if devices_per_node is not None and (isinstance(devices_per_node, bool) or not isinstance(devices_per_node, int)
                                              or devices_per_node < 1):
             raise AnalysisError(f"devices per node must be a whole number of 1 or more, got {devices_per_node!r}")
@@ -670,10 +671,8 @@ class Search:
             raise AnalysisError("give a target or an analysis, not both: an analysis carries its own target")
         if analysis is None:
             analysis = self.analyze(target)
-        answer: Recommendation = _analysis().recommend(analysis, devices, minimize=minimize,
-                                                       allow_larger_batch=allow_larger_batch,
-                                                       devices_per_node=devices_per_node)
-        return answer
+        return _analysis().recommend(analysis, devices, minimize=least, allow_larger_batch=allow_larger_batch,
+                                     devices_per_node=devices_per_node)
 
     def follow_up_space(self, answer: Recommendation) -> str:
         """A space file (its text) for a follow-up search on ``answer``'s devices, centred on it
@@ -682,8 +681,7 @@ class Search:
         Raises:
             AnalysisError: the study has no space text to start from.
         """
-        text: str = _analysis().follow_up_space(answer, self.space_text, self.study_name)
-        return text
+        return _analysis().follow_up_space(answer, self.space_text, self.study_name)
 
 
 @dataclass(frozen=True)
@@ -879,20 +877,22 @@ def confirm(
         raise AnalysisError(f"runs must be a whole number of 1 or more, got {runs!r}")
     settings = _settings(storage=storage, ray_address=address)
     loaded = load(study, settings.storage)
-    confirmation = _confirmation()
-    policy = confirmation.ConfirmationPolicy.of_space(loaded.space, runs=runs, enabled=True)
-    confirmer = confirmation.Confirmer(policy, devices=devices, on_event=on_event)
+    confirmer = _confirmer(loaded.space, on_event, enabled=True, runs=runs, devices=devices)
+    assert confirmer is not None  # enabled=True turns confirmation on whatever the space says
     _orchestrator().confirm_study(study, settings, confirmer, on_event=on_event, on_plan=on_plan)
     return Search(study, settings.storage)
 
 
-def _confirmer(space: SearchSpace, on_event: Callable[[SearchEvent], None] | None, *,
-               enabled: bool | None) -> Callable[..., Any] | None:
-    """The confirmation rounds a search runs after its trials (``hpsearch.planner.confirmation``), or
-    ``None`` where ``analysis.confirm`` (or ``enabled``) turns them off."""
-    confirmation = _confirmation()
-    policy = confirmation.ConfirmationPolicy.of_space(space, enabled=enabled)
-    return None if policy is None else confirmation.Confirmer(policy, on_event=on_event)
+def _confirmer(space: SearchSpace, on_event: Callable[[SearchEvent], None] | None, *, enabled: bool | None,
+               runs: int | None = None, devices: int | None = None) -> Confirmer | None:
+    """The confirmation rounds a search runs after its trials, or ``hpsearch confirm`` runs
+    (``hpsearch.planner.confirmation``); ``None`` where ``analysis.confirm`` (or ``enabled``) turns them
+    off. Loaded here, when a search is about to run: the confirmation reads the analysis (numpy,
+    scipy), which ``import hpsearch`` and the reading commands do not load."""
+    from hpsearch.planner import confirmation
+
+    policy = confirmation.ConfirmationPolicy.of_space(space, runs=runs, enabled=enabled)
+    return None if policy is None else confirmation.Confirmer(policy, devices=devices, on_event=on_event)
 
 
 def _tracked(run: Callable[[Callable[[SearchEvent], None] | None, Callable[[SearchPlan], None] | None], None],
@@ -1030,7 +1030,26 @@ def delete_study(study: str, storage: str | optuna.storages.BaseStorage | None =
     return load(study, storage).delete(files=files)
 
 
-def _orchestrator() -> ModuleType:
+class _Orchestrator(Protocol):
+    """What ``start``, ``resume`` and ``confirm`` call of ``hpsearch.tune.orchestrator``; mypy
+    checks the module against it where ``_orchestrator`` returns it."""
+
+    def run_search(self, space: SearchSpace, study_name: str, settings: Settings, *,
+                   on_event: Callable[[SearchEvent], None] | None = ...,
+                   on_plan: Callable[[SearchPlan], None] | None = ..., budget: Budget | None = ...,
+                   next_round: NextRound | None = ...) -> SearchPlan: ...
+
+    def resume_search(self, study_name: str, settings: Settings, *, n_trials: int | None = ...,
+                      on_event: Callable[[SearchEvent], None] | None = ...,
+                      on_plan: Callable[[SearchPlan], None] | None = ..., budget: Budget | None = ...,
+                      study: optuna.Study | None = ..., next_round: NextRound | None = ...) -> SearchPlan | None: ...
+
+    def confirm_study(self, study_name: str, settings: Settings, next_round: NextRound, *,
+                      on_event: Callable[[SearchEvent], None] | None = ...,
+                      on_plan: Callable[[SearchPlan], None] | None = ...) -> SearchPlan: ...
+
+
+def _orchestrator() -> _Orchestrator:
     """``hpsearch.tune.orchestrator``, loaded when a search starts or resumes: the engine imports
     optuna's samplers and, as it runs, Ray Tune (seconds that ``import hpsearch`` does not pay)."""
     from hpsearch.tune import orchestrator
@@ -1038,15 +1057,23 @@ def _orchestrator() -> ModuleType:
     return orchestrator
 
 
-def _confirmation() -> ModuleType:
-    """``hpsearch.planner.confirmation``, loaded when a search confirms its answer: it reads the
-    analysis (numpy, scipy), which ``import hpsearch`` does not load."""
-    from hpsearch.planner import confirmation
+class _Analysis(Protocol):
+    """What a ``Search`` calls of ``hpsearch.analysis``; mypy checks the package against it where
+    ``_analysis`` returns it."""
 
-    return confirmation
+    def parse_target(self, text: str) -> tuple[str, float]: ...
+
+    def analyze_study(self, storage: optuna.storages.BaseStorage, info: read_model.StudyInfo,
+                      target: Target | tuple[str, float] | None = ..., *, seed: int = ...) -> StudyAnalysis: ...
+
+    def recommend(self, analysis: StudyAnalysis, devices: int, *, minimize: Minimize = ...,
+                  allow_larger_batch: bool = ..., device_kind: str | None = ...,
+                  devices_per_node: int | None = ...) -> Recommendation: ...
+
+    def follow_up_space(self, recommendation: Recommendation, space_text: str, study: str) -> str: ...
 
 
-def _analysis() -> ModuleType:
+def _analysis() -> _Analysis:
     """``hpsearch.analysis``, loaded at a study's first analysis: numpy, scipy and pandas take
     about a second that ``import hpsearch`` and the reading commands do not pay."""
     from hpsearch import analysis

@@ -345,8 +345,8 @@ def synthetic_study(
 
     rng = np.random.default_rng(seed)
     node_ids = {ip: rng.bytes(28).hex() for ip in _nodes(truth)}
-    # Peaks draw their scatter from a stream of their own, so that studies drawn before memory
-    # was part of the model draw every other number as they did.
+    # Peaks draw their scatter from a stream of their own, so that every other number a seed
+    # draws is the same whether or not the model draws peaks.
     memory = _Memory(truth, np.random.default_rng([seed, 0x6D656D]))
     outcomes: list[_Outcome] = []
     finished = skipped = 0
@@ -619,8 +619,8 @@ def _insert_trials(storage: optuna.storages.RDBStorage, study_id: int, trials: l
     """``study.add_trials(trials)`` for an RDB store of a known schema, as a few bulk inserts
     in one transaction.
 
-    Optuna writes a trial as some 70 queries (each attribute looked up, then written): 43 ms
-    per trial measured on SQLite, about 7 minutes for 10,000. Here each table gets one
+    Optuna writes a trial as some 70 queries (each attribute looked up, then written), so a
+    10,000-trial study takes minutes to write on SQLite. Here each table gets one
     multi-row insert. The rows are the ones ``RDBStorage._get_prepared_new_trial`` writes
     (same encodings of values, params, datetimes and JSON); a test checks that a study written
     here reads back equal to one written by ``add_trials``. Trial numbers follow the study's

@@ -116,9 +116,9 @@ _ATTEMPT_PHASES = ("handed", "ready", record.TRAINING_STARTED, "training_ended",
 
 def _new_attempt(phases: dict[str, float]) -> dict[str, float]:
     """``phases`` made ready for an attempt: one that already holds an attempt's phases is a
-    retry, and the attempt before it counts as failed. Mixing two attempts' times made a halved
-    trial's timeline run backwards (``handed`` 0.813 s from the retry, then ``ready`` 0.095 s kept
-    from the attempt that ran out of memory)."""
+    retry, and the attempt before it counts as failed. Mixing two attempts' times would make a
+    halved trial's timeline run backwards (``handed`` from the retry, then an earlier ``ready``
+    kept from the attempt that ran out of memory)."""
     if "handed" in phases:
         phases[record.FAILED_ATTEMPTS] = phases.get(record.FAILED_ATTEMPTS, 0) + 1
         phases[record.FAILED_ATTEMPTS_S] = phases.get(record.FAILED_ATTEMPTS_S, 0.0) + time.time() - phases["handed"]
@@ -131,8 +131,8 @@ def _failed_training(phases: dict[str, float], failures: list[dict[str, Any]]) -
     """The training phases of an attempt whose ranks failed: rank 0 says in its failure report
     when training began (``hpsearch.trials.rank.process``), also when it failed before its first
     report (out of memory in the first step); training ended when the ranks stopped. Without
-    them a trial that ran out of memory after 3 s of training showed ``training_started`` as not
-    reached and all 3 s as the orchestrator's."""
+    them a trial that runs out of memory after 3 s of training would show ``training_started``
+    as not reached and all 3 s as the orchestrator's."""
     started = next((f.get(record.TRAINING_STARTED) for f in failures if f.get("rank") == 0), None)
     if record.TRAINING_STARTED not in phases and isinstance(started, (int, float)):
         phases[record.TRAINING_STARTED] = float(started)

@@ -160,8 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"final: {json.dumps({k: final.get(k) for k in ('val_accuracy', 'val_loss', 'train_loss', 'lr', 'last_lr')})}; "
               f"wrote {METRICS_FILE}, {REPORTS_FILE} and model.pt to {Path(args.out or Path(args.config).parent)}")
     # Done, its files closed: leave without the interpreter's teardown, where a rank of a CPU job
-    # was seen to abort ("terminate called without an active exception", a thread of torch's
-    # still running) after the job had trained and rank 0 had written its results.
+    # can abort ("terminate called without an active exception", a thread of torch's still
+    # running) after the job has trained and rank 0 has written its results.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

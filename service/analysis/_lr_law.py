@@ -367,7 +367,7 @@ def _grid_rss(y: FloatArray, b: FloatArray, grid: FloatArray) -> FloatArray:
     """RSS of the bend at each grid ln B_noise, for each row of ``y``: shape (rows, grid)."""
     # For fixed B_noise, ln lr = ln eps_max - u: ln eps_max is the mean of y + u and the RSS
     # is that of y + u about its mean. Expanded so that all draws and grid points cost one
-    # product. einsum, not matmul: OpenBLAS threads on a busy 2-core machine made this
+    # product. einsum, not matmul: OpenBLAS threads on a busy 2-core machine make this
     # 100 x 8 x 1300 product take 10-30 ms instead of 0.2.
     uc = _shape(grid, b)
     uc -= uc.mean(axis=1, keepdims=True)

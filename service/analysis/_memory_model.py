@@ -19,9 +19,10 @@ margin. The recommendation stays below all of these (``MemoryModel.cap``).
 
 Evidence that contradicts itself is flagged, not believed: a trial that ran out of memory at a
 per-device batch at or below one that fit on the same kind and configuration (a warm process
-once charged a trial for memory an earlier trial left: 256 fit, 64 "ran out", and the answer
-said "at most 63") is not the smallest that ran out, and the model's note names it; nor is one
-that ran out in evaluation or setup (``out_of_memory_phase``), which says nothing of its batch.
+can charge a trial for memory an earlier trial left: 256 fits, 64 "runs out", and an answer
+that believed it would say "at most 63") is not the smallest that ran out, and the model's
+note names it; nor is one that ran out in evaluation or setup (``out_of_memory_phase``), which
+says nothing of its batch.
 """
 
 from __future__ import annotations

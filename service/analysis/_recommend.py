@@ -43,8 +43,10 @@ from hpsearch.search_spaces.space import LR_RULES
 from hpsearch.study import ConfirmationStatus, confirmation_status, format_bytes
 from hpsearch.trials.scaling import FEW_LRS, STEP_GAMMA, STEP_MILESTONES, scale_factor
 
-__all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Recommendation", "follow_up_space", "recommend"]
+__all__ = ["FITTED", "MEASURED", "MEASURED_UPPER_BOUND", "Alternative", "Minimize", "Recommendation", "follow_up_space",
+           "recommend"]
 
+#: What ``recommend`` minimises: the wall time to the target, or the device-hours.
 Minimize = Literal["time", "device-hours"]
 
 #: Accumulation steps a recommendation may use besides those the study tried.
@@ -312,7 +314,7 @@ class Recommendation:
 def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, schedule: str,
                       epochs: int | None) -> str:
     """How a run's LR goes: warmup from ``base_lr`` to ``lr``, then the ``schedule`` over the
-    epochs up to ``epochs`` (``hpsearch.scaling.lr_at``), as a phrase.
+    epochs up to ``epochs`` (``hpsearch.trials.scaling.lr_at``), as a phrase.
 
     Example:
         >>> describe_schedule(0.02, 0.01, 1.0, "cosine", 3)

@@ -481,8 +481,8 @@ def _residual_draws(
     # A relative error of -100% or less is a step of no time at all: outside the model, whose
     # step times are positive. With one degree of freedom (four configurations, three
     # coefficients) the chi-square scale sends a few percent of the draws there; clipped to a
-    # sliver of the fitted time, they refitted to step times of ~1e-10 s and put the low end of
-    # a recommendation's time interval at a fortieth of what its fewest samples need. Such
+    # sliver of the fitted time, they would refit to step times of ~1e-10 s and put the low end
+    # of a recommendation's time interval at a fortieth of what its fewest samples need. Such
     # draws are dropped, as are refits that predict no time for a configuration that ran.
     inside = (factor > 0).all(axis=1)
     draws = np.full((n_boot, design.shape[1]), np.nan)

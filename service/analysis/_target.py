@@ -263,7 +263,7 @@ def curve_arrays(curves: Sequence[Mapping[str, Any] | None], metric: str,
 
     def padded(name: str) -> FloatArray:
         # One numpy conversion of the whole list of rows (None becomes NaN): a Python loop that
-        # filled an array row by row took twice as long for a 10,000-trial study.
+        # fills an array row by row takes twice as long for a 10,000-trial study.
         rows = [series if series is not None and len(series) == length
                 else ((series or [])[:length] + empty)[:length]
                 for series in (c.get(name) for c in trials)]

@@ -367,8 +367,8 @@ def _waiting_read_cheaply(cached: Any, backend: optuna.storages.RDBStorage) -> C
 
     The cache keeps finished trials and reads every unfinished one again on each call, whatever
     ``states`` asks for; Optuna's ``ask`` asks for the queued trials every time. A search asking
-    ahead for a fused group holds a running trial per configuration asked, so each ask read all
-    of them: 5 of the 25 ms an ask took on SQLite at 24 trials asked, growing with each.
+    ahead for a fused group holds a running trial per configuration asked, so each ask would
+    read all of them: 5 of an ask's 25 ms on SQLite at 24 trials asked, growing with each.
     """
     from optuna.storages._rdb import models
     from optuna.trial import TrialState

@@ -9,8 +9,8 @@ training_ended, last_report, told). The spans between them have one set of names
 (``PHASE_SPANS``): start-up, waiting for devices, training and the rest; the CLI, the dashboard
 and the docs all read them from this module. Waiting for devices is only the time every device
 the trial could use was held by other running trials: Ray and Tune starting a trial's process and
-its node's rank processes warming up are start-up (a first trial of a search with free slots
-showed 7.1 s "waited for devices" that was all start-up).
+its node's rank processes warming up are start-up (counted as waiting, a first trial of a search
+with free slots would show seconds "waiting for devices" that are all start-up).
 
 A trial that never trained (skipped by a constraint, stopped by the budget before its devices,
 failed before reserving) lacks the later phases; one whose ranks failed while training
@@ -19,8 +19,8 @@ failed before reserving) lacks the later phases; one whose ranks failed while tr
 count and their seconds (``failed_attempts``, ``failed_attempts_s``): two attempts' times mixed
 would run backwards. The one number a user looks for is
 how long the orchestrator itself held the trial: after its devices were reserved, the time that
-was not training (``rest_s``). On 16 cores that was a median 4.3 s for trials of about a second,
-which nothing else showed.
+was not training (``rest_s``), which nothing else shows (docs/benchmarks.md, sections 10 and 12,
+measure it for many short trials at once).
 
 Example:
     >>> timeline = phase_timeline({"phases": {"asked_at": 1.7e9, "asked": 0.0, "launched": 0.3,
@@ -222,8 +222,8 @@ def phase_timeline(attrs: Mapping[str, Any]) -> PhaseTimeline | None:
     phases: list[Phase] = []
     for name in record.PHASE_NAMES:
         # A phase recorded before the one before it is not this run's: a study written before
-        # attempts were kept apart mixed a retry's times with its failed attempt's (``handed``
-        # 0.813 s, then ``ready`` 0.095 s): left out of the timeline rather than a negative gap.
+        # attempts were kept apart mixes a retry's times with its failed attempt's (``ready``
+        # earlier than ``handed``): left out of the timeline rather than a negative gap.
         if name in times and (not phases or times[name] >= phases[-1].at_s):
             gap = round(times[name] - phases[-1].at_s, 4) if phases else None
             span = span_of(name) if phases else None

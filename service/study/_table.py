@@ -2,7 +2,7 @@
 
 ``Search.trials_dataframe``, the CLI, the dashboard's API and the analysis all show this table.
 Optuna's own ``get_trials`` builds an ORM object for every param, attr and value of every trial:
-about 14 s for a 10,000-trial study on SQLite (measured; roughly 368,000 row objects). For an
+about 14 s for a 10,000-trial study on SQLite (roughly 368,000 row objects). For an
 SQL store of a known schema (``_schema.direct_sql``) this module reads the same five tables of
 Optuna's schema with one plain query each and builds the same rows, an order of magnitude
 faster; any other store is read through Optuna's public API into the same rows.
@@ -591,7 +591,7 @@ def _local(stamp: datetime.datetime | None) -> datetime.datetime | None:
 def _utc_offset(quarter: datetime.datetime) -> datetime.timedelta:
     """The local time's offset from UTC during the quarter hour (UTC, naive) from ``quarter``:
     one lookup per quarter hour rather than a time-zone conversion per timestamp (20,000 of them
-    took a tenth of the cold 10,000-trial study page's summary). Zones change their offset on
+    take a tenth of the cold 10,000-trial study page's summary). Zones change their offset on
     a quarter hour of UTC (Lord Howe Island on the half hour)."""
     offset = quarter.replace(tzinfo=datetime.timezone.utc).astimezone().utcoffset()
     return offset if offset is not None else datetime.timedelta(0)

@@ -103,7 +103,7 @@ REASON_TEXT: Mapping[str, str] = {
 
 
 #: ``REASON_TEXT`` said of several trials, where its words name the trial ("11 trials
-#: interrupted: the search was stopped under it" read as one trial's sentence).
+#: interrupted: the search was stopped under it" reads as one trial's sentence).
 _REASON_TEXT_MANY: Mapping[str, str] = {
     record.REASON_EARLY_STOPPED: "stopped early by ASHA: they fell behind at a rung",
     record.REASON_INTERRUPTED: "the search was stopped under them; resume runs them again",

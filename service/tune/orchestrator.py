@@ -20,10 +20,9 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from dataclasses import replace
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import optuna
 from optuna.trial import TrialState
@@ -58,6 +57,9 @@ from hpsearch.study.reasons import (
 )
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.workload_check import check_for_search
+
+if TYPE_CHECKING:
+    from hpsearch.tune.reservations import Reservations  # imports Ray: loaded with the engine (``_engine``)
 
 __all__ = ["RANKS_LOG", "NextRound", "confirm_study", "resume_search", "run_search"]
 
@@ -122,9 +124,9 @@ def run_search(
     return plan
 
 
-def _confirm(engine: ModuleType, space: SearchSpace, study: optuna.Study, plan: SearchPlan,
+def _confirm(engine: _Engine, space: SearchSpace, study: optuna.Study, plan: SearchPlan,
              next_round: NextRound | None, on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int,
-             desk: Any) -> int:
+             desk: Reservations) -> int:
     """Run the confirmation rounds ``next_round`` gives, each as a Tune experiment of its runs on
     the search's Ray and warm ranks, until it gives none; returns how many ran. Each round's
     budget account starts from what the study spent so far (``search.budget`` holds them too)."""
@@ -200,7 +202,7 @@ def resume_search(
         target = grid.configurations
     if grid is not None and grid.exhausted and not _left_to_rerun(trials):
         # Nothing the search could run: said, and ended before the workload check and Ray
-        # (17 s of Ray's start-up and shutdown came to run nothing). The answer's confirmation
+        # (Ray's start-up and shutdown cost seconds, here to run nothing). The answer's confirmation
         # is 'hpsearch confirm', which starts what it needs.
         with study_lock(settings.storage, study_name):
             study.set_user_attr(ATTR_N_TRIALS, target)
@@ -338,7 +340,7 @@ def _left_to_rerun(trials: Sequence[optuna.trial.FrozenTrial]) -> bool:
                for t in trials)
 
 
-def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[ModuleType, int]:
+def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[_Engine, int]:
     """Check the space's workload (``hpsearch.workload_check.check_for_search``) before Ray starts,
     loading the engine meanwhile (``_engine``); return the engine and the training set's size,
     or raise the check's error.
@@ -369,13 +371,26 @@ RAY_ENVIRONMENT = {
     # hpsearch handles Ctrl-C itself (the study must record which trials were cut short).
     "TUNE_DISABLE_SIGINT_HANDLER": "1",
     # A trial's first report says only that its devices were reserved (the driver's STARTED_KEY);
-    # Tune's strict check wants the scheduler's metric in every report and ended every ASHA search
-    # on that one. The searcher records a trial that never reports its metric itself.
+    # Tune's strict check wants the scheduler's metric in every report and would end every ASHA
+    # search on that one. The searcher records a trial that never reports its metric itself.
     "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
 }
 
 
-def _engine() -> ModuleType:
+class _Engine(Protocol):
+    """What a search calls of ``hpsearch.tune.experiment``, in this order; mypy checks the
+    module against it where ``_engine`` returns it."""
+
+    def ray_session(self, address: str | None) -> AbstractContextManager[dict[str, Any]]: ...
+
+    def start_desk(self, space: SearchSpace, plan: SearchPlan, local: LocalPool | None) -> Reservations: ...
+
+    def run_tune(self, space: SearchSpace, study: optuna.Study, plan: SearchPlan,
+                 on_event: Callable[[SearchEvent], None] | None, samples_per_epoch: int, desk: Reservations,
+                 confirmations: Sequence[ConfirmationRun] = ...) -> None: ...
+
+
+def _engine() -> _Engine:
     """``hpsearch.tune.experiment``, with Ray's environment set before Ray loads."""
     for name, value in RAY_ENVIRONMENT.items():
         os.environ.setdefault(name, value)

@@ -451,10 +451,9 @@ class Reservations:
 
     def stop_granting(self) -> None:
         """The search is stopping: grant no more devices, and let the trials that wait for them
-        end at once. Ctrl-C once took 12-13 s to return, all of it Tune waiting for the
-        processes of trials that sat at the desk for devices to stop (a process runs one call
-        at a time, so Tune's stop waited behind the wait for devices until Tune killed it after
-        10 s). Does not wait."""
+        end at once: a trial's process runs one call at a time, so Tune's stop of a trial that
+        waits at the desk for devices would wait behind that wait until Tune kills the process
+        (after 10 s), and Ctrl-C would take that long to return. Does not wait."""
         if not self._closed:
             self.actor.stop_granting.remote()
 

@@ -49,8 +49,9 @@ READS = {
 }
 
 # What differs between two runs of the same search: how long things took, where they ran, how
-# much memory the process held, and the intervals bootstrapped from those times.
-TIMED_ATTRS = {"comm_fraction", "device_seconds", "node_id", "node_ids", "peak_memory_bytes", "phases",
+# much memory the process held, whether the node's data cache was warm already, and the
+# intervals bootstrapped from those times.
+TIMED_ATTRS = {"comm_fraction", "data_cache", "device_seconds", "node_id", "node_ids", "peak_memory_bytes", "phases",
                "runtime_s", "samples_per_s", "setup_s", "train_s", "training_started"}
 TIMED_CURVES = {"comm_fraction", "runtime_s", "train_s"}
 RUN_STUDY_ATTRS = {"hpsearch.budget_spent", "hpsearch.study_uid", "hpsearch.versions"}

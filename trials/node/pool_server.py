@@ -2,7 +2,7 @@
 
 Every trial reaches its ranks the same way, whichever node they run on and whatever device:
 through a ``PoolClient`` connected to the ``PoolServer`` of the node's pool (the search's own
-process serves its node's pool; a pool actor serves any other node's, ``hpsearch.tune.nodes``).
+process serves its node's pool; a pool actor serves any other node's, ``hpsearch.tune.reservations``).
 A pool served over a Unix socket is reached from its own machine; one served on a host address
 (TCP), from any node of the cluster. Either way a client must present the server's key
 (``multiprocessing.connection``'s handshake) before anything is unpickled.
@@ -118,7 +118,7 @@ class PoolServer:
         """Stop accepting (connections being served end with their client)."""
         self._closed = True
         # Wake the accepting thread, which then sees ``_closed``: a bare connection that closes
-        # at once (a client's handshake could wait for ever, on a thread that had already seen
+        # at once (a client's handshake can wait for ever, on a thread that has already seen
         # ``_closed`` after a refused client and left).
         address = self.address.address
         with contextlib.suppress(OSError):

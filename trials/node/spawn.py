@@ -78,7 +78,7 @@ class Zygote:
         #: The exit code of each child that ended (``subprocess``'s convention).
         self.exited: dict[int, int] = {}
         # Numbers unique to the pool, not to this zygote: a pool whose zygote died starts another,
-        # and a worker of the dead one still waiting for its pid (by its request number) was
+        # and a worker of the dead one still waiting for its pid (by its request number) would be
         # given the pid of the new zygote's child of the same number.
         self._requests = requests if requests is not None else itertools.count(1)
 

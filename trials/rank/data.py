@@ -175,9 +175,9 @@ class EpochPlan:
     def index_tensors(self, epoch: int) -> list[torch.Tensor]:
         """Each virtual rank's sample indices for ``epoch``, as tensors on the CPU: what
         ``DistributedSampler`` yields after ``set_epoch(epoch)`` (its seeded permutation, padded
-        by repeating it, every W-th from the rank), computed on tensors. Through its Python
-        lists it took 5.2 ms an epoch for 52,429 samples on a 2-core CPU against 0.3 ms for the
-        permutation itself, paid while the device waits at each epoch's start."""
+        by repeating it, every W-th from the rank), computed on tensors: through its Python
+        lists the order costs many times the permutation itself (docs/benchmarks.md, section 11),
+        paid while the device waits at each epoch's start."""
         n, W = self.samples, self.world_size
         total = math.ceil(n / W) * W
         generator = torch.Generator()

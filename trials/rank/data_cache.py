@@ -1,6 +1,6 @@
 """The workload data a warm rank process keeps from one trial to the next.
 
-A grid of trials of one workload trains the same data again and again; building them took each
+A grid of trials of one workload trains the same data again and again; building them costs each
 trial seconds (``teacher_mlp`` with 65,536 samples: about 4 s on one core), and on a GPU moving
 them to the device again. A rank process is reused by trial after trial
 (``hpsearch.trials.rank.process``), so it keeps what it built:

@@ -6,9 +6,9 @@ CPU, and running out of it as a failure of its own (``out_of_memory``).
   heap back to the system (``malloc_trim``) and empties CUDA's cache, and what it still holds
   beyond what it held before its first trial (and beyond the data it keeps for this trial) is
   *carried*: neither counted in this trial's peak nor against its cap. A trial is so charged in
-  a warm process what it would be in a fresh one (seen: a batch of 64 ran out of a 600 MiB cap
-  after two batches of 256 in the same process had fit, the process holding 170 MiB more of
-  heap mappings than when it began).
+  a warm process what it would be in a fresh one (otherwise a batch of 64 can run out of a
+  600 MiB cap after two batches of 256 in the same process fit, the process holding 170 MiB more
+  of heap mappings than when it began).
 - **Peak.** On CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``, reset at
   the trial's start); on the CPU the process's peak resident memory (``VmHWM``, reset at the
   trial's start by writing ``5`` to ``/proc/self/clear_refs``), less the carried memory; where
@@ -252,8 +252,8 @@ def _asked(exc: BaseException) -> int | None:
 def _trim_heap() -> None:
     """Give the memory an earlier trial freed back to the system (glibc keeps freed heap pages for
     reuse): without it a warm process's peak, and what counts toward its cap, would start from
-    what the largest earlier trial left resident (seen: a batch of 8 peaked 50 MiB higher after
-    a batch of 512 in the same process than in a fresh one)."""
+    what the largest earlier trial left resident (a batch of 8 peaks some 50 MiB higher after a
+    batch of 512 in the same process than in a fresh one)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # not glibc (musl has no malloc_trim)
             ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -62,7 +62,7 @@ def main(argv: list[str]) -> None:
     import_modules(argv)  # already done in a process forked by the zygote
     fresh = _FreshState.capture()
     # What was imported stays for the process's life: keep the collector from walking it again
-    # after every rank (a full collection over torch's objects took 0.2-0.5 s a trial).
+    # after every rank (a full collection over torch's objects takes 0.2-0.5 s a trial).
     gc.freeze()
     conn.send(Ready(os.getpid()))
     while True:
