@@ -127,6 +127,15 @@ def _differences(now: Any, then: Any, at: str = "") -> list[str]:
     return [] if now == then else [f"{at}: {then!r} then, {now!r} now"[:300]]
 
 
+def _held_records() -> dict[str, Any]:
+    """records.json, less what ``_records`` leaves out now (a record left out later applies to
+    fixtures written before it too)."""
+    held = json.loads((FIXTURES / "records.json").read_text())
+    for trial in held["trials"]:
+        trial["attrs"] = _untimed_attrs(trial["attrs"])
+    return held
+
+
 def _by_configuration(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {json.dumps(t["params"], sort_keys=True): t for t in trials if not t["attrs"].get("confirmation")}
 
@@ -140,8 +149,7 @@ def test_the_same_search_records_the_same_trials(tmp_path: Path) -> None:
         (FIXTURES / "records.json").write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
         shutil.copy(tmp_path / "study.db", FIXTURES / "searched.db")
         return
-    held = json.loads((FIXTURES / "records.json").read_text())
-    assert _differences(records, held) == []
+    assert _differences(records, _held_records()) == []
 
 
 def test_the_read_commands_print_what_they_printed_for_the_same_study(tmp_path: Path) -> None:
@@ -167,7 +175,7 @@ def test_a_study_written_then_resumes_and_its_new_trials_record_the_same(tmp_pat
     assert _differences(after[:len(before)], before) == [], "resume rewrote trials it had no business touching"
     ran = _by_configuration(after[len(before):])
     assert len(ran) == 2 and all(t["state"] == "COMPLETE" for t in ran.values())
-    full = _by_configuration(json.loads((FIXTURES / "records.json").read_text())["trials"])
+    full = _by_configuration(_held_records()["trials"])
     for key, trial in ran.items():
         same = full[key]
         assert trial["val_accuracy"] == same["val_accuracy"] and trial["intermediate"] == same["intermediate"]
