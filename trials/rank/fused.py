@@ -59,9 +59,12 @@ from hpsearch.trials.rank.compute import set_precision, synchronize
 from hpsearch.trials.rank.context import RankContext
 from hpsearch.trials.rank.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
 from hpsearch.trials.rank.data_cache import kept_data, warm_workload
-from hpsearch.trials.rank.loop import ClassCounts, build_optimizer
+from hpsearch.trials.rank.loop import ClassCounts, StepLayout, build_optimizer
 from hpsearch.trials.rank.measure import NoiseScale
 from hpsearch.trials.rank.memory import RankMemory, is_out_of_memory
+from hpsearch.trials.rank.progress import Progress
+from hpsearch.trials.rank.report import Reporter
+from hpsearch.trials.rank.schedule import EvalSchedule, Evaluation
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
@@ -257,9 +260,10 @@ class FusedOptimizer:
             one_less2 = (1 - self.beta2).to(device=device, dtype=torch.float32)
             beta2 = self.beta2.to(device=device, dtype=torch.float32)
             decay = (1 - lrs * self.weight_decay.double().cpu()).to(device=device, dtype=torch.float32)
+            coefficients = _AdamStep(step_size, correction2, one_less, one_less2, beta2, decay)
             for p, state in zip(self.params, self.state):
                 if p.grad is not None:
-                    self._adam(p, p.grad, state, step_size, correction2, one_less, one_less2, beta2, decay)
+                    self._adam(p, p.grad, state, coefficients)
 
     def _sgd(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], lr: torch.Tensor) -> None:
         view = (-1,) + (1,) * (p.dim() - 1)
@@ -273,9 +277,9 @@ class FusedOptimizer:
         d_p = torch.where(self.nesterov.view(view), torch.addcmul(d_p, buf, self.momentum.view(view)), buf)
         p.addcmul_(d_p, -lr.view(view))
 
-    def _adam(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], step_size: torch.Tensor,
-              correction2: torch.Tensor, one_less: torch.Tensor, one_less2: torch.Tensor, beta2: torch.Tensor,
-              decay: torch.Tensor) -> None:
+    def _adam(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], step: _AdamStep) -> None:
+        step_size, correction2, one_less, one_less2 = step.step_size, step.correction2, step.one_less, step.one_less2
+        beta2, decay = step.beta2, step.decay
         view = (-1,) + (1,) * (p.dim() - 1)
         if self.decays:
             if self.kind == "adamw":
@@ -295,6 +299,21 @@ class FusedOptimizer:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+
+
+@dataclass(frozen=True)
+class _AdamStep:
+    """One Adam step's coefficients, a float32 value per member, computed once for every
+    parameter: the step size (LR over the first moment's bias correction), the second moment's
+    bias correction's root, 1 - beta1, 1 - beta2, beta2, and AdamW's decay factor (1 - lr x
+    weight decay)."""
+
+    step_size: torch.Tensor
+    correction2: torch.Tensor
+    one_less: torch.Tensor
+    one_less2: torch.Tensor
+    beta2: torch.Tensor
+    decay: torch.Tensor
 
 
 class FuseDeclined(Exception):
@@ -437,6 +456,7 @@ class _Group:
         if why is not None:
             return self._declined(why, {})
         self.workload = workload
+        self.layout = StepLayout.of(spec, P, workload, device)
         path = choose_data_path(spec.data, workload, device, gpu_share=spec.gpu_share)
         self.autocast = set_precision(spec.precision, device)
         model = workload.model.to(device)
@@ -458,11 +478,7 @@ class _Group:
         try:
             synchronize(device)
             ctx.training_started = time.time()
-            self.setup = {record.DATA_PATH: path.kind, record.DATA_PATH_REASON: path.reason,
-                          record.DATA_CACHE: data_cache, record.PRECISION: spec.precision,
-                          record.SETUP_S: time.perf_counter() - began}
-            if self.memory.limit is not None:
-                self.setup[record.MEMORY_LIMIT_BYTES] = self.memory.limit
+            self.reporter = Reporter(ctx, self.memory, spec, Reporter.run_setup(spec, path, data_cache, self.memory, began))
             self.memory.phase = "training"
             return self._epochs(feed)
         except FuseDeclined as declined:
@@ -473,17 +489,12 @@ class _Group:
     # ---- the epochs ----
 
     def _epochs(self, feed: Feed) -> dict[str, Any] | None:
-        spec, ctx, P, V = self.spec, self.ctx, self.P, self.V
-        A, W = spec.grad_accum_steps, P * V
+        spec, ctx, P = self.spec, self.ctx, self.P
         steps_per_epoch = self.plan.steps_per_epoch
-        mean_loss = self.workload.loss_reduction == "mean"
-        self.per_micro = P == 1 and A * V > 1
-        self.measurable = W * A > 1
-        self.check_every_step = self.device.type != "cuda"
+        mean_loss = self.layout.mean_loss
         self.comm_seconds, self.comm_calls = 0.0, 0
-        self.start = self.accounted = time.perf_counter()
-        self.eval_seconds = 0.0
-        self.samples_seen = self.steps = self.evaluations = 0
+        self.progress = progress = Progress()
+        self.accounted = progress.start
         self.fused_times: list[float] = []
         self.solo_times: list[float] = []
         # The all-reduce of each solo step timed (its one gradient, as a member's solo run sends it).
@@ -491,7 +502,7 @@ class _Group:
         self.probe_batches: list[tuple[list[Any], list[tuple[int, int, int]], int]] = []
         self.fetch_times: list[float] = []
         self.first_fused_s = self.first_solo_s = self.warm_fused_s = self.warm_solo_s = 0.0
-        every = spec.eval_every_samples
+        schedule = EvalSchedule(epochs=spec.epochs, steps_per_epoch=steps_per_epoch, every_samples=spec.eval_every_samples)
         last: dict[str, Any] | None = None
         for epoch in range(spec.epochs):
             for m in self.members:
@@ -499,22 +510,21 @@ class _Group:
             self.loss_sums.zero_()
             self.nonfinite.zero_()
             self.train_count = 0
-            self.epoch_start = time.perf_counter()
-            self.epoch_eval_seconds = 0.0
+            progress.start_epoch()
             self.comm_epoch = 0.0
-            next_eval = self.samples_seen + every if every else None
+            schedule.start_epoch(epoch, progress.samples_seen)
             batches = feed.epoch(epoch)
             for step in range(steps_per_epoch):
                 order = self.plan.step_order(step)
                 step_samples = sum(n for _, _, n in order)
-                probing = self.ratio is None and self.steps <= PROBE_STEPS + 1
-                retiming = self.retime_at is not None and self.steps >= self.retime_at
+                probing = self.ratio is None and progress.steps <= PROBE_STEPS + 1
+                retiming = self.retime_at is not None and progress.steps >= self.retime_at
                 timed = probing or retiming
                 timed_start = _clock(self.device) if timed else 0.0
                 micro_batches = [next(batches) for _ in order]
                 fetched = _clock(self.device) - timed_start if timed else 0.0
                 norms = self._first_step(micro_batches, order, step_samples, mean_loss, epoch, step,
-                                         steps_per_epoch) if self.steps == 0 else \
+                                         steps_per_epoch) if progress.steps == 0 else \
                     self._step(micro_batches, order, step_samples, mean_loss, epoch, step, steps_per_epoch)
                 if retiming:
                     self._retime(_clock(self.device) - timed_start, fetched, (micro_batches, order, step_samples),
@@ -522,26 +532,17 @@ class _Group:
                 elif probing:
                     self._probe(_clock(self.device) - timed_start, fetched, (micro_batches, order, step_samples),
                                 mean_loss)
-                self.steps += 1
-                self.samples_seen += step_samples * P
+                progress.stepped(step_samples * P)
                 if norms is not None:
                     self.pending.append(norms)
                 self._leave_nonfinite(epoch)
                 if not self.members:
                     break
-                end_of_epoch = step == steps_per_epoch - 1
-                due = next_eval is not None and self.samples_seen >= next_eval
-                if due and step == steps_per_epoch - 2:
-                    due = False
-                if not (due or end_of_epoch):
+                point = schedule.after_step(step, progress.samples_seen)
+                if point is None:
                     continue
-                while every and next_eval is not None and next_eval <= self.samples_seen:
-                    next_eval += every
                 self._flush_noise(mean_loss)
-                final = end_of_epoch and epoch == spec.epochs - 1
-                last = self._evaluate_and_report(
-                    feed, epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
-                    epochs_completed=epoch + 1 if end_of_epoch else epoch, final=final)
+                last = self._evaluate_and_report(feed, point)
                 if not self.members:
                     break
             if not self.members:
@@ -575,7 +576,7 @@ class _Group:
             scale = n / step_samples if mean_loss else float(P)
             total = losses.sum() * scale if scale != 1.0 else losses.sum()
             total.backward()  # type: ignore[no-untyped-call]
-            if self.per_micro:
+            if self.layout.per_micro:
                 current = _member_grads(params)
                 delta = current if previous is None else current - previous
                 previous = current
@@ -590,7 +591,7 @@ class _Group:
             self.nonfinite += step_loss
         self.loss_sums += step_loss
         norms = None
-        if self.measurable:
+        if self.layout.measurable:
             norms = (_member_grads(params).pow(2).sum(dim=1), local_sq, micro, step_samples)
         lrs = []
         for m in self.members:
@@ -634,7 +635,7 @@ class _Group:
                 loss = self.workload.loss_fn(solo(x), y)
             scale = n / step_samples if mean_loss else float(self.P)
             (loss * scale if scale != 1.0 else loss).backward()  # type: ignore[no-untyped-call]
-            if self.check_every_step:
+            if self.layout.check_every_step:
                 float(loss.detach())  # a solo step on the CPU reads its loss
         if self.P > 1:
             flat = torch.cat([p.grad.reshape(-1) for p in solo.parameters() if p.grad is not None])
@@ -654,12 +655,13 @@ class _Group:
         batches (``fetch_s``), which a solo step pays as well. Under ``auto``, where the first
         step was long (``LONG_STEP_S``), the first timed step is set against one solo step at
         once, and a fused step that already costs a member ``CLEAR_LOSS`` times it declines."""
-        if self.steps == 0:
+        steps = self.progress.steps
+        if steps == 0:
             self.first_fused_s = fused_s
             self.untimed = 1 if self._slowest(fused_s)[0] >= LONG_STEP_S else 2
-        if self.steps >= self.untimed - 1:
+        if steps >= self.untimed - 1:
             self.probe_batches.append(batches)
-        if self.steps >= self.untimed:
+        if steps >= self.untimed:
             self.fused_times.append(fused_s)
             self.fetch_times.append(fetch_s)
         if len(self.fused_times) == 1 and self.untimed == 1 and self.spec.fuse == "auto" and len(self.members) > 1:
@@ -670,7 +672,7 @@ class _Group:
             fused, solo = self._slowest(fused_s, min(self.solo_times) + fetch_s)
             if fused / len(self.members) >= CLEAR_LOSS * solo:
                 self._decide()  # it declines
-        if self.steps < PROBE_STEPS + self.untimed - 1 and not self._timed_enough():
+        if steps < PROBE_STEPS + self.untimed - 1 and not self._timed_enough():
             return
         self.solo_times += self._time_solo(mean_loss)
         self._decide()
@@ -723,7 +725,7 @@ class _Group:
         self.warm_solo_s = max(0.0, self.first_solo_s - statistics.median(self.solo_times))
         total = self.spec.epochs * self.plan.steps_per_epoch
         at = total // 4
-        self.retime_at = at if at > self.steps + 1 and at + PROBE_STEPS + 1 < total else None
+        self.retime_at = at if at > self.progress.steps + 1 and at + PROBE_STEPS + 1 < total else None
         if self.retime_at is None:
             self._drop_solo()
         k = len(self.members)
@@ -769,9 +771,9 @@ class _Group:
     def _leave_nonfinite(self, epoch: int) -> None:
         """Drop the members whose training loss turned non-finite (read every step on the CPU;
         on CUDA at evaluations, as a solo run reads them)."""
-        if not self.check_every_step:
+        if not self.layout.check_every_step:
             return
-        self._drop_nonfinite(epoch, f"in epoch {epoch + 1}, step {self.steps}")
+        self._drop_nonfinite(epoch, f"in epoch {epoch + 1}, step {self.progress.steps}")
 
     def _drop_nonfinite(self, epoch: int, where: str) -> None:
         sums = self.nonfinite.tolist()
@@ -835,94 +837,93 @@ class _Group:
                     m.noise.add(local_sq, samples, big_sq, samples * P)
         self.pending = []
 
-    def _evaluate_and_report(self, feed: Feed, *, epoch: float, epochs_completed: int,
-                             final: bool) -> dict[str, Any] | None:
+    def _evaluate_and_report(self, feed: Feed, point: Evaluation) -> dict[str, Any] | None:
         """Every rank: drop the diverged members (read here on CUDA); rank 0: evaluate every
         member and report each; every rank then drops those whose validation loss is not finite."""
-        if not self.check_every_step:
-            self._drop_nonfinite(int(epoch), f"found at the evaluation after step {self.steps}")
+        progress, reporter, epoch = self.progress, self.reporter, point.epoch
+        if not self.layout.check_every_step:
+            self._drop_nonfinite(int(epoch), f"found at the evaluation after step {progress.steps}")
             if not self.members:
                 return None
         if self.ratio is None and self.fused_times:
             # An evaluation before the probe's last step (an epoch of few steps, a short
             # evaluation cadence): decide on the steps timed so far, before any member reported.
-            self.solo_times += self._time_solo(self.workload.loss_reduction == "mean")
+            self.solo_times += self._time_solo(self.layout.mean_loss)
             if self.solo_times:
                 self._decide()
         synchronize(self.device)
         began = time.perf_counter()
-        epoch_seconds = began - self.epoch_start - self.epoch_eval_seconds
+        epoch_seconds = progress.epoch_train_seconds(began)
         measured: list[dict[str, float]] = []
         if self.ctx.is_main:
-            self.evaluations += 1
-            self.memory.phase = "evaluation"
-            measured = self.model.evaluate(self.workload, feed.evaluation(), self.autocast)
-            if self.solo_eval_s is None:
-                # What a solo run pays for an evaluation: one member's, timed alone (the group's
-                # evaluates every member at once, and its step ratio says nothing of it). Twice,
-                # the faster kept: the first call of the unvectorized model finds its caches cold.
-                timed = time.perf_counter()
-                times = []
-                for _ in range(2):
-                    began_one = time.perf_counter()
-                    self.model.evaluate_one(self.workload, feed.evaluation(), self.autocast)
-                    times.append(time.perf_counter() - began_one)
-                self.solo_eval_s = min(times)
-                self.solo_eval_timing_s = time.perf_counter() - timed
-                self.probe_seconds += self.solo_eval_timing_s
-            self.memory.phase = "training"
-        peak = self.memory.peak(self.P if final else 1)  # the final one: the largest over the processes
+            progress.evaluations += 1
+            measured = reporter.evaluate(lambda: self._measure(feed))
+        peak = reporter.peak_memory(point.final)
         last: dict[str, Any] | None = None
         diverged: list[int] = []
         if self.ctx.is_main:
             now = time.perf_counter()
-            self.eval_seconds += now - began - (self.solo_eval_timing_s if self.evaluations == 1 else 0.0)
-            self.epoch_eval_seconds += now - began
-            wall = now - self.start - self.probe_seconds
+            progress.evaluated(now - began, untimed=self.solo_eval_timing_s if progress.evaluations == 1 else 0.0)
+            wall = now - progress.start - self.probe_seconds
             train_losses = (self.loss_sums / max(self.train_count, 1)).tolist()
             self._account()
             for k, m in enumerate(self.members):
                 metrics = {
-                    "epoch": epoch, record.EPOCHS_COMPLETED: epochs_completed, "evaluation": self.evaluations,
-                    "final": final, record.SAMPLES_SEEN: self.samples_seen, record.STEPS: self.steps,
-                    record.TRAIN_LOSS: train_losses[k], **measured[k], record.LAST_LR: m.lr,
+                    **progress.where(point), record.TRAIN_LOSS: train_losses[k], **measured[k], record.LAST_LR: m.lr,
                     record.COMM_FRACTION: self._comm_fraction(epoch_seconds),
                     record.ALLREDUCE_CALLS: self.comm_calls,
-                    record.NOISE_SCALE: m.noise.value() if self.measurable else None,
-                    **self.setup,
+                    record.NOISE_SCALE: m.noise.value() if self.layout.measurable else None,
+                    **reporter.setup,
                     MEMBER: m.index, record.FUSED_MEMBERS: len(self.spec.fused), record.FUSE: "on",
                     record.RUNTIME_BASIS: "solo_estimate", record.FUSED_RUNTIME_S: wall,
-                    record.RUNTIME_S: self._solo_estimate(wall - self.eval_seconds, self.evaluations),
-                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds, 0),
+                    record.RUNTIME_S: self._solo_estimate(wall - progress.eval_seconds, progress.evaluations),
+                    record.TRAIN_S: self._solo_estimate(wall - progress.eval_seconds, 0),
                     record.FUSED_STEP_S: self.fused_step_s, record.SOLO_STEP_S: self.solo_step_s,
                     record.PEAK_MEMORY_BYTES: peak, record.DEVICE_SHARE_S: m.share,
                 }
                 if self.stopped_paying is not None:
                     metrics[record.FUSE_STOPPED_PAYING] = self.stopped_paying
-                if final:
-                    metrics[record.DEVICE] = (f"cuda ({torch.cuda.get_device_name(self.device)})"
-                                              if self.device.type == "cuda" else "cpu")
-                    if self.spec.save_model and self.ctx.run_dir is not None and math.isfinite(metrics[record.VAL_LOSS]):
+                if point.final:
+                    metrics[record.DEVICE] = reporter.device_name()
+                    path = reporter.model_path(f"model-member{m.index}.pt")
+                    if path is not None and math.isfinite(metrics[record.VAL_LOSS]):
                         # Each member's weights as its solo run's model.pt holds them.
-                        path = self.ctx.run_dir / f"model-member{m.index}.pt"
                         torch.save(self.model.state_dict(k), path)
                         metrics[record.MODEL_PATH] = str(path.resolve())
                 m.metrics = metrics
                 if not math.isfinite(metrics[record.VAL_LOSS]):
                     diverged.append(k)
                     continue
-                self.ctx.report(metrics)
+                reporter.report(metrics)
                 last = metrics
             for k in diverged:
                 self._leave(k, record.REASON_DIVERGED, f"non-finite validation loss after {epoch:g} epochs")
         self._share_removal(diverged)
         return last
 
+    def _measure(self, feed: Feed) -> list[dict[str, float]]:
+        """Rank 0's evaluation of every member; at the first, one member's timed alone as well."""
+        measured = self.model.evaluate(self.workload, feed.evaluation(), self.autocast)
+        if self.solo_eval_s is None:
+            # What a solo run pays for an evaluation: one member's, timed alone (the group's
+            # evaluates every member at once, and its step ratio says nothing of it). Twice, the
+            # faster kept: the first call of the unvectorized model finds its caches cold.
+            timed = time.perf_counter()
+            times = []
+            for _ in range(2):
+                began_one = time.perf_counter()
+                self.model.evaluate_one(self.workload, feed.evaluation(), self.autocast)
+                times.append(time.perf_counter() - began_one)
+            self.solo_eval_s = min(times)
+            self.solo_eval_timing_s = time.perf_counter() - timed
+            self.probe_seconds += self.solo_eval_timing_s
+        return measured
+
     def _solo_estimate(self, train_s: float, evaluations: int) -> float:
         """What the group's ``train_s`` of training and ``evaluations`` take one member alone
         (``solo_estimate``); the group's own wall time until the step times are in."""
         if self.ratio is None:
-            return train_s + self.eval_seconds * (evaluations > 0)
+            return train_s + self.progress.eval_seconds * (evaluations > 0)
         return solo_estimate(train_s, ratio=self.ratio, warm_fused_s=self.warm_fused_s, warm_solo_s=self.warm_solo_s,
                              evaluations=evaluations, solo_eval_s=self.solo_eval_s or 0.0)
 

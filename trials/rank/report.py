@@ -58,7 +58,7 @@ class Reporter:
         self.memory.phase = "training"
         return measured
 
-    def peak_memory(self, final: bool) -> int:
+    def peak_memory(self, final: bool) -> int | None:
         """The peak memory a report carries: at the final evaluation the largest over the
         processes (every rank joins that all-reduce), else this rank's own so far (a trial
         stopped early keeps it)."""
