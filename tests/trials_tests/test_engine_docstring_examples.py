@@ -1,4 +1,4 @@
-"""The docstring examples of the trial engine's data and compute modules run, and say what they do."""
+"""The docstring examples of the trial engine's data, compute, schedule and solo-time modules run, and say what they do."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["hpsearch.trials.rank.data", "hpsearch.trials.rank.compute", "hpsearch.trials.workloads.base", "hpsearch.trials.rank.memory"]
+MODULES = ["hpsearch.trials.rank.data", "hpsearch.trials.rank.compute", "hpsearch.trials.workloads.base", "hpsearch.trials.rank.memory",
+           "hpsearch.trials.rank.schedule", "hpsearch.trials.rank.solo_time"]
 
 
 @pytest.mark.parametrize("name", MODULES)

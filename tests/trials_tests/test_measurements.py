@@ -122,15 +122,16 @@ def test_a_fused_members_communication_share_is_its_solo_steps_once_timed_and_th
     # standing for the slowest of the group's ranks.
     import torch
 
-    from hpsearch.trials.rank.fused import _Group
+    from hpsearch.trials.rank.loop import StepLayout
+    from hpsearch.trials.rank.solo_time import SoloProbe
 
-    group = object.__new__(_Group)
-    group.P, group.device = 2, torch.device("cpu")
-    group._slowest = lambda *seconds: list(seconds)  # type: ignore[method-assign]
-    group.solo_comm, group.solo_comm_share, group.comm_epoch = [], None, 0.3
-    assert group._comm_fraction(1.0) == pytest.approx(0.3)  # before the probe: the group's share
+    layout = StepLayout(processes=2, mean_loss=True, per_micro=False, measurable=True, check_every_step=True)
+    probe = SoloProbe(TrialSpec(per_device_batch_size=8, world_size=2, base_lr=0.1), 10, layout, torch.device("cpu"),
+                      None)
+    probe.slowest = lambda *seconds: list(seconds)  # type: ignore[method-assign]
+    assert probe.comm_fraction(0.3, 1.0) == pytest.approx(0.3)  # before the probe: the group's share
 
-    group.solo_comm = [0.01, 0.02, 0.05]  # three timed all-reduces of one member's gradient
-    group._set_step_times([0.3, 0.3, 0.3], [0.04, 0.04, 0.04], [0.01, 0.01, 0.01])
-    assert group._comm_fraction(1.0) == pytest.approx(0.02 / (0.04 + 0.01))  # its solo step's share
-    assert group._comm_fraction(10.0) == pytest.approx(0.4)  # whatever the group's own time
+    probe.solo_comm = [0.01, 0.02, 0.05]  # three timed all-reduces of one member's gradient
+    probe.set_step_times([0.3, 0.3, 0.3], [0.04, 0.04, 0.04], [0.01, 0.01, 0.01])
+    assert probe.comm_fraction(0.3, 1.0) == pytest.approx(0.02 / (0.04 + 0.01))  # its solo step's share
+    assert probe.comm_fraction(0.3, 10.0) == pytest.approx(0.4)  # whatever the group's own time

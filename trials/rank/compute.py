@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CompileClock", "set_precision", "synchronize"]
+__all__ = ["CompileClock", "set_precision", "synced_time", "synchronize"]
 
 
 def set_precision(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager[Any]]:
@@ -40,6 +40,13 @@ def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (CUDA), so that a clock read now counts it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def synced_time(device: torch.device) -> float:
+    """``time.perf_counter`` once the device's queued work ran (``synchronize``): a step's time
+    on CUDA holds its kernels, not only their launching."""
+    synchronize(device)
+    return time.perf_counter()
 
 
 class CompileClock:

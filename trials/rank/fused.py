@@ -26,15 +26,12 @@ member's solo run's:
 Members leave on their own: one whose training or validation loss turns non-finite is reported
 ``diverged`` with its metrics so far, and its slice is dropped from the stacks; the others go on.
 
-Time is reported honestly (docs/trials.md, "Fused trials"): on the group's first steps each step
-is timed fused and, on the same batches, for one member alone on a scratch copy of the model,
-and again a quarter into the run, where the steps are steady (``fused_step_s``,
-``solo_step_s``). A member's ``runtime_s`` is then an estimate of its solo run's
-(``runtime_basis: solo_estimate``): the group's wall time scaled by ``solo_step_s /
-fused_step_s``; the group's own is ``fused_runtime_s``. With ``fuse: auto`` a group whose fused
-step costs a member at least its solo step (on the first steps) stops there and says so
-(``FuseDeclined``): its members then train on their own, one after another, on the group's
-devices.
+Time is reported honestly (docs/trials.md, "Fused trials", and ``hpsearch.trials.rank.solo_time``):
+the group's steps are timed fused and, on the same batches, for one member alone, and a
+member's ``runtime_s`` is an estimate of its solo run's (``runtime_basis: solo_estimate``); the
+group's own is ``fused_runtime_s``. With ``fuse: auto`` a group whose fused step costs a member at
+least its solo step (on the first steps) stops there and says so (``FuseDeclined``): its members
+then train on their own, one after another, on the group's devices.
 """
 
 from __future__ import annotations
@@ -42,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,34 +51,36 @@ from torch.func import functional_call, vmap
 from hpsearch import record
 from hpsearch.search_spaces import OPTIMIZERS
 from hpsearch.trials.errors import WorkloadError
-from hpsearch.trials.rank.compute import set_precision, synchronize
+from hpsearch.trials.rank.compute import set_precision, synced_time, synchronize
 from hpsearch.trials.rank.context import RankContext
 from hpsearch.trials.rank.data import EpochPlan, Feed, choose_data_path, copy_to, open_feed
 from hpsearch.trials.rank.data_cache import kept_data, warm_workload
-from hpsearch.trials.rank.loop import ClassCounts, build_optimizer
+from hpsearch.trials.rank.loop import ClassCounts, StepLayout
 from hpsearch.trials.rank.measure import NoiseScale
 from hpsearch.trials.rank.memory import RankMemory, is_out_of_memory
+from hpsearch.trials.rank.progress import Progress
+from hpsearch.trials.rank.report import Reporter
+from hpsearch.trials.rank.schedule import EvalSchedule, Evaluation
+from hpsearch.trials.rank.solo_time import (
+    CLEAR_LOSS,
+    PROBE_STEPS,
+    FuseDeclined,
+    SoloProbe,
+    SoloRun,
+    fuse_verdict,
+    solo_estimate,
+)
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["PROBE_STEPS", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict", "solo_estimate", "train_fused"]
+# CLEAR_LOSS, PROBE_STEPS, FuseDeclined, fuse_verdict and solo_estimate are ``solo_time``'s, named here too.
+__all__ = ["CLEAR_LOSS", "PROBE_STEPS", "FuseDeclined", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict",
+           "solo_estimate", "train_fused"]
 
 # Report keys of a group's rank 0 (``hpsearch.record``): the member a report is about, a
 # member's failure, and why a group did not train fused.
 MEMBER, MEMBER_FAILED, FUSE_DECLINED = record.FUSED_MEMBER, record.MEMBER_FAILED, record.FUSE_DECLINED
-#: Steps timed fused (after two untimed ones, one where the first took ``LONG_STEP_S``) and then
-#: alone, one after another on the same batches (after one untimed), at the group's start:
-#: ``PROBE_STEPS``, or fewer (three at least) once they took ``PROBE_SECONDS``.
-PROBE_STEPS = 8
-PROBE_SECONDS = 0.3
-#: After a first fused step this long, the next is timed (one untimed step, not two), and under
-#: ``auto`` a group whose first timed fused step costs a member ``CLEAR_LOSS`` times its solo step
-#: or more declines there (a margin over one step's noise): the b 128 CNN grid's groups spent ten
-#: fused steps (0.45 s, three of its trials' worth) finding what the first timed step already
-#: showed (1.4-1.6x a member on this CPU).
-LONG_STEP_S = 0.02
-CLEAR_LOSS = 1.1
 
 
 class FusedModel:
@@ -257,9 +255,10 @@ class FusedOptimizer:
             one_less2 = (1 - self.beta2).to(device=device, dtype=torch.float32)
             beta2 = self.beta2.to(device=device, dtype=torch.float32)
             decay = (1 - lrs * self.weight_decay.double().cpu()).to(device=device, dtype=torch.float32)
+            coefficients = _AdamStep(step_size, correction2, one_less, one_less2, beta2, decay)
             for p, state in zip(self.params, self.state):
                 if p.grad is not None:
-                    self._adam(p, p.grad, state, step_size, correction2, one_less, one_less2, beta2, decay)
+                    self._adam(p, p.grad, state, coefficients)
 
     def _sgd(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], lr: torch.Tensor) -> None:
         view = (-1,) + (1,) * (p.dim() - 1)
@@ -273,37 +272,41 @@ class FusedOptimizer:
         d_p = torch.where(self.nesterov.view(view), torch.addcmul(d_p, buf, self.momentum.view(view)), buf)
         p.addcmul_(d_p, -lr.view(view))
 
-    def _adam(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], step_size: torch.Tensor,
-              correction2: torch.Tensor, one_less: torch.Tensor, one_less2: torch.Tensor, beta2: torch.Tensor,
-              decay: torch.Tensor) -> None:
+    def _adam(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], step: _AdamStep) -> None:
         view = (-1,) + (1,) * (p.dim() - 1)
         if self.decays:
             if self.kind == "adamw":
-                p.mul_(decay.view(view))
+                p.mul_(step.decay.view(view))
             else:
                 grad = torch.addcmul(grad, p, self.weight_decay.view(view))
         if "exp_avg" not in state:
             state["exp_avg"] = torch.zeros_like(p)
             state["exp_avg_sq"] = torch.zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, one_less.view(view).expand_as(grad))
+        exp_avg.lerp_(grad, step.one_less.view(view).expand_as(grad))
         # The coefficients as torch's steps have them: 1 - beta in float64, then one float32.
-        exp_avg_sq.mul_(beta2.view(view)).add_(one_less2.view(view) * (grad * grad))
-        denom = (exp_avg_sq.sqrt() / correction2.view(view)).add_(self.eps.view(view))
-        p.addcmul_(exp_avg / denom, -step_size.view(view))
+        exp_avg_sq.mul_(step.beta2.view(view)).add_(step.one_less2.view(view) * (grad * grad))
+        denom = (exp_avg_sq.sqrt() / step.correction2.view(view)).add_(self.eps.view(view))
+        p.addcmul_(exp_avg / denom, -step.step_size.view(view))
 
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
 
 
-class FuseDeclined(Exception):
-    """A group that will not train fused: why, and the step times that decided it."""
+@dataclass(frozen=True)
+class _AdamStep:
+    """One Adam step's coefficients, a float32 value per member, computed once for every
+    parameter: the step size (LR over the first moment's bias correction), the second moment's
+    bias correction's root, 1 - beta1, 1 - beta2, beta2, and AdamW's decay factor (1 - lr x
+    weight decay)."""
 
-    def __init__(self, why: str, measured: dict[str, Any] | None = None) -> None:
-        super().__init__(why)
-        self.why = why
-        self.measured = measured or {}
+    step_size: torch.Tensor
+    correction2: torch.Tensor
+    one_less: torch.Tensor
+    one_less2: torch.Tensor
+    beta2: torch.Tensor
+    decay: torch.Tensor
 
 
 @dataclass
@@ -328,9 +331,9 @@ def fusable(workload: Workload, optimizer: str = "sgd") -> str | None:
     convolution rounds in another order than the solo one, so a fused member's biases wander
     another way than its solo run's; training does not see it (the batch statistics remove it)
     but the running statistics lag behind it, and validation does: a BatchNorm CNN's member
-    ended 1.3e-2 relative from its solo run in ``val_loss`` over one epoch (0.7-1.5e-3 at its
-    first steps), while its training losses stayed within 3e-8. SGD moves such a bias by its
-    gradient, the noise's own size: the same model under SGD stays within 1e-6.
+    ends about 1e-2 relative from its solo run in ``val_loss`` over one epoch, while its
+    training losses stay within 3e-8. SGD moves such a bias by its gradient, the noise's own
+    size: the same model under SGD stays within 1e-6.
     """
     if workload.hooks is not None:
         return "the workload trains itself (a LightningModule or hooks): its steps cannot be vectorized"
@@ -340,42 +343,6 @@ def fusable(workload: Workload, optimizer: str = "sgd") -> str | None:
                 "BatchNorm follows into full-size steps, which the running statistics carry into the "
                 "validation metrics (a fused member would end up to 1e-2 from its solo run)")
     return None
-
-
-def fuse_verdict(fused_step_s: float, solo_step_s: float, members: int) -> bool:
-    """Whether fusing pays: a fused step costs each of ``members`` less than its solo step.
-
-    Example:
-        >>> fuse_verdict(0.0671, 0.0161, 4), fuse_verdict(0.040, 0.0161, 4)
-        (False, True)
-    """
-    return fused_step_s / members < solo_step_s
-
-
-def solo_estimate(train_s: float, *, ratio: float, warm_fused_s: float, warm_solo_s: float, evaluations: int = 0,
-                  solo_eval_s: float = 0.0) -> float:
-    """What a fused member's run would take alone: the group's training time after its first
-    step scaled by ``ratio`` (``solo_step_s / fused_step_s``), plus what a solo run's first step
-    costs over the others (``warm_solo_s``: the kernels' first calls; without it the CNN's
-    estimates came 30% short), plus its own ``evaluations`` at ``solo_eval_s`` each.
-
-    The evaluations are a solo run's own: scaled by the step ratio, the group's vectorized
-    evaluations (every member at once) placed a b 8 member of the digits MLP grid at 0.53-0.70x
-    of its solo twin's ``runtime_s``. (Taking from the wall time what each step took over a
-    solo step instead left the estimate further off on the digits grids: the group's own
-    bookkeeping grows with K.)
-
-    Example:
-        >>> solo_estimate(2.0, ratio=0.25, warm_fused_s=0.2, warm_solo_s=0.05, evaluations=3, solo_eval_s=0.01)
-        0.53
-    """
-    return round(max(0.0, train_s - warm_fused_s) * ratio + warm_solo_s + evaluations * solo_eval_s, 12)
-
-
-def _did_not_pay(device: str, fused_s: float, solo_s: float, k: int, timed: str) -> str:
-    """The words of a decline: both step times, each member's share, and what was timed."""
-    return (f"on {device}: a step of {k} members fused took {fused_s * 1e3:.3g} ms ({fused_s / k * 1e3:.3g} ms a "
-            f"member), one member alone {solo_s * 1e3:.3g} ms ({timed})")
 
 
 def train_fused(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
@@ -412,19 +379,6 @@ class _Group:
         self.loss_sums = torch.zeros(k, dtype=torch.float64, device=device)
         self.nonfinite = torch.zeros(k, dtype=torch.float64, device=device)
         self.train_count = 0
-        self.probe_seconds = 0.0  # the solo steps timed: not the group's training
-        self.ratio: float | None = None  # solo step / fused step, once timed
-        self.fused_step_s: float | None = None
-        self.solo_step_s: float | None = None
-        self.solo_comm_share: float | None = None
-        self.retime_at: int | None = None  # the step the steady steps are timed from (``_retime``)
-        self.late_fused: list[float] = []  # the steady fused steps' times, and their fetching
-        self.late_fetch: list[float] = []
-        # Why the steady steps say fusing no longer pays (``_retime``), in every report from then on.
-        self.stopped_paying: str | None = None
-        # One member's evaluation timed alone, at the first evaluation (``solo_estimate``).
-        self.solo_eval_s: float | None = None
-        self.solo_eval_timing_s = 0.0  # the wall time of timing it, not the group's
 
     def run(self) -> dict[str, Any] | None:
         spec, ctx, device, P, V = self.spec, self.ctx, self.device, self.P, self.V
@@ -437,16 +391,18 @@ class _Group:
         if why is not None:
             return self._declined(why, {})
         self.workload = workload
+        self.layout = StepLayout.of(spec, P, workload, device)
         path = choose_data_path(spec.data, workload, device, gpu_share=spec.gpu_share)
         self.autocast = set_precision(spec.precision, device)
         model = workload.model.to(device)
-        self.solo_model = copy.deepcopy(model)  # for the timed solo steps: a scratch copy
+        solo = SoloRun(copy.deepcopy(model), lambda: self.members[0].spec, workload.loss_fn, self.autocast)
         self.model = FusedModel(model, len(self.members))
         kind = str(spec.hyperparameters.get("optimizer", "sgd")).lower()
         self.optimizer = FusedOptimizer(self.model.trainable(), kind,
                                         [m.spec.hyperparameters for m in self.members])
         self.plan = EpochPlan(workload.train_set, world_size=P * V, first_rank=ctx.rank * V, virtual_ranks=V,
                               batch_size=spec.per_device_batch_size, accum=spec.grad_accum_steps, seed=spec.seed)
+        self.probe = SoloProbe(spec, self.plan.steps_per_epoch, self.layout, device, solo)
         kept_copy = kept_data()
 
         def on_device(tensors: tuple[torch.Tensor, ...], where: torch.device) -> tuple[torch.Tensor, ...]:
@@ -458,11 +414,7 @@ class _Group:
         try:
             synchronize(device)
             ctx.training_started = time.time()
-            self.setup = {record.DATA_PATH: path.kind, record.DATA_PATH_REASON: path.reason,
-                          record.DATA_CACHE: data_cache, record.PRECISION: spec.precision,
-                          record.SETUP_S: time.perf_counter() - began}
-            if self.memory.limit is not None:
-                self.setup[record.MEMORY_LIMIT_BYTES] = self.memory.limit
+            self.reporter = Reporter(ctx, self.memory, spec, Reporter.run_setup(spec, path, data_cache, self.memory, began))
             self.memory.phase = "training"
             return self._epochs(feed)
         except FuseDeclined as declined:
@@ -473,25 +425,14 @@ class _Group:
     # ---- the epochs ----
 
     def _epochs(self, feed: Feed) -> dict[str, Any] | None:
-        spec, ctx, P, V = self.spec, self.ctx, self.P, self.V
-        A, W = spec.grad_accum_steps, P * V
+        spec, ctx, P = self.spec, self.ctx, self.P
         steps_per_epoch = self.plan.steps_per_epoch
-        mean_loss = self.workload.loss_reduction == "mean"
-        self.per_micro = P == 1 and A * V > 1
-        self.measurable = W * A > 1
-        self.check_every_step = self.device.type != "cuda"
+        mean_loss = self.layout.mean_loss
         self.comm_seconds, self.comm_calls = 0.0, 0
-        self.start = self.accounted = time.perf_counter()
-        self.eval_seconds = 0.0
-        self.samples_seen = self.steps = self.evaluations = 0
-        self.fused_times: list[float] = []
-        self.solo_times: list[float] = []
-        # The all-reduce of each solo step timed (its one gradient, as a member's solo run sends it).
-        self.solo_comm: list[float] = []
-        self.probe_batches: list[tuple[list[Any], list[tuple[int, int, int]], int]] = []
-        self.fetch_times: list[float] = []
-        self.first_fused_s = self.first_solo_s = self.warm_fused_s = self.warm_solo_s = 0.0
-        every = spec.eval_every_samples
+        self.progress = progress = Progress()
+        self.accounted = progress.start
+        probe = self.probe
+        schedule = EvalSchedule(epochs=spec.epochs, steps_per_epoch=steps_per_epoch, every_samples=spec.eval_every_samples)
         last: dict[str, Any] | None = None
         for epoch in range(spec.epochs):
             for m in self.members:
@@ -499,49 +440,34 @@ class _Group:
             self.loss_sums.zero_()
             self.nonfinite.zero_()
             self.train_count = 0
-            self.epoch_start = time.perf_counter()
-            self.epoch_eval_seconds = 0.0
+            progress.start_epoch()
             self.comm_epoch = 0.0
-            next_eval = self.samples_seen + every if every else None
+            schedule.start_epoch(epoch, progress.samples_seen)
             batches = feed.epoch(epoch)
             for step in range(steps_per_epoch):
                 order = self.plan.step_order(step)
                 step_samples = sum(n for _, _, n in order)
-                probing = self.ratio is None and self.steps <= PROBE_STEPS + 1
-                retiming = self.retime_at is not None and self.steps >= self.retime_at
-                timed = probing or retiming
-                timed_start = _clock(self.device) if timed else 0.0
+                timed = probe.times(progress.steps)
+                timed_start = synced_time(self.device) if timed else 0.0
                 micro_batches = [next(batches) for _ in order]
-                fetched = _clock(self.device) - timed_start if timed else 0.0
+                fetched = synced_time(self.device) - timed_start if timed else 0.0
                 norms = self._first_step(micro_batches, order, step_samples, mean_loss, epoch, step,
-                                         steps_per_epoch) if self.steps == 0 else \
+                                         steps_per_epoch) if progress.steps == 0 else \
                     self._step(micro_batches, order, step_samples, mean_loss, epoch, step, steps_per_epoch)
-                if retiming:
-                    self._retime(_clock(self.device) - timed_start, fetched, (micro_batches, order, step_samples),
-                                 mean_loss)
-                elif probing:
-                    self._probe(_clock(self.device) - timed_start, fetched, (micro_batches, order, step_samples),
-                                mean_loss)
-                self.steps += 1
-                self.samples_seen += step_samples * P
+                if timed:
+                    probe.timed_step(synced_time(self.device) - timed_start, fetched,
+                                     (micro_batches, order, step_samples), progress.steps, len(self.members))
+                progress.stepped(step_samples * P)
                 if norms is not None:
                     self.pending.append(norms)
                 self._leave_nonfinite(epoch)
                 if not self.members:
                     break
-                end_of_epoch = step == steps_per_epoch - 1
-                due = next_eval is not None and self.samples_seen >= next_eval
-                if due and step == steps_per_epoch - 2:
-                    due = False
-                if not (due or end_of_epoch):
+                point = schedule.after_step(step, progress.samples_seen)
+                if point is None:
                     continue
-                while every and next_eval is not None and next_eval <= self.samples_seen:
-                    next_eval += every
                 self._flush_noise(mean_loss)
-                final = end_of_epoch and epoch == spec.epochs - 1
-                last = self._evaluate_and_report(
-                    feed, epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
-                    epochs_completed=epoch + 1 if end_of_epoch else epoch, final=final)
+                last = self._evaluate_and_report(feed, point)
                 if not self.members:
                     break
             if not self.members:
@@ -575,7 +501,7 @@ class _Group:
             scale = n / step_samples if mean_loss else float(P)
             total = losses.sum() * scale if scale != 1.0 else losses.sum()
             total.backward()  # type: ignore[no-untyped-call]
-            if self.per_micro:
+            if self.layout.per_micro:
                 current = _member_grads(params)
                 delta = current if previous is None else current - previous
                 previous = current
@@ -590,7 +516,7 @@ class _Group:
             self.nonfinite += step_loss
         self.loss_sums += step_loss
         norms = None
-        if self.measurable:
+        if self.layout.measurable:
             norms = (_member_grads(params).pow(2).sum(dim=1), local_sq, micro, step_samples)
         lrs = []
         for m in self.members:
@@ -621,157 +547,14 @@ class _Group:
             offset += n
         self.nonfinite += flat[n_grad:].double()
 
-    def _solo_step(self, micro_batches: list[Any], order: list[tuple[int, int, int]], step_samples: int,
-                   mean_loss: bool) -> float:
-        """Time one step of one member alone on the same batches (the first member's optimizer
-        kind, on a scratch copy of the model: the members' weights are not touched)."""
-        solo = self.solo_model
-        if not hasattr(self, "solo_optimizer"):
-            self.solo_optimizer = build_optimizer(solo.parameters(), self.members[0].spec)
-        start = _clock(self.device)
-        for (_, _, n), (x, y) in zip(order, micro_batches):
-            with self.autocast():
-                loss = self.workload.loss_fn(solo(x), y)
-            scale = n / step_samples if mean_loss else float(self.P)
-            (loss * scale if scale != 1.0 else loss).backward()  # type: ignore[no-untyped-call]
-            if self.check_every_step:
-                float(loss.detach())  # a solo step on the CPU reads its loss
-        if self.P > 1:
-            flat = torch.cat([p.grad.reshape(-1) for p in solo.parameters() if p.grad is not None])
-            reducing = _clock(self.device)
-            dist.all_reduce(flat.div_(self.P))
-            self.solo_comm.append(_clock(self.device) - reducing)
-        self.solo_optimizer.step()
-        self.solo_optimizer.zero_grad(set_to_none=True)
-        return _clock(self.device) - start
-
-    def _probe(self, fused_s: float, fetch_s: float, batches: tuple[list[Any], list[tuple[int, int, int]], int],
-               mean_loss: bool) -> None:
-        """Time the group's first steps: fused as they train (the first two untimed), then one
-        member alone on the same batches, one step after another (the first untimed: timed
-        between fused steps, a solo step found its caches cold and took 20-30% longer than in a
-        solo run on the CPU), and decide (``_decide``). A step's time holds the fetching of its
-        batches (``fetch_s``), which a solo step pays as well. Under ``auto``, where the first
-        step was long (``LONG_STEP_S``), the first timed step is set against one solo step at
-        once, and a fused step that already costs a member ``CLEAR_LOSS`` times it declines."""
-        if self.steps == 0:
-            self.first_fused_s = fused_s
-            self.untimed = 1 if self._slowest(fused_s)[0] >= LONG_STEP_S else 2
-        if self.steps >= self.untimed - 1:
-            self.probe_batches.append(batches)
-        if self.steps >= self.untimed:
-            self.fused_times.append(fused_s)
-            self.fetch_times.append(fetch_s)
-        if len(self.fused_times) == 1 and self.untimed == 1 and self.spec.fuse == "auto" and len(self.members) > 1:
-            # One solo step timed twice on the same batch, the faster kept: the first after fused
-            # steps can find its caches cold (the test's group here declined at once 4 times in 6).
-            self.probe_batches.append(batches)
-            self.solo_times += self._time_solo(mean_loss)
-            fused, solo = self._slowest(fused_s, min(self.solo_times) + fetch_s)
-            if fused / len(self.members) >= CLEAR_LOSS * solo:
-                self._decide()  # it declines
-        if self.steps < PROBE_STEPS + self.untimed - 1 and not self._timed_enough():
-            return
-        self.solo_times += self._time_solo(mean_loss)
-        self._decide()
-
-    def _slowest(self, *seconds: float) -> list[float]:
-        """Each of ``seconds`` on the slowest process (every rank decides alike)."""
-        if self.P == 1:
-            return list(seconds)
-        t = torch.tensor(seconds, dtype=torch.float64, device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return t.tolist()
-
-    def _timed_enough(self) -> bool:
-        """Whether the fused steps timed so far suffice: three, taking ``PROBE_SECONDS`` or more
-        (a large step is timed on fewer: a group at b 128 that declined spent 1.5 s in 8 of them).
-        Every rank decides alike (the slowest process's seconds)."""
-        return len(self.fused_times) >= 3 and self._slowest(sum(self.fused_times))[0] >= PROBE_SECONDS
-
-    def _time_solo(self, mean_loss: bool) -> list[float]:
-        """One member alone on the probe's batches: the times of its steps after the first
-        (untimed: the first of a run is its ``first_solo_s``)."""
-        began = time.perf_counter()
-        times = [self._solo_step(*batches, mean_loss) for batches in self.probe_batches]
-        if times and not self.first_solo_s:
-            self.first_solo_s = times[0]
-        self.probe_batches = []
-        self.probe_seconds += time.perf_counter() - began
-        return times[1:]
-
-    def _set_step_times(self, fused: list[float], solo: list[float], fetch: list[float]) -> tuple[float, float]:
-        """``fused_step_s`` (the median fused step), ``solo_step_s`` (the median solo step and
-        the median fetching of a step's batches), each the slowest process's, and their ratio."""
-        fused_s, solo_s = self._slowest(statistics.median(fused), statistics.median(solo) + statistics.median(fetch))
-        self.fused_step_s, self.solo_step_s = fused_s, solo_s
-        if self.solo_comm:
-            # A member's share of communication is its solo run's, as its runtime is: the group
-            # all-reduces every member's gradient at once, so its own share says nothing of one.
-            comm_s, = self._slowest(statistics.median(self.solo_comm))
-            self.solo_comm_share = min(1.0, comm_s / solo_s) if solo_s > 0 else None
-        self.ratio = solo_s / fused_s if fused_s > 0 else 1.0
-        return fused_s, solo_s
-
-    def _decide(self, *, may_decline: bool = True) -> None:
-        """The step times are in: the solo estimate's ratio, and with ``auto`` whether to go on."""
-        fused_s, solo_s = self._set_step_times(self.fused_times, self.solo_times, self.fetch_times)
-        # A run's first step costs more than the others (the kernels' first calls, the
-        # allocator): a solo run pays its own first step, not the group's scaled (without this the
-        # CNN's estimates came 30% short of what their solo twins took).
-        self.warm_fused_s = max(0.0, self.first_fused_s - statistics.median(self.fused_times))
-        self.warm_solo_s = max(0.0, self.first_solo_s - statistics.median(self.solo_times))
-        total = self.spec.epochs * self.plan.steps_per_epoch
-        at = total // 4
-        self.retime_at = at if at > self.steps + 1 and at + PROBE_STEPS + 1 < total else None
-        if self.retime_at is None:
-            self._drop_solo()
-        k = len(self.members)
-        # One member left (the others diverged): it trains on where it is rather than again alone.
-        timed = len(self.fused_times)
-        if may_decline and self.spec.fuse == "auto" and k > 1 and not fuse_verdict(fused_s, solo_s, k):
-            raise FuseDeclined(
-                "fusing did not pay " + _did_not_pay(self.device.type, fused_s, solo_s, k,
-                                                     f"timed on {timed} step{'' if timed == 1 else 's'}"),
-                {record.FUSED_STEP_S: fused_s, record.SOLO_STEP_S: solo_s})
-
-    def _retime(self, fused_s: float, fetch_s: float, batches: tuple[list[Any], list[tuple[int, int, int]], int],
-                mean_loss: bool) -> None:
-        """Time the steps again a quarter into the run, fused as they train and one member alone
-        on the same batches (the first untimed), for the solo estimate (not for ``auto``'s
-        decision, taken on the first steps). A run's first steps are slower than its steady
-        ones, and unevenly: on the digits MLP the solo steps timed at the start were 1.5x a
-        solo run's average, its CNN's fused steps at b 32 up to 1.9x the group's."""
-        self.probe_batches.append(batches)
-        if len(self.probe_batches) > 1:
-            self.late_fused.append(fused_s)
-            self.late_fetch.append(fetch_s)
-        if len(self.late_fused) < PROBE_STEPS:
-            return
-        fused, solo = self._set_step_times(self.late_fused, self._time_solo(mean_loss), self.late_fetch)
-        self.retime_at = None
-        self._drop_solo()
-        k = len(self.members)
-        if self.spec.fuse == "auto" and k > 1 and not fuse_verdict(fused, solo, k):
-            # Fusing paid on the first steps and no longer does on the steady ones. The group
-            # finishes fused: its members alone from the start would spend the quarter run again
-            # to save a loss the first steps found under one member's solo step. It says so in
-            # its reports, and the search fuses no later group of this shape (docs/search.md).
-            self.stopped_paying = "fusing stopped paying " + _did_not_pay(
-                self.device.type, fused, solo, k, f"timed again on {len(self.late_fused)} steps a quarter into the run")
-
-    def _drop_solo(self) -> None:
-        self.solo_model = None  # type: ignore[assignment]
-        self.__dict__.pop("solo_optimizer", None)
-
     # ---- members leaving ----
 
     def _leave_nonfinite(self, epoch: int) -> None:
         """Drop the members whose training loss turned non-finite (read every step on the CPU;
         on CUDA at evaluations, as a solo run reads them)."""
-        if not self.check_every_step:
+        if not self.layout.check_every_step:
             return
-        self._drop_nonfinite(epoch, f"in epoch {epoch + 1}, step {self.steps}")
+        self._drop_nonfinite(epoch, f"in epoch {epoch + 1}, step {self.progress.steps}")
 
     def _drop_nonfinite(self, epoch: int, where: str) -> None:
         sums = self.nonfinite.tolist()
@@ -835,96 +618,72 @@ class _Group:
                     m.noise.add(local_sq, samples, big_sq, samples * P)
         self.pending = []
 
-    def _evaluate_and_report(self, feed: Feed, *, epoch: float, epochs_completed: int,
-                             final: bool) -> dict[str, Any] | None:
+    def _evaluate_and_report(self, feed: Feed, point: Evaluation) -> dict[str, Any] | None:
         """Every rank: drop the diverged members (read here on CUDA); rank 0: evaluate every
         member and report each; every rank then drops those whose validation loss is not finite."""
-        if not self.check_every_step:
-            self._drop_nonfinite(int(epoch), f"found at the evaluation after step {self.steps}")
+        progress, reporter, epoch = self.progress, self.reporter, point.epoch
+        if not self.layout.check_every_step:
+            self._drop_nonfinite(int(epoch), f"found at the evaluation after step {progress.steps}")
             if not self.members:
                 return None
-        if self.ratio is None and self.fused_times:
-            # An evaluation before the probe's last step (an epoch of few steps, a short
-            # evaluation cadence): decide on the steps timed so far, before any member reported.
-            self.solo_times += self._time_solo(self.workload.loss_reduction == "mean")
-            if self.solo_times:
-                self._decide()
+        probe = self.probe
+        probe.before_evaluation(progress.steps, len(self.members))
         synchronize(self.device)
         began = time.perf_counter()
-        epoch_seconds = began - self.epoch_start - self.epoch_eval_seconds
+        epoch_seconds = progress.epoch_train_seconds(began)
         measured: list[dict[str, float]] = []
         if self.ctx.is_main:
-            self.evaluations += 1
-            self.memory.phase = "evaluation"
-            measured = self.model.evaluate(self.workload, feed.evaluation(), self.autocast)
-            if self.solo_eval_s is None:
-                # What a solo run pays for an evaluation: one member's, timed alone (the group's
-                # evaluates every member at once, and its step ratio says nothing of it). Twice,
-                # the faster kept: the first call of the unvectorized model finds its caches cold.
-                timed = time.perf_counter()
-                times = []
-                for _ in range(2):
-                    began_one = time.perf_counter()
-                    self.model.evaluate_one(self.workload, feed.evaluation(), self.autocast)
-                    times.append(time.perf_counter() - began_one)
-                self.solo_eval_s = min(times)
-                self.solo_eval_timing_s = time.perf_counter() - timed
-                self.probe_seconds += self.solo_eval_timing_s
-            self.memory.phase = "training"
-        peak = self.memory.peak(self.P if final else 1)  # the final one: the largest over the processes
+            progress.evaluations += 1
+            measured = reporter.evaluate(lambda: self._measure(feed))
+        peak = reporter.peak_memory(point.final)
         last: dict[str, Any] | None = None
         diverged: list[int] = []
         if self.ctx.is_main:
             now = time.perf_counter()
-            self.eval_seconds += now - began - (self.solo_eval_timing_s if self.evaluations == 1 else 0.0)
-            self.epoch_eval_seconds += now - began
-            wall = now - self.start - self.probe_seconds
+            progress.evaluated(now - began, untimed=probe.solo_eval_timing_s if progress.evaluations == 1 else 0.0)
+            wall = now - progress.start - probe.seconds
             train_losses = (self.loss_sums / max(self.train_count, 1)).tolist()
             self._account()
             for k, m in enumerate(self.members):
                 metrics = {
-                    "epoch": epoch, record.EPOCHS_COMPLETED: epochs_completed, "evaluation": self.evaluations,
-                    "final": final, record.SAMPLES_SEEN: self.samples_seen, record.STEPS: self.steps,
-                    record.TRAIN_LOSS: train_losses[k], **measured[k], record.LAST_LR: m.lr,
-                    record.COMM_FRACTION: self._comm_fraction(epoch_seconds),
+                    **progress.where(point), record.TRAIN_LOSS: train_losses[k], **measured[k], record.LAST_LR: m.lr,
+                    record.COMM_FRACTION: probe.comm_fraction(self.comm_epoch, epoch_seconds),
                     record.ALLREDUCE_CALLS: self.comm_calls,
-                    record.NOISE_SCALE: m.noise.value() if self.measurable else None,
-                    **self.setup,
+                    record.NOISE_SCALE: m.noise.value() if self.layout.measurable else None,
+                    **reporter.setup,
                     MEMBER: m.index, record.FUSED_MEMBERS: len(self.spec.fused), record.FUSE: "on",
                     record.RUNTIME_BASIS: "solo_estimate", record.FUSED_RUNTIME_S: wall,
-                    record.RUNTIME_S: self._solo_estimate(wall - self.eval_seconds, self.evaluations),
-                    record.TRAIN_S: self._solo_estimate(wall - self.eval_seconds, 0),
-                    record.FUSED_STEP_S: self.fused_step_s, record.SOLO_STEP_S: self.solo_step_s,
+                    record.RUNTIME_S: probe.estimate(wall - progress.eval_seconds, progress.evaluations,
+                                                     progress.eval_seconds),
+                    record.TRAIN_S: probe.estimate(wall - progress.eval_seconds, 0, progress.eval_seconds),
+                    record.FUSED_STEP_S: probe.fused_step_s, record.SOLO_STEP_S: probe.solo_step_s,
                     record.PEAK_MEMORY_BYTES: peak, record.DEVICE_SHARE_S: m.share,
                 }
-                if self.stopped_paying is not None:
-                    metrics[record.FUSE_STOPPED_PAYING] = self.stopped_paying
-                if final:
-                    metrics[record.DEVICE] = (f"cuda ({torch.cuda.get_device_name(self.device)})"
-                                              if self.device.type == "cuda" else "cpu")
-                    if self.spec.save_model and self.ctx.run_dir is not None and math.isfinite(metrics[record.VAL_LOSS]):
+                if probe.stopped_paying is not None:
+                    metrics[record.FUSE_STOPPED_PAYING] = probe.stopped_paying
+                if point.final:
+                    metrics[record.DEVICE] = reporter.device_name()
+                    path = reporter.model_path(f"model-member{m.index}.pt")
+                    if path is not None and math.isfinite(metrics[record.VAL_LOSS]):
                         # Each member's weights as its solo run's model.pt holds them.
-                        path = self.ctx.run_dir / f"model-member{m.index}.pt"
                         torch.save(self.model.state_dict(k), path)
                         metrics[record.MODEL_PATH] = str(path.resolve())
                 m.metrics = metrics
                 if not math.isfinite(metrics[record.VAL_LOSS]):
                     diverged.append(k)
                     continue
-                self.ctx.report(metrics)
+                reporter.report(metrics)
                 last = metrics
             for k in diverged:
                 self._leave(k, record.REASON_DIVERGED, f"non-finite validation loss after {epoch:g} epochs")
         self._share_removal(diverged)
         return last
 
-    def _solo_estimate(self, train_s: float, evaluations: int) -> float:
-        """What the group's ``train_s`` of training and ``evaluations`` take one member alone
-        (``solo_estimate``); the group's own wall time until the step times are in."""
-        if self.ratio is None:
-            return train_s + self.eval_seconds * (evaluations > 0)
-        return solo_estimate(train_s, ratio=self.ratio, warm_fused_s=self.warm_fused_s, warm_solo_s=self.warm_solo_s,
-                             evaluations=evaluations, solo_eval_s=self.solo_eval_s or 0.0)
+    def _measure(self, feed: Feed) -> list[dict[str, float]]:
+        """Rank 0's evaluation of every member; at the first, one member's timed alone as well."""
+        measured = self.model.evaluate(self.workload, feed.evaluation(), self.autocast)
+        self.probe.time_evaluation(lambda: self.model.evaluate_one(self.workload, feed.evaluation(), self.autocast))
+        return measured
 
     def _share_removal(self, diverged: list[int]) -> None:
         """Rank 0 found members whose validation loss is not finite: every rank drops them."""
@@ -935,16 +694,6 @@ class _Group:
             dist.broadcast(flags, src=0)
             diverged = [k for k, v in enumerate(flags.tolist()) if v]
         self._remove(diverged)
-
-    def _comm_fraction(self, epoch_seconds: float) -> float:
-        """A member's communication share: its solo steps' (the all-reduce of its own gradient
-        over the solo step, the basis of its ``runtime_s``), where the probe timed them; else,
-        before that, the group's."""
-        if self.P == 1:
-            return 0.0
-        if self.solo_comm_share is not None:
-            return self.solo_comm_share
-        return min(1.0, self.comm_epoch / epoch_seconds) if epoch_seconds > 0 else 0.0
 
     def _declined(self, why: str, measured: dict[str, Any]) -> dict[str, Any] | None:
         report = {"final": True, FUSE_DECLINED: why, **measured, record.RUNTIME_S: 0.0,
@@ -961,8 +710,3 @@ def _member_grads(params: list[torch.Tensor]) -> torch.Tensor:
     """Each member's whole gradient as one row, ``[K, n]``."""
     return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(p.shape[0], -1)
                       for p in params], dim=1)
-
-
-def _clock(device: torch.device) -> float:
-    synchronize(device)
-    return time.perf_counter()

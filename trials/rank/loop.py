@@ -22,7 +22,6 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,7 +29,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from hpsearch import record
-from hpsearch.record import MEMORY_LIMIT_BYTES, MODEL_PATH
+from hpsearch.record import MODEL_PATH
 from hpsearch.search_spaces import OPTIMIZERS
 from hpsearch.trials.errors import TrialFailed, WorkloadError
 from hpsearch.trials.rank.compute import CompileClock, set_precision, synchronize
@@ -44,11 +43,14 @@ from hpsearch.trials.rank.measure import (
     timed_allreduce_hook,
 )
 from hpsearch.trials.rank.memory import RankMemory, is_out_of_memory
+from hpsearch.trials.rank.progress import Progress
+from hpsearch.trials.rank.report import Reporter
+from hpsearch.trials.rank.schedule import EvalSchedule, Evaluation
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.trials.workloads.base import Workload
 
-__all__ = ["MODEL_FILE", "ClassCounts", "build_optimizer", "evaluate", "train"]
+__all__ = ["MODEL_FILE", "ClassCounts", "StepLayout", "build_optimizer", "evaluate", "train"]
 
 #: The file rank 0 writes the final weights to, in the run folder (``TrialSpec.save_model``).
 MODEL_FILE = "model.pt"
@@ -165,23 +167,29 @@ def _compiling(clock: CompileClock | None, key: Any) -> contextlib.AbstractConte
     return clock.step(key) if clock is not None and clock.enabled else contextlib.nullcontext()
 
 
-@dataclass
-class _Progress:
-    """Where training stands, for the reports: counted over all ranks, since the trial began."""
+@dataclass(frozen=True)
+class StepLayout:
+    """How a run's steps are laid out, fixed for the run (the solo and the fused loop alike)."""
 
-    start: float = field(default_factory=time.perf_counter)
-    samples_seen: int = 0
-    steps: int = 0
-    evaluations: int = 0
-    eval_seconds: float = 0.0  # rank 0's time in evaluation, left out of ``train_s``
-    compile_seconds: float = 0.0  # training steps that compiled the model, left out of ``train_s``
-    epoch_start: float = 0.0
-    epoch_eval_seconds: float = 0.0
-    epoch_compile_seconds: float = 0.0
-    # This epoch's training loss as a per-sample sum: a float64 tensor on the device (0.0 before
-    # the first step), read at evaluations.
-    train_loss_sum: Any = 0.0
-    train_count: int = 0
+    processes: int  # P
+    mean_loss: bool  # the workload's loss is its batch's mean (else its sum)
+    # The noise scale's pairs: under DDP, each process's gradient (small) against the reduced one
+    # (big); on one process, each micro-batch against the accumulated step (``per_micro``).
+    # W x A = 1 has no pair (``measurable`` false).
+    per_micro: bool
+    measurable: bool
+    # On the CPU reading a loss costs nothing, so a non-finite one stops the trial in its step;
+    # on CUDA it would stall the device's queue at every micro-step, so losses are read at the
+    # evaluations (every epoch's end at least).
+    check_every_step: bool
+
+    @classmethod
+    def of(cls, spec: TrialSpec, processes: int, workload: Workload, device: torch.device) -> StepLayout:
+        """The layout of ``spec`` on ``processes`` processes."""
+        micro_batches = spec.grad_accum_steps * spec.emulated_ranks  # a process's in each step
+        return cls(processes=processes, mean_loss=workload.loss_reduction == "mean",
+                   per_micro=processes == 1 and micro_batches > 1, measurable=processes * micro_batches > 1,
+                   check_every_step=device.type != "cuda")
 
 
 @dataclass
@@ -198,16 +206,200 @@ class _StepNorms:
     def read(self) -> None:
         """Turn the norms into Python floats now (the same numbers: float64 holds every float32).
 
-        On the CPU a norm kept as a tensor until the next evaluation held on to the heap: each
-        step's one-number tensor, allocated after that step's gradient-sized temporaries, kept
-        the allocator from reusing them (seen: a two-rank trial's resident memory grew by one
-        gradient, 9 MiB, every step of its epoch, 1.5 GiB at 128 steps). Reading a number costs
-        nothing there; on CUDA it would stall the device's queue, so there they wait.
+        On the CPU a norm kept as a tensor until the next evaluation holds on to the heap: each
+        step's one-number tensor, allocated after that step's gradient-sized temporaries, keeps
+        the allocator from reusing them (a two-rank trial's resident memory grows by one
+        gradient every step of its epoch). Reading a number costs nothing there; on CUDA it
+        would stall the device's queue, so there they wait.
         """
         self.big = float(self.big)
         if isinstance(self.local, torch.Tensor):
             self.local = float(self.local)
         self.micro = [(float(norm), divisor) for norm, divisor in self.micro]
+
+
+class _NoiseEstimate:
+    """The epoch's gradient noise scale (``NoiseScale``) and the steps' norms waiting for it.
+
+    The norms wait, on the device, until the next evaluation: under DDP their local norms are
+    reduced there in one all-reduce (the same values as one scalar all-reduce per step, without
+    a blocking collective in every step), and on CUDA no step waits to read a number.
+    """
+
+    def __init__(self, layout: StepLayout, device: torch.device) -> None:
+        self.layout, self.device = layout, device
+        self.scale = NoiseScale()
+        self.pending: list[_StepNorms] = []
+
+    def record(self, raw_model: torch.nn.Module, samples: int, micro: list[tuple[torch.Tensor, float]],
+               local: Any) -> None:
+        """A step of ``samples`` samples (this process's) is accumulated in ``raw_model``'s
+        gradient: keep its norms (``micro`` on one process, ``local`` under DDP)."""
+        norms = _StepNorms(grad_vector(raw_model).pow(2).sum(), samples, micro=micro)
+        if self.layout.processes > 1:
+            norms.local = local
+        if self.layout.check_every_step:  # on the CPU
+            norms.read()
+        self.pending.append(norms)
+
+    def flush(self) -> None:
+        """Read the waiting steps' norms in one go (reducing their local norms over the processes
+        in one all-reduce under DDP) and add each step's pair to the estimate."""
+        pending, P, mean_loss = self.pending, self.layout.processes, self.layout.mean_loss
+        if not pending:
+            return
+        norms = [p.big for p in pending] + [t for p in pending for t, _ in p.micro]
+        # float64 holds every float32 norm exactly: the numbers float() of each would give (on the
+        # CPU the steps have read them already: _StepNorms.read).
+        on_device = [t for t in norms if isinstance(t, torch.Tensor)]
+        read = iter(torch.stack([t.double() for t in on_device]).tolist() if on_device else [])
+        numbers = iter([next(read) if isinstance(t, torch.Tensor) else t for t in norms])
+        big = [next(numbers) for _ in pending]
+        local: list[float] = []
+        if P > 1:
+            # On the device: NCCL reduces CUDA tensors only.
+            reduced = torch.stack([torch.as_tensor(p.local, dtype=torch.float64, device=self.device)
+                                   for p in pending])
+            dist.all_reduce(reduced)
+            local = reduced.tolist()
+        for k, p in enumerate(pending):
+            # Turn both into squared norms of mean gradients (a sum loss gives sums).
+            big_sq = big[k] if mean_loss else big[k] / (p.samples * P) ** 2
+            if p.micro:
+                micro_sq = 0.0
+                for _, divisor in p.micro:
+                    micro_sq += next(numbers) / divisor ** 2
+                self.scale.add(micro_sq / len(p.micro), p.samples / len(p.micro), big_sq, p.samples)
+            elif P > 1:
+                local_sq = local[k] / P
+                local_sq = local_sq if mean_loss else local_sq / (P * p.samples) ** 2
+                self.scale.add(local_sq, p.samples, big_sq, p.samples * P)
+        pending.clear()
+
+    def reset(self) -> None:
+        """An epoch begins: the estimate is the epoch's own (the norms waiting stay)."""
+        self.scale.reset()
+
+    def value(self) -> float | None:
+        """The report's ``noise_scale``: ``None`` where the layout gives no pair."""
+        return self.scale.value() if self.layout.measurable else None
+
+
+class _EpochLoss:
+    """The epoch's training loss as a per-sample sum, on the device (a float64 tensor, 0.0
+    before the first step) until an evaluation reads it, and the samples it sums over."""
+
+    def __init__(self) -> None:
+        self.total: Any = 0.0
+        self.count = 0
+
+    def add(self, step_loss: Any, count: int) -> None:
+        self.total = self.total + step_loss
+        self.count += count
+
+    def mean(self) -> float:
+        """The report's ``train_loss``."""
+        return float(self.total) / max(self.count, 1)
+
+    def check_finite(self, epoch: int, steps: int) -> None:
+        """Raise ``diverged`` if a training loss since the epoch began was not finite (CUDA reads
+        the losses here, at an evaluation after ``steps`` steps, rather than in every step)."""
+        total = float(self.total)
+        if not math.isfinite(total):
+            raise TrialFailed(record.REASON_DIVERGED, f"non-finite training loss in epoch {epoch + 1}, found at the "
+                                          f"evaluation after step {steps} (on CUDA the losses are read at "
+                                          "evaluations, so it turned non-finite in that step or an earlier one of "
+                                          "the epoch)")
+
+
+@dataclass
+class _Model:
+    """The model a run trains, and its steps. ``raw_model`` keeps the weights' own names (for
+    model.pt); ``net`` (compiled with ``compile``) trains and evaluates; ``model`` is ``net``,
+    or DDP around it under several processes, so no_sync and the comm hook stay DDP's own.
+    ``comm`` times the hook's all-reduces; ``clock`` the steps that compile."""
+
+    workload: Workload
+    raw_model: torch.nn.Module
+    net: torch.nn.Module
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    comm: CommStats
+    clock: CompileClock
+    autocast: Autocast
+
+    def accumulate(self, batches: Iterator[Any], order: list[tuple[int, int, int]], layout: StepLayout,
+                   progress: Progress, loss: _EpochLoss, epoch: int) -> list[tuple[torch.Tensor, float]]:
+        """Forward and backward over one optimizer step's micro-batches (``order`` names the
+        virtual rank, the index in the epoch and the size of each; ``batches`` yields them in that
+        order), leaving the step's gradient in the model and its losses in ``loss``. Returns each
+        micro-batch's squared gradient norm and the divisor that makes it a mean's, for the noise
+        scale on one process (on the device)."""
+        workload, clock, P, mean_loss = self.workload, self.clock, layout.processes, layout.mean_loss
+        # This process's samples in the step: its micro-batches times its virtual ranks.
+        step_samples = sum(n for _, _, n in order)
+        previous = None
+        micro: list[tuple[torch.Tensor, float]] = []
+        step_loss: torch.Tensor | None = None  # this step's, added to the epoch's once
+        count = 0
+        for j, (_, batch_idx, n) in enumerate(order):
+            batch = next(batches)
+            last = j == len(order) - 1
+            # Skip the all-reduce on all but the last micro-step: gradients accumulate locally and
+            # are reduced once (docs/science.md, the "DDP slower than one process" caveat). The
+            # forward pass must sit inside no_sync too.
+            sync = self.model.no_sync() if (P > 1 and not last) else contextlib.nullcontext()  # type: ignore[operator]
+            began = clock.seconds
+            shape = (tuple(batch[0].shape) if workload.hooks is None else n) if clock.enabled else None
+            with sync, _compiling(clock, ("train", shape)):
+                with self.autocast():
+                    if workload.hooks is None:
+                        x, y = batch
+                        loss_value = workload.loss_fn(self.model(x), y)
+                    else:
+                        # The model computes the loss from the whole batch (a LightningModule's
+                        # training_step, called through DDP's forward so the gradients are reduced).
+                        loss_value = self.model(batch, batch_idx)
+                # Make the step's gradient equal one process's gradient on all B samples.
+                # mean: weight each micro-batch by its share of this process's samples (exact also
+                # for a short last batch); DDP then averages the P processes.
+                # sum: accumulation already sums; multiply by P to undo DDP's averaging.
+                scale = n / step_samples if mean_loss else float(P)
+                # x 1.0 changes no bit, forward or backward: skipped, two kernels fewer a step.
+                (loss_value * scale if scale != 1.0 else loss_value).backward()  # type: ignore[no-untyped-call]
+            progress.compiled(clock.seconds - began)
+            if layout.per_micro:
+                # This micro-batch's own gradient is the change it made to the accumulated one;
+                # its squared norm over (scale or n)^2 is the squared norm of a mean gradient
+                # (mean loss: delta = scale x the micro-batch's mean gradient; sum loss: delta is
+                # the micro-batch's gradient sum).
+                current = grad_vector(self.raw_model)
+                delta = current if previous is None else current - previous
+                previous = current
+                micro.append((delta.pow(2).sum(), scale if mean_loss else n))
+            value = loss_value.detach()
+            if layout.check_every_step and not math.isfinite(number := float(value)):
+                raise TrialFailed(record.REASON_DIVERGED, f"non-finite training loss {number} in epoch {epoch + 1}, "
+                                              f"step {progress.steps + 1}")
+            # A float64 sum of the float32 losses: the numbers a sum of Python floats gives.
+            term = value.double() * (n if mean_loss else 1)
+            step_loss = term if step_loss is None else step_loss + term
+            count += n
+        loss.add(step_loss, count)
+        return micro
+
+    def step(self, lr: float) -> None:
+        """The optimizer's step at ``lr``, the gradient then cleared."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def validate(self, feed: Feed, device: torch.device) -> dict[str, float]:
+        """``evaluate`` on the validation set (a workload with hooks validates itself)."""
+        batches = feed.evaluation() if self.workload.hooks is None else ()
+        return evaluate(self.net if self.workload.hooks is None else self.raw_model, self.workload, device, batches,
+                        autocast=self.autocast, clock=self.clock)
 
 
 def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
@@ -221,7 +413,8 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
     Rank 0 evaluates and reports at the end of every epoch and, with
     ``spec.eval_every_samples`` = N, each time N more samples of the epoch were seen, counted
     from the epoch's start (not where that is within one step of its end: the epoch's
-    evaluation stands for it), in validation batches no larger than the per-device batch.
+    evaluation stands for it), in validation batches no larger than the per-device batch
+    (``hpsearch.trials.rank.schedule``).
 
     Each report carries ``peak_memory_bytes``, the most memory this rank held since the trial
     began; the final one the largest over the processes (``hpsearch.trials.rank.memory``). With
@@ -256,7 +449,7 @@ def train(spec: TrialSpec, ctx: RankContext) -> dict[str, Any] | None:
 def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: RankMemory) -> dict[str, Any] | None:
     """``train`` under its memory's watch."""
     began = time.perf_counter()
-    P, V, A, b = ctx.world_size, spec.emulated_ranks, spec.grad_accum_steps, spec.per_device_batch_size
+    P, V, b = ctx.world_size, spec.emulated_ranks, spec.per_device_batch_size
     W = P * V
     if spec.world_size != W:
         raise WorkloadError(f"{P} processes x {V} emulated ranks must equal world_size {spec.world_size}")
@@ -279,12 +472,12 @@ def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: Rank
     if P > 1:
         model = DistributedDataParallel(net)
         model.register_comm_hook(comm, timed_allreduce_hook)
-    mean_loss = workload.loss_reduction == "mean"
+    layout = StepLayout.of(spec, P, workload, device)
 
     # Logical rank r reads indices r, r+W, r+2W... of a per-epoch seeded shuffle (set_epoch),
     # in micro-batches of b; both data paths take them from this one plan.
     plan = EpochPlan(workload.train_set, world_size=W, first_rank=ctx.rank * V, virtual_ranks=V, batch_size=b,
-                     accum=A, seed=spec.seed)
+                     accum=spec.grad_accum_steps, seed=spec.seed)
     kept_copy = kept_data()
 
     def on_device(tensors: tuple[torch.Tensor, ...], where: torch.device) -> tuple[torch.Tensor, ...]:
@@ -300,105 +493,55 @@ def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: Rank
         optimizer = own_optimizer() if own_optimizer is not None else build_optimizer(model.parameters(), spec)
         synchronize(device)  # the weights and data copied: the clock starts with training
         ctx.training_started = time.time()
-        setup = {record.DATA_PATH: path.kind, record.DATA_PATH_REASON: path.reason,
-                 record.DATA_CACHE: data_cache, record.PRECISION: spec.precision,
-                 record.SETUP_S: time.perf_counter() - began}
-        if memory.limit is not None:
-            setup[MEMORY_LIMIT_BYTES] = memory.limit
+        reporter = Reporter(ctx, memory, spec, Reporter.run_setup(spec, path, data_cache, memory, began))
         memory.phase = "training"
-        return _epochs(spec, ctx, workload, model, net, raw_model, optimizer, feed, plan, comm, clock, autocast,
-                       setup, device, memory, P=P, V=V, A=A, mean_loss=mean_loss)
+        trained = _Model(workload, raw_model, net, model, optimizer, comm, clock, autocast)
+        return _epochs(spec, trained, feed, plan, layout, reporter)
     finally:
         feed.close()
 
 
-def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.nn.Module, net: torch.nn.Module,
-            raw_model: torch.nn.Module, optimizer: torch.optim.Optimizer, feed: Feed, plan: EpochPlan,
-            comm: CommStats, clock: CompileClock, autocast: Autocast, setup: dict[str, Any], device: torch.device,
-            memory: RankMemory, *, P: int, V: int, A: int, mean_loss: bool) -> dict[str, Any] | None:
+def _epochs(spec: TrialSpec, trained: _Model, feed: Feed, plan: EpochPlan, layout: StepLayout,
+            reporter: Reporter) -> dict[str, Any] | None:
     """The epochs of ``train``, its objects built."""
-    W = P * V
+    ctx, comm, P = reporter.ctx, trained.comm, layout.processes
     steps_per_epoch = plan.steps_per_epoch
-    # Noise scale pairs: under DDP, each process's gradient (small) against the reduced one (big);
-    # on one process, each micro-batch against the accumulated step. W x A = 1 has no pair.
-    noise = NoiseScale()
-    per_micro = P == 1 and A * V > 1
-    measurable = W * A > 1
-    # The steps' norms wait here, on the device, until the next evaluation: under DDP their
-    # local norms are reduced there in one all-reduce (the same values as one scalar all-reduce
-    # per step, without a blocking collective in every step), and on CUDA no step waits to
-    # read a number.
-    pending: list[_StepNorms] = []
-    # On the CPU reading a loss costs nothing, so a non-finite one stops the trial in its step;
-    # on CUDA it would stall the device's queue at every micro-step, so losses are read at the
-    # evaluations (every epoch's end at least).
-    check_every_step = device.type != "cuda"
-
-    save_to = ctx.run_dir / MODEL_FILE if spec.save_model and ctx.run_dir is not None else None
-    every = spec.eval_every_samples
-    # The periodic evaluations are counted within each epoch, from its start (as Lightning's
-    # val_check_interval counts within an epoch): every N samples, then the epoch's end. Counted
-    # over the whole run, their multiples drifted against the epoch's end and landed one or two
-    # steps after it (an evaluation every 360 samples of a 1438-sample epoch at 8 a step came at
-    # 1438 and again at 1446, at 7190 and again at 7206: 45 evaluations in 10 epochs, 5 of them
-    # near-duplicates, where the epoch holds 4).
-    next_eval: int | None = None
-    progress = _Progress()
+    noise = _NoiseEstimate(layout, reporter.device)
+    schedule = EvalSchedule(epochs=spec.epochs, steps_per_epoch=steps_per_epoch, every_samples=spec.eval_every_samples)
+    progress = Progress()
     metrics: dict[str, Any] = {}
     for epoch in range(spec.epochs):
         noise.reset()
         comm.seconds = 0.0
-        progress.epoch_start = time.perf_counter()
-        progress.epoch_eval_seconds = progress.epoch_compile_seconds = 0.0
-        progress.train_loss_sum, progress.train_count = 0.0, 0
-        next_eval = progress.samples_seen + every if every else None
+        progress.start_epoch()
+        loss = _EpochLoss()
+        schedule.start_epoch(epoch, progress.samples_seen)
         batches = feed.epoch(epoch)
         for step in range(steps_per_epoch):
             order = plan.step_order(step)
-            # This process's samples in the step: its micro-batches times its virtual ranks.
-            step_samples = sum(n for _, _, n in order)
+            step_samples = sum(n for _, _, n in order)  # this process's
             comm.local_sq_norm = 0.0
-            micro = _accumulate(model, raw_model, workload, batches, order, step_samples, progress, clock, autocast,
-                                P=P, mean_loss=mean_loss, per_micro=per_micro, check=check_every_step, epoch=epoch)
+            micro = trained.accumulate(batches, order, layout, progress, loss, epoch)
             # The LR for this step is the schedule at the step's start, in epochs done.
             lr = lr_at(epoch + step / steps_per_epoch, base_lr=spec.base_lr, peak_lr=spec.lr,
                        warmup_epochs=spec.warmup_epochs, schedule=spec.schedule, total_epochs=spec.epochs)
-            if measurable:
-                norms = _StepNorms(grad_vector(raw_model).pow(2).sum(), step_samples, micro=micro)
-                if P > 1:
-                    norms.local = comm.local_sq_norm
-                if check_every_step:  # on the CPU
-                    norms.read()
-                pending.append(norms)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            if layout.measurable:
+                noise.record(trained.raw_model, step_samples, micro, comm.local_sq_norm)
+            trained.step(lr)
             ctx.lr_trace.append(lr)
-            progress.steps += 1
-            progress.samples_seen += step_samples * P
-            end_of_epoch = step == steps_per_epoch - 1
-            due = next_eval is not None and progress.samples_seen >= next_eval
-            if due and step == steps_per_epoch - 2:
-                due = False  # the epoch's end, one step on, evaluates for it
-            if not (due or end_of_epoch):
+            progress.stepped(step_samples * P)
+            point = schedule.after_step(step, progress.samples_seen)
+            if point is None:
                 continue
-            while every and next_eval is not None and next_eval <= progress.samples_seen:
-                next_eval += every
-            if not check_every_step:
-                _check_finite(progress, epoch)
+            if not layout.check_every_step:
+                loss.check_finite(epoch, progress.steps)
             # Every rank knows when an evaluation is due (the samples are counted alike), so
             # each joins the one all-reduce of the pending noise-scale norms.
-            _flush_noise(pending, noise, P, mean_loss, device)
-            final = end_of_epoch and epoch == spec.epochs - 1
+            noise.flush()
             if ctx.is_main:
-                metrics = _evaluate_and_report(
-                    ctx, net, workload, feed, device, progress, comm, noise, optimizer, clock, autocast, setup,
-                    memory, epoch=epoch + 1 if end_of_epoch else epoch + (step + 1) / steps_per_epoch,
-                    epochs_completed=epoch + 1 if end_of_epoch else epoch, final=final, P=P,
-                    measurable=measurable, save_to=save_to, raw_model=raw_model)
-            elif final:
-                memory.peak(P)  # joins rank 0's all-reduce of the peaks, after its last evaluation
+                metrics = _evaluate_and_report(reporter, point, progress, trained, feed, loss, noise)
+            elif point.final:
+                reporter.peak_memory(final=True)  # joins rank 0's all-reduce of the peaks, after its last evaluation
         # The plan's micro-batches are all taken: run the feed to its end, so a loader's
         # iterator ends its epoch (and a loader without persistent workers stops them now).
         if next(batches, None) is not None:
@@ -410,165 +553,50 @@ def _epochs(spec: TrialSpec, ctx: RankContext, workload: Workload, model: torch.
     return metrics if ctx.is_main else None
 
 
-def _accumulate(model: torch.nn.Module, raw_model: torch.nn.Module, workload: Workload, batches: Iterator[Any],
-                order: list[tuple[int, int, int]], step_samples: int, progress: _Progress, clock: CompileClock,
-                autocast: Autocast, *, P: int, mean_loss: bool, per_micro: bool, check: bool,
-                epoch: int) -> list[tuple[torch.Tensor, float]]:
-    """Forward and backward over one optimizer step's micro-batches (``order`` names the virtual
-    rank, the index in the epoch and the size of each; ``batches`` yields them in that order),
-    leaving the step's gradient in the model. Returns each micro-batch's squared gradient norm
-    and the divisor that makes it a mean's, for the noise scale on one process (on the device)."""
-    previous = None
-    micro: list[tuple[torch.Tensor, float]] = []
-    step_loss: torch.Tensor | None = None  # this step's, added to the epoch's once
-    count = 0
-    for j, (_, batch_idx, n) in enumerate(order):
-        batch = next(batches)
-        last = j == len(order) - 1
-        # Skip the all-reduce on all but the last micro-step: gradients accumulate locally and
-        # are reduced once (docs/science.md, the "DDP slower than one process" caveat). The forward
-        # pass must sit inside no_sync too.
-        sync = model.no_sync() if (P > 1 and not last) else contextlib.nullcontext()  # type: ignore[operator]
-        began = clock.seconds
-        shape = (tuple(batch[0].shape) if workload.hooks is None else n) if clock.enabled else None
-        with sync, _compiling(clock, ("train", shape)):
-            with autocast():
-                if workload.hooks is None:
-                    x, y = batch
-                    loss = workload.loss_fn(model(x), y)
-                else:
-                    # The model computes the loss from the whole batch (a LightningModule's
-                    # training_step, called through DDP's forward so the gradients are reduced).
-                    loss = model(batch, batch_idx)
-            # Make the step's gradient equal one process's gradient on all B samples.
-            # mean: weight each micro-batch by its share of this process's samples (exact also
-            # for a short last batch); DDP then averages the P processes.
-            # sum: accumulation already sums; multiply by P to undo DDP's averaging.
-            scale = n / step_samples if mean_loss else float(P)
-            # x 1.0 changes no bit, forward or backward: skipped, two kernels fewer a step.
-            (loss * scale if scale != 1.0 else loss).backward()  # type: ignore[no-untyped-call]
-        progress.compile_seconds += clock.seconds - began
-        progress.epoch_compile_seconds += clock.seconds - began
-        if per_micro:
-            # This micro-batch's own gradient is the change it made to the accumulated one;
-            # its squared norm over (scale or n)^2 is the squared norm of a mean gradient
-            # (mean loss: delta = scale x the micro-batch's mean gradient; sum loss: delta is
-            # the micro-batch's gradient sum).
-            current = grad_vector(raw_model)
-            delta = current if previous is None else current - previous
-            previous = current
-            micro.append((delta.pow(2).sum(), scale if mean_loss else n))
-        value = loss.detach()
-        if check and not math.isfinite(number := float(value)):
-            raise TrialFailed(record.REASON_DIVERGED, f"non-finite training loss {number} in epoch {epoch + 1}, "
-                                          f"step {progress.steps + 1}")
-        # A float64 sum of the float32 losses: the numbers a sum of Python floats gives.
-        term = value.double() * (n if mean_loss else 1)
-        step_loss = term if step_loss is None else step_loss + term
-        count += n
-    progress.train_loss_sum = progress.train_loss_sum + step_loss
-    progress.train_count += count
-    return micro
-
-
-def _check_finite(progress: _Progress, epoch: int) -> None:
-    """Raise ``diverged`` if a training loss since the epoch began was not finite (CUDA reads
-    the losses here, at an evaluation, rather than in every step)."""
-    total = float(progress.train_loss_sum)
-    if not math.isfinite(total):
-        raise TrialFailed(record.REASON_DIVERGED, f"non-finite training loss in epoch {epoch + 1}, found at the evaluation "
-                                      f"after step {progress.steps} (on CUDA the losses are read at evaluations, "
-                                      "so it turned non-finite in that step or an earlier one of the epoch)")
-
-
-def _flush_noise(pending: list[_StepNorms], noise: NoiseScale, P: int, mean_loss: bool, device: torch.device) -> None:
-    """Read the waiting steps' norms in one go (reducing their local norms over the processes in
-    one all-reduce under DDP) and add each step's pair to the noise-scale estimate."""
-    if not pending:
-        return
-    norms = [p.big for p in pending] + [t for p in pending for t, _ in p.micro]
-    # float64 holds every float32 norm exactly: the numbers float() of each would give (on the
-    # CPU the steps have read them already: _StepNorms.read).
-    on_device = [t for t in norms if isinstance(t, torch.Tensor)]
-    read = iter(torch.stack([t.double() for t in on_device]).tolist() if on_device else [])
-    numbers = iter([next(read) if isinstance(t, torch.Tensor) else t for t in norms])
-    big = [next(numbers) for _ in pending]
-    local: list[float] = []
-    if P > 1:
-        # On the device: NCCL reduces CUDA tensors only.
-        reduced = torch.stack([torch.as_tensor(p.local, dtype=torch.float64, device=device) for p in pending])
-        dist.all_reduce(reduced)
-        local = reduced.tolist()
-    for k, p in enumerate(pending):
-        # Turn both into squared norms of mean gradients (a sum loss gives sums).
-        big_sq = big[k] if mean_loss else big[k] / (p.samples * P) ** 2
-        if p.micro:
-            micro_sq = 0.0
-            for _, divisor in p.micro:
-                micro_sq += next(numbers) / divisor ** 2
-            noise.add(micro_sq / len(p.micro), p.samples / len(p.micro), big_sq, p.samples)
-        elif P > 1:
-            local_sq = local[k] / P
-            local_sq = local_sq if mean_loss else local_sq / (P * p.samples) ** 2
-            noise.add(local_sq, p.samples, big_sq, p.samples * P)
-    pending.clear()
-
-
-def _evaluate_and_report(ctx: RankContext, net: torch.nn.Module, workload: Workload, feed: Feed, device: torch.device,
-                         progress: _Progress, comm: CommStats, noise: NoiseScale, optimizer: torch.optim.Optimizer,
-                         clock: CompileClock, autocast: Autocast, setup: dict[str, Any], memory: RankMemory, *,
-                         epoch: float, epochs_completed: int, final: bool, P: int, measurable: bool,
-                         save_to: Path | None = None, raw_model: torch.nn.Module) -> dict[str, Any]:
+def _evaluate_and_report(reporter: Reporter, point: Evaluation, progress: Progress, trained: _Model, feed: Feed,
+                         loss: _EpochLoss, noise: _NoiseEstimate) -> dict[str, Any]:
     """Rank 0: evaluate the model and report where training stands; at the final evaluation,
-    write the weights to ``save_to`` first, and report the largest peak memory over the
-    processes (each joins that all-reduce), else rank 0's own so far (a trial stopped early
-    keeps it)."""
+    write the weights to the run folder first (``save_model``), and report the largest peak
+    memory over the processes (each joins that all-reduce), else rank 0's own so far (a trial
+    stopped early keeps it)."""
+    device, comm, clock = reporter.device, trained.comm, trained.clock
     synchronize(device)  # the steps queued so far count as training time
     began = time.perf_counter()
-    # Training time of the epoch so far: the evaluations and the compiling steps left out.
-    epoch_seconds = began - progress.epoch_start - progress.epoch_eval_seconds - progress.epoch_compile_seconds
+    epoch_seconds = progress.epoch_train_seconds(began)
     progress.evaluations += 1
-    batches = feed.evaluation() if workload.hooks is None else ()  # a hooks workload validates itself
-    memory.phase = "evaluation"
-    measured = evaluate(net if workload.hooks is None else raw_model, workload, device, batches, autocast=autocast,
-                        clock=clock)
-    memory.phase = "training"
+    measured = reporter.evaluate(lambda: trained.validate(feed, device))
+    P = reporter.ctx.world_size
     metrics = {
-        "epoch": epoch,
-        record.EPOCHS_COMPLETED: epochs_completed,
-        "evaluation": progress.evaluations,
-        "final": final,
-        record.SAMPLES_SEEN: progress.samples_seen,
-        record.STEPS: progress.steps,
-        record.TRAIN_LOSS: float(progress.train_loss_sum) / max(progress.train_count, 1),
+        **progress.where(point),
+        record.TRAIN_LOSS: loss.mean(),
         **measured,
-        record.LAST_LR: optimizer.param_groups[0]["lr"],
+        record.LAST_LR: trained.optimizer.param_groups[0]["lr"],
         record.COMM_FRACTION: min(1.0, comm.seconds / epoch_seconds) if P > 1 and epoch_seconds > 0 else 0.0,
         record.ALLREDUCE_CALLS: comm.calls,
-        record.NOISE_SCALE: noise.value() if measurable else None,
-        **setup,
+        record.NOISE_SCALE: noise.value(),
+        **reporter.setup,
     }
     if clock.enabled:
         metrics[record.COMPILE_S] = clock.seconds
     if not math.isfinite(metrics[record.VAL_LOSS]):
-        raise TrialFailed(record.REASON_DIVERGED, f"non-finite validation loss after {epoch:g} epochs")
+        raise TrialFailed(record.REASON_DIVERGED, f"non-finite validation loss after {point.epoch:g} epochs")
     now = time.perf_counter()
-    progress.eval_seconds += now - began
-    progress.epoch_eval_seconds += now - began
+    progress.evaluated(now - began)
     # The evaluation's own time counts in the runtime, not in the training time. Compiling counts
-    # in neither (it is compile_s): its cost depends on what torch.compile's caches held, not on
-    # the configuration (four trials of one shape, one at a time: runtime 26.67 s for the first,
-    # 0.66-0.70 s for the others, which found it cached), and the runtime is the frontier's axis.
+    # in neither (it is compile_s): its cost depends on what torch.compile's caches hold, not on
+    # the configuration (a shape's first trial compiles, the ones after find it cached), and the
+    # runtime is the frontier's axis.
     wall = now - progress.start
     metrics[record.RUNTIME_S] = wall - clock.seconds
     metrics[record.TRAIN_S] = wall - progress.eval_seconds - progress.compile_seconds
-    if final:
-        metrics[record.DEVICE] = f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
-    metrics[record.PEAK_MEMORY_BYTES] = memory.peak(P if final else 1)
-    if final and save_to is not None:
+    if point.final:
+        metrics[record.DEVICE] = reporter.device_name()
+    metrics[record.PEAK_MEMORY_BYTES] = reporter.peak_memory(point.final)
+    save_to = reporter.model_path(MODEL_FILE) if point.final else None
+    if save_to is not None:
         # Written before the final report (and outside the timed part), so the report can say
         # where: the searcher records the path, and a trial cut short leaves no file behind.
-        torch.save(raw_model.state_dict(), save_to)
+        torch.save(trained.raw_model.state_dict(), save_to)
         metrics[MODEL_PATH] = str(save_to.resolve())
-    ctx.report(metrics)
+    reporter.report(metrics)
     return metrics
