@@ -40,6 +40,7 @@ import click
 import hpsearch
 from hpsearch import record
 from hpsearch.errors import AnalysisError, HPSearchError, NoAnswerError, NoCompletedTrialError
+from hpsearch.planner.plan import grid_configurations, grid_warning
 from hpsearch.progress import ProgressDisplay
 from hpsearch.reasons import describe_reason, failure_summary, no_completion_summary
 from hpsearch.record import NOT_RUN_REASONS, PEAK_MEMORY_BYTES, REASON_BUDGET, RERUN_REASONS
@@ -66,7 +67,6 @@ from hpsearch.study import (
 )
 from hpsearch.tracking import tracking_target
 from hpsearch.trials.scaling import few_lrs_warning
-from hpsearch.tune.plan import grid_configurations, grid_warning
 
 if TYPE_CHECKING:
     from hpsearch.search import Search

@@ -30,6 +30,8 @@ from hpsearch import record
 from hpsearch.analysis import FITTED, Recommendation, Target, analyze_study, crossing, recommend
 from hpsearch.budget import predict_trial
 from hpsearch.errors import AnalysisError
+from hpsearch.planner.plan import ConfirmationRun as PlannedRun
+from hpsearch.planner.plan import SearchPlan
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace
 from hpsearch.store import space_of_study
@@ -47,8 +49,6 @@ from hpsearch.study import (
     study_info,
     trial_params,
 )
-from hpsearch.tune.plan import ConfirmationRun as PlannedRun
-from hpsearch.tune.plan import SearchPlan
 
 __all__ = ["AUTO_RUNS", "ConfirmationPolicy", "Confirmer", "judge_rounds"]
 

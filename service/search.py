@@ -26,6 +26,7 @@ from hpsearch.budget import BudgetStatus, budget_status
 from hpsearch.errors import AnalysisError, ColumnError, SearchInterrupted, TrialNotFoundError
 from hpsearch.locks import SearchProcess, search_process, study_lock
 from hpsearch.ownership import FileVerdict, Owner, judge_files, release_runs_dir, store_identity, study_uid
+from hpsearch.planner.plan import GridProgress, grid_progress  # the space against its grid: no Ray
 from hpsearch.progress import SearchEvent
 from hpsearch.record import (
     ATTR_N_TRIALS,
@@ -59,7 +60,6 @@ from hpsearch.store import (
 )
 from hpsearch.torchrun import ExportedTrial, export_trial
 from hpsearch.tracking import LiveTracker, StudyEnd, TrackingReport, export_study, study_pages, tracking_target
-from hpsearch.tune.plan import GridProgress, grid_progress  # the space against its grid: no Ray
 
 # ``import hpsearch`` stays light (docs/design.md, "Imports"): optuna and pandas load inside the
 # methods that use them, the analysis (numpy, scipy) and the search engine (Ray) through
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hpsearch.analysis import Recommendation, StudyAnalysis
-    from hpsearch.tune.plan import SearchPlan
+    from hpsearch.planner.plan import SearchPlan
 
 __all__ = ["DeletedStudy", "Search", "confirm", "delete_study", "list_studies", "load", "resume", "start"]
 
@@ -384,7 +384,7 @@ class Search:
         return {**summary.to_dict(), "grid": None if grid is None else grid.to_dict()}
 
     def grid_progress(self) -> GridProgress | None:
-        """How far a grid study went through its grid (``hpsearch.tune.plan.GridProgress``):
+        """How far a grid study went through its grid (``hpsearch.planner.plan.GridProgress``):
         its configurations, those left, whether it is exhausted; ``None`` for a study whose
         sampler is not a grid, or without a space hpsearch can read.
 

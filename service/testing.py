@@ -64,11 +64,11 @@ from sqlalchemy import func, insert, select
 
 from hpsearch import record as r
 from hpsearch.errors import StudyExistsError
+from hpsearch.planner.ceilings import MemoryCeilings, halved
 from hpsearch.search import Search
 from hpsearch.store import open_storage, study_attrs
 from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
-from hpsearch.tune.ceilings import MemoryCeilings, halved
 
 __all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SEARCHED_SPACE", "MlflowServer", "SyntheticDevice", "SyntheticTruth",
            "searched_study", "synthetic_study"]
@@ -442,7 +442,7 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     attrs: dict[str, Any] = {r.EFFECTIVE_BATCH_SIZE: batch, r.BASE_BATCH_SIZE: truth.base_batch, r.LR: lr,
                              r.WARMUP_EPOCHS: 0.0, r.LR_SCHEDULE: "none"}
 
-    # Memory, as the searcher and the trial's process handle it (hpsearch.tune.ceilings): a
+    # Memory, as the searcher and the trial's process handle it (hpsearch.planner.ceilings): a
     # proposal at or above a batch that ran out is not started, or runs halved; a trial that
     # runs out fails, or (on_oom: accumulate) runs again halved on its devices until it fits.
     plan = memory.ceilings.plan(params, truth.on_oom)

@@ -23,9 +23,9 @@ from ray.tune import Callback
 
 from hpsearch.budget import BudgetLedger
 from hpsearch.errors import SearchInterrupted, StoreLostError
+from hpsearch.planner.plan import ConfirmationRun, SearchPlan
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace
-from hpsearch.tune.plan import ConfirmationRun, SearchPlan
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.tune.ray_session import ray_session
 from hpsearch.tune.reservations import Reservations

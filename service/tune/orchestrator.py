@@ -1,7 +1,7 @@
 """The orchestrator: one search = one Tune experiment over one Optuna study.
 
 ``run_search`` and ``resume_search`` check the space and its workload, start (or join) Ray,
-plan the search against the cluster (``hpsearch.tune.plan``), create or reopen the study, and
+plan the search against the cluster (``hpsearch.planner.plan``), create or reopen the study, and
 run the Tune experiment (``hpsearch.tune.experiment``, loaded while the workload is checked:
 it imports Ray Tune); then, while the caller's ``next_round`` has confirmation runs for the
 study (``hpsearch.confirmation``: the answer it gives, run as new trials), one more Tune
@@ -33,6 +33,7 @@ from hpsearch.budget import budget_of, budget_status, settle_orphans, spent_of, 
 from hpsearch.errors import StoreError, StudyExistsError
 from hpsearch.locks import study_lock
 from hpsearch.ownership import Owner, claim_runs_dir, store_identity, study_uid
+from hpsearch.planner.plan import ConfirmationRun, SearchPlan, grid_progress, grid_warning, plan_search
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     REASON_INTERRUPTED,
@@ -55,7 +56,6 @@ from hpsearch.store import (
     study_names,
 )
 from hpsearch.study import is_confirmation
-from hpsearch.tune.plan import ConfirmationRun, SearchPlan, grid_progress, grid_warning, plan_search
 from hpsearch.tune.pools import LocalPool, PoolOptions
 from hpsearch.workload_check import check_for_search
 

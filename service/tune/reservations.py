@@ -37,11 +37,11 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from hpsearch.errors import ResourceError
+from hpsearch.planner.plan import trial_bundle
 from hpsearch.trials.node.mps import MpsDaemon, MpsError
 from hpsearch.trials.node.pool import RankPool
 from hpsearch.trials.node.pool_server import PoolAddress, PoolClient, PoolServer
 from hpsearch.trials.node.span import NodeShare, SpanningRanks
-from hpsearch.tune.plan import trial_bundle
 from hpsearch.tune.pools import LocalPool, PoolOptions, cpu_prestart
 
 __all__ = ["ACTOR_THREADS", "HAND_OVER_S", "DeskClosed", "Grant", "Reservations", "hand_over", "reserved"]

@@ -30,6 +30,22 @@ from hpsearch import record
 from hpsearch.budget import BudgetLedger, predict_trial, spent_device_seconds, trial_devices
 from hpsearch.constraints import equivalence_key, violation
 from hpsearch.errors import StoreLostError
+from hpsearch.planner.ceilings import MemoryCeilings, training_ran_out
+from hpsearch.planner.fuse_decisions import FuseDecisions
+from hpsearch.planner.plan import ConfirmationRun
+from hpsearch.planner.report import (
+    EARLIER_KEY,
+    FAILED_KEY,
+    FINAL_KEY,
+    FUSE_DECLINED_KEY,
+    MEMBER_KEY,
+    MEMBERS_KEY,
+    NOT_RUN_KEY,
+    PHASES_KEY,
+    RESTARTED_KEY,
+    STARTED_KEY,
+)
+from hpsearch.planner.task import REPORT_EVERY_S, TrialTask, trial_folder
 from hpsearch.progress import SearchEvent
 from hpsearch.reasons import (
     NOT_RUN_REASONS,
@@ -73,24 +89,6 @@ from hpsearch.trials.spec import (
     processes_for,
     ran_shape,
     trial_spec,
-)
-from hpsearch.tune.ceilings import MemoryCeilings, training_ran_out
-from hpsearch.tune.fuse_decisions import FuseDecisions
-from hpsearch.tune.plan import ConfirmationRun
-from hpsearch.tune.trainable import (
-    EARLIER_KEY,
-    FAILED_KEY,
-    FINAL_KEY,
-    FUSE_DECLINED_KEY,
-    MEMBER_KEY,
-    MEMBERS_KEY,
-    NOT_RUN_KEY,
-    PHASES_KEY,
-    REPORT_EVERY_S,
-    RESTARTED_KEY,
-    STARTED_KEY,
-    TrialTask,
-    trial_folder,
 )
 
 __all__ = ["InterruptStopper", "StudySearcher", "TrainingStarted"]
@@ -820,7 +818,7 @@ class StudySearcher(Searcher):
     def _learn_memory(self, trial: optuna.Trial, result: dict[str, Any], ran_as: dict[str, Any] | None,
                       batch: int | None) -> None:
         """A trial that ran out of memory, or ran halved after it did, sets its configuration's
-        ceiling (``hpsearch.tune.ceilings``)."""
+        ceiling (``hpsearch.planner.ceilings``)."""
         if result.get(FINAL_KEY) and batch is not None:
             self.ceilings.fit(trial.params, int((ran_as or {}).get(record.PER_DEVICE_BATCH_SIZE) or batch))
         ignored = None

@@ -14,7 +14,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from hpsearch.analysis import memory_models
-from hpsearch.tune.ceilings import MemoryCeilings
+from hpsearch.planner.ceilings import MemoryCeilings
 
 _DISTRIBUTIONS = {"per_device_batch_size": CategoricalDistribution([16, 64, 256, 1024]),
                   "lr_rule": CategoricalDistribution(["constant", "sqrt"])}

@@ -42,7 +42,7 @@ MODULES = [
     "hpsearch.analysis._memory_model",
     "hpsearch.reasons",
     "hpsearch.study._units",
-    "hpsearch.tune.ceilings",
+    "hpsearch.planner.ceilings",
     "hpsearch.testing",
     "hpsearch.workload_check",
     "hpsearch.saved_models",

@@ -16,12 +16,12 @@ import optuna
 import pytest
 
 from hpsearch import record
+from hpsearch.planner.report import FINAL_KEY, FUSE_DECLINED_KEY, MEMBER_KEY
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import parse_space
 from hpsearch.trials.rank.fused import fuse_verdict
 from hpsearch.tune.orchestrator import _create_study
 from hpsearch.tune.searcher import StudySearcher
-from hpsearch.tune.trainable import FINAL_KEY, FUSE_DECLINED_KEY, MEMBER_KEY
 
 SPACE = """\
 study: decisions

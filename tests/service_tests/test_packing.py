@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hpsearch.errors import ResourceError, SpaceError
+from hpsearch.planner.plan import plan_search
 from hpsearch.search_spaces import parse_space
 from hpsearch.settings import Settings
-from hpsearch.tune.plan import plan_search
 
 SPACE = """\
 parameters:

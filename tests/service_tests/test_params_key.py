@@ -5,9 +5,9 @@ ceilings and the analysis (three helpers once disagreed on it)."""
 from __future__ import annotations
 
 from hpsearch.analysis._batches import config_key
+from hpsearch.planner.ceilings import memory_key
 from hpsearch.record import params_key
 from hpsearch.sampler import _point_key
-from hpsearch.tune.ceilings import memory_key
 from hpsearch.tune.searcher import _exact
 
 AS_WRITTEN = {"per_device_batch_size": 8, "base_lr": 1, "momentum": 0, "lr_rule": "sqrt", "nesterov": True}

@@ -8,12 +8,12 @@ from optuna.trial import TrialState
 
 from hpsearch import record
 from hpsearch.constraints import equivalence_key, violation
+from hpsearch.planner.plan import runnable_grid_points
 from hpsearch.sampler import create_sampler, distributions, grid_points
 from hpsearch.search import Search
 from hpsearch.search_spaces import SAMPLER_CLASS_NAMES, SAMPLERS, Constraints, parse_space
 from hpsearch.store import open_storage
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.tune.plan import runnable_grid_points
 
 RANGE_SPACE = """\
 parameters:

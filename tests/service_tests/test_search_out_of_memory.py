@@ -18,12 +18,12 @@ from typing import Any
 import optuna
 import torch
 
+from hpsearch.planner.ceilings import MemoryCeilings
 from hpsearch.search_spaces import parse_space
 from hpsearch.torchrun import export_trial
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.rank.loop import MODEL_FILE
 from hpsearch.trials.spec import TrialSpec, trial_spec
-from hpsearch.tune.ceilings import MemoryCeilings
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20

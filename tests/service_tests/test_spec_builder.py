@@ -14,13 +14,13 @@ from pathlib import Path
 import optuna
 
 from hpsearch.budget import trial_devices
+from hpsearch.planner.plan import runnable_grid_points
+from hpsearch.planner.task import TrialTask
 from hpsearch.search_spaces import parse_space
 from hpsearch.torchrun import export_trial
 from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.tune.orchestrator import _create_study
-from hpsearch.tune.plan import runnable_grid_points
 from hpsearch.tune.searcher import StudySearcher
-from hpsearch.tune.trainable import TrialTask
 
 SPACE = """\
 study: specs

@@ -1,0 +1,24 @@
+"""The planner: what a search runs next, and what its trials' reports write in the study.
+
+It imports no Ray, so its decisions run and are tested on a plain Optuna study; Ray Tune's
+searcher (``hpsearch.tune.searcher``) is a thin adapter over it. Top to bottom (each module
+imports only those below it; the import contract in pyproject.toml keeps the order):
+
+1. ``planner``: ``Planner``: given the study, the space, the budget, the memory ceilings
+   learnt and the trials running, decides the next trial to start (a proposal of the study's
+   sampler, or a confirmation run, alone or with the configurations of its shape as a fused
+   group), the configurations skipped on the way, and when the search stops; its decisions
+   are typed values (``decisions``).
+2. ``recorder``: ``Recorder``, the study's one writer: each trial's evaluations, its end
+   (complete, pruned, failed), its device time, its saved model, the exact duplicates that
+   take on its end, and the configurations that go back to the queue unstarted.
+3. ``state``: ``SearchState``, what the running search knows, shared by the two.
+4. ``decisions`` (the planner's typed answers), ``report`` (``TrialReport``, what a trial tells
+   the search, and its one encoding as a Tune result), ``task`` (``TrialTask``, what a trial is
+   told), ``plan`` (the space against the cluster), ``ceilings`` (the out-of-memory ceilings
+   the search learns) and ``fuse_decisions`` (what ``fuse: auto`` decided per shape).
+
+Import what you need from its module (``hpsearch.planner.plan.plan_search``...): importing this
+package loads none of them, so ``hpsearch --help`` and the reading commands, which use ``plan``,
+load no Optuna through it.
+"""
