@@ -1,15 +1,18 @@
-"""``Recorder``: the study's one writer, recording what the search's trials report.
+"""``Recorder``: writes what the search's trials report into the Optuna study.
 
 Every trial ends in exactly one of COMPLETE (the objectives' final values and the measured user
-attrs), PRUNED (stopped early, or skipped with its reason) or FAIL (``status_reason``:
-``diverged``, ``workload_error``, ``interrupted``, ``budget``...), and one that never started
-goes back to the study's queue instead. Ray's stock ``OptunaSearch`` corrupts studies
-(docs/design.md, "Our own searcher"); one writer per SQLite study keeps it whole, so the
-planner's own decisions (a skip, a refused budget, an exact duplicate) are written here too.
+attrs), PRUNED (stopped early, or not run, with its reason) or FAIL (``status_reason``:
+``diverged``, ``workload_error``, ``interrupted``, ``budget``...); one the search stopped before
+it started goes back to the study's queue. Ray's stock ``OptunaSearch`` corrupts studies
+(docs/design.md, "Our own searcher"). Each evaluation adds to its trial's curves and
+intermediate values; a trial's end writes its measurements, its phases and its device time
+(also for a trial cut short before its final report, so the budget counts every trial that
+trained), keeps or removes its saved model, and ends the exact duplicates waiting for it.
 
-It lives in the planner package, beside the decisions whose outcomes it writes, rather than in
-``hpsearch.tune``: it reads typed ``TrialReport``\\ s, not Tune's results, imports no Ray, and so
-records the same into a plain Optuna study in a test as under Tune.
+It is a module of the planner package, not of ``hpsearch.tune``: it reads typed reports
+(``TrialReport``), not Tune's results, and imports no Ray, so a test drives it on a plain
+Optuna study exactly as Tune's searcher does; and it shares the search's state with the
+planner, whose decisions it writes through the same ``StudyWriter`` (one writer per study).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``StudySearcher``: the Ray Tune searcher of a search, a thin adapter over the planner.
 
 Tune asks it for a trial's configuration and tells it each trial's results; it passes the first
-to the planner (``hpsearch.planner.planner.Planner``: what runs next) and the others, decoded
-into ``TrialReport``\\ s, to the recorder (``hpsearch.planner.recorder.Recorder``: what the
+to the planner (``hpsearch.planner.planner.Planner``: what runs next) and the others, each
+decoded into a ``TrialReport``, to the recorder (``hpsearch.planner.recorder.Recorder``: what the
 study records). It lives in the Tune driver process, so the study has one writer (one writer per
 SQLite study, docs/design.md), and it turns a lost store into the end of the search, since Tune's
 callbacks must not raise.

@@ -1,5 +1,8 @@
 """The Tune trainable every trial runs: reserve its devices, run its ranks, pass on rank 0's
-reports, and record a failure as a result.
+reports, and report a failure as a result.
+
+Everything it tells the search is a ``TrialReport`` (``hpsearch.planner.report``), encoded
+into Tune's result dict there and nowhere else.
 
 Every trial's Tune request is the same (``DRIVER_RESOURCES``: the memory of its light driver
 process, no CPU), so Tune always reuses a finished trial's process whatever the trial's shape
