@@ -17,9 +17,10 @@ process (``hpsearch.tune.trainable``), so the search loses no configuration.
 
 Only evidence that holds together becomes a ceiling. A trial that ran out of memory in
 evaluation or setup (``out_of_memory_phase``) says nothing of its training batch; and one that
-ran out at a batch at or below one the same configuration trained to its end contradicts it (a
-warm process once charged a trial for an earlier trial's memory: 256 fit, then 64 "ran out",
-and the search learnt "at most 63"). Such a trial sets no ceiling, and ``ignored`` says why.
+ran out at a batch at or below one the same configuration trained to its end contradicts it
+(something other than its batch filled the memory, such as what an earlier trial left in a warm
+process: taken as evidence, 256 fitting and then 64 "running out" would make the ceiling 63).
+Such a trial sets no ceiling, and ``ignored`` says why.
 """
 
 from __future__ import annotations

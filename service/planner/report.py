@@ -48,18 +48,18 @@ class ReportKind(enum.Enum):
     """What a report says of its trial (or of one member of its fused group)."""
 
     #: Its devices are reserved and its ranks start (``metrics``: where it runs).
-    STARTED = "started"
+    STARTED = enum.auto()
     #: An evaluation on the way (``metrics`` holds ``evaluation``), or nothing yet.
-    PROGRESS = "progress"
+    PROGRESS = enum.auto()
     #: It ran out of memory and trains again halved (``search.on_oom: accumulate``), or a group
     #: that ran out is split: the evaluations reported so far are not those of the run it records.
-    RESTARTED = "restarted"
+    RESTARTED = enum.auto()
     #: A fused group did not train fused (``declined`` says why); its members train on their own.
-    FUSE_DECLINED = "fuse_declined"
+    FUSE_DECLINED = enum.auto()
     #: It trained to its end: its final measurements.
-    FINAL = "final"
+    FINAL = enum.auto()
     #: It failed (``reason``, ``detail``), or, ``not_run``, a member was not run at all.
-    FAILED = "failed"
+    FAILED = enum.auto()
 
 
 @dataclass(frozen=True)
