@@ -5,14 +5,16 @@ searcher (``hpsearch.tune.searcher``) is a thin adapter over it. Top to bottom (
 imports only those below it; the import contract in pyproject.toml keeps the order):
 
 1. ``planner``: ``Planner``: given the study, the space, the budget, the memory ceilings
-   learnt and the trials running, decides the next trial to start (a proposal of the study's
-   sampler, or a confirmation run, alone or with the configurations of its shape as a fused
-   group), the configurations skipped on the way, and when the search stops; its decisions
-   are typed values (``decisions``).
-2. ``recorder``: ``Recorder``, the study's one writer: each trial's evaluations, its end
-   (complete, pruned, failed), its device time, its saved model, the exact duplicates that
-   take on its end, and the configurations that go back to the queue unstarted.
-3. ``state``: ``SearchState``, what the running search knows, shared by the two.
+   learnt and the trials running, decides the next trial to start, alone or with the
+   configurations of its shape as a fused group, and when the search stops; ``proposals``
+   (``Proposer``): the next configuration, from the study's sampler or a confirmation round,
+   and those skipped on the way (skip policy, refusals, exact duplicates, memory ceilings).
+   Their decisions are typed values (``decisions``).
+2. ``recorder``: ``Recorder``: what each trial reports, written into the study (its
+   evaluations, its end: complete, pruned, failed; its device time, its saved model); over
+   ``writer`` (``StudyWriter``, the study's one writer: a trial told, a skip, a budget refusal,
+   an exact duplicate taking on its trial's end, a configuration back in the queue unstarted).
+3. ``state``: ``SearchState``, what the running search knows, shared by them all.
 4. ``decisions`` (the planner's typed answers), ``report`` (``TrialReport``, what a trial tells
    the search, and its one encoding as a Tune result), ``task`` (``TrialTask``, what a trial is
    told), ``plan`` (the space against the cluster), ``ceilings`` (the out-of-memory ceilings
