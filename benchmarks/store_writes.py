@@ -72,11 +72,11 @@ def raw_optuna(url: str, trials: int, epochs: int) -> float:
 def hpsearch_searcher(url: str, trials: int, epochs: int) -> float:
     import optuna
 
+    from hpsearch.planner.report import FINAL_KEY
     from hpsearch.search_spaces import parse_space
     from hpsearch.store import patient_storage
     from hpsearch.tune.orchestrator import _create_study
     from hpsearch.tune.searcher import StudySearcher
-    from hpsearch.tune.trainable import FINAL_KEY
 
     space = parse_space(SPACE.replace("EPOCHS", str(epochs)).replace("TRIALS", str(trials)))
     optuna.logging.set_verbosity(optuna.logging.WARNING)

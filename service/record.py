@@ -234,7 +234,7 @@ ATTR_CONFIRMATIONS = "hpsearch.confirmations"
 #: (same name, same Optuna ``study_id``), so files on disk name the store and this id
 #: (``hpsearch.store.ownership``).
 ATTR_STUDY_UID = "hpsearch.study_uid"
-#: What ``search.fuse: auto`` decided for the study's shapes (``hpsearch.tune.fuse_decisions``):
+#: What ``search.fuse: auto`` decided for the study's shapes (``hpsearch.planner.fuse_decisions``):
 #: those that do not fuse and why, those that do; a resume follows them rather than timing again.
 ATTR_FUSE_DECISIONS = "hpsearch.fuse_decisions"
 

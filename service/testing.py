@@ -64,7 +64,7 @@ from sqlalchemy import func, insert, select
 
 from hpsearch import record as r
 from hpsearch.errors import StudyExistsError
-from hpsearch.planner.ceilings import MemoryCeilings, halved
+from hpsearch.planner.ceilings import ExceedsMemory, MemoryCeilings, halved
 from hpsearch.search import Search
 from hpsearch.store import open_storage, study_attrs
 from hpsearch.study import direct_sql
@@ -446,10 +446,10 @@ def _draw_trial(rng: np.random.Generator, node_ids: dict[str, str], truth: Synth
     # proposal at or above a batch that ran out is not started, or runs halved; a trial that
     # runs out fails, or (on_oom: accumulate) runs again halved on its devices until it fits.
     plan = memory.ceilings.plan(params, truth.on_oom)
-    if plan is not None and plan[0] == "skip":
-        attrs.update({r.STATUS_REASON: r.REASON_EXCEEDS_MEMORY, r.STATUS_DETAIL: plan[1]["detail"]})
+    if isinstance(plan, ExceedsMemory):
+        attrs.update({r.STATUS_REASON: r.REASON_EXCEEDS_MEMORY, r.STATUS_DETAIL: plan.detail})
         return _Outcome("PRUNED", params, attrs, None, {}, 0.0, ran=False)
-    ran_as: dict[str, Any] | None = plan[1] if plan is not None else None
+    ran_as: dict[str, Any] | None = plan.ran_as if plan is not None else None
     b_run, a_run = (ran_as[r.PER_DEVICE_BATCH_SIZE], ran_as[r.GRAD_ACCUM_STEPS]) if ran_as else (b, a)
     attrs[r.TRAINING_STARTED] = True
     if device.memory_bytes is not None:  # as a rank records it: the CPU's cap, the GPU's memory

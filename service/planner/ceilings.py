@@ -17,14 +17,16 @@ process (``hpsearch.tune.trainable``), so the search loses no configuration.
 
 Only evidence that holds together becomes a ceiling. A trial that ran out of memory in
 evaluation or setup (``out_of_memory_phase``) says nothing of its training batch; and one that
-ran out at a batch at or below one the same configuration trained to its end contradicts it (a
-warm process once charged a trial for an earlier trial's memory: 256 fit, then 64 "ran out",
-and the search learnt "at most 63"). Such a trial sets no ceiling, and ``ignored`` says why.
+ran out at a batch at or below one the same configuration trained to its end contradicts it
+(something other than its batch filled the memory, such as what an earlier trial left in a warm
+process: taken as evidence, 256 fitting and then 64 "running out" would make the ceiling 63).
+Such a trial sets no ceiling, and ``ignored`` says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hpsearch import record
@@ -40,7 +42,7 @@ from hpsearch.record import (
     STATUS_REASON,
 )
 
-__all__ = ["MemoryCeilings", "halved", "memory_key", "training_ran_out"]
+__all__ = ["ExceedsMemory", "Halved", "MemoryCeilings", "halved", "memory_key", "training_ran_out"]
 
 # Parameters that do not change how much memory a rank needs. The accumulation does not
 # either: a rank holds one micro-batch of per-device batch b at a time and one gradient buffer,
@@ -90,6 +92,22 @@ def halved(batch: int, accum: int, ceiling: int) -> tuple[int, int] | None:
             return None
         batch, accum = batch // 2, accum * 2
     return batch, accum
+
+
+@dataclass(frozen=True)
+class ExceedsMemory:
+    """A proposal not to start (``search.on_oom: skip``, or a batch that cannot be halved):
+    ``detail`` says which batch ran out."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class Halved:
+    """A proposal to run halved (``search.on_oom: accumulate``): ``ran_as`` holds the per-device
+    batch and accumulation it runs at, and the batch that ran out (``out_of_memory_at``)."""
+
+    ran_as: dict[str, Any]
 
 
 class MemoryCeilings:
@@ -164,9 +182,9 @@ class MemoryCeilings:
         """The smallest per-device batch known to run out of memory for ``params``, if any."""
         return self._out.get(memory_key(params))
 
-    def plan(self, params: Mapping[str, Any], on_oom: str) -> tuple[str, dict[str, Any]] | None:
-        """What to do with a proposal: ``None`` to run it as it is; ``("skip", detail)`` not to
-        start it; ``("accumulate", ran_as)`` to run it at the halved batch ``ran_as`` gives."""
+    def plan(self, params: Mapping[str, Any], on_oom: str) -> ExceedsMemory | Halved | None:
+        """What to do with a proposal: ``None`` to run it as it is; ``ExceedsMemory`` not to
+        start it; ``Halved`` to run it at the halved batch its ``ran_as`` gives."""
         ceiling = self.ceiling(params)
         batch = int(params.get(PER_DEVICE_BATCH_SIZE, 1))
         if ceiling is None or batch < ceiling:
@@ -178,8 +196,8 @@ class MemoryCeilings:
                    "memory")
             if on_oom == "accumulate":
                 why += f" (and {batch} cannot be halved evenly below it)"
-            return "skip", {"detail": why}
-        return "accumulate", {PER_DEVICE_BATCH_SIZE: fits[0], GRAD_ACCUM_STEPS: fits[1], "out_of_memory_at": ceiling}
+            return ExceedsMemory(why)
+        return Halved({PER_DEVICE_BATCH_SIZE: fits[0], GRAD_ACCUM_STEPS: fits[1], "out_of_memory_at": ceiling})
 
 
 def _shown(params: Mapping[str, Any]) -> str:

@@ -80,8 +80,8 @@ def off_reason(fuse: object) -> str | None:
     return fuse[len(_OFF):] if isinstance(fuse, str) and fuse.startswith(_OFF) else None
 
 
-#: The kinds of reason a trial trains on its own, as the searcher and the fused engine begin
-#: their ``fuse: off: <why>`` (``hpsearch.tune.searcher``, ``hpsearch.trials.rank.fused``), and
+#: The kinds of reason a trial trains on its own, as the planner and the fused engine begin
+#: their ``fuse: off: <why>`` (``hpsearch.planner.planner``, ``hpsearch.trials.rank.fused``), and
 #: what a summary calls each. A reason carries its own numbers (``among the 3 other
 #: configurations``, ``took 12 ms``), so counted whole, 16 trials without a partner read as
 #: "1 because no partner of its shape (the most common of 16 reasons)".

@@ -1,5 +1,8 @@
 """The Tune trainable every trial runs: reserve its devices, run its ranks, pass on rank 0's
-reports, and record a failure as a result.
+reports, and report a failure as a result.
+
+Everything it tells the search is a ``TrialReport`` (``hpsearch.planner.report``), encoded
+into Tune's result dict there and nowhere else.
 
 Every trial's Tune request is the same (``DRIVER_RESOURCES``: the memory of its light driver
 process, no CPU), so Tune always reuses a finished trial's process whatever the trial's shape
@@ -18,101 +21,26 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ray import tune
 
 from hpsearch import record
 from hpsearch.planner.ceilings import halved
-from hpsearch.record import RAN_AS, REASON_OUT_OF_MEMORY
+from hpsearch.planner.report import FUSE_DECLINED_KEY, ReportKind, TrialReport, encode
+from hpsearch.planner.task import TrialTask, trial_folder
+from hpsearch.record import REASON_OUT_OF_MEMORY
 from hpsearch.trials.errors import TrialFailed
 from hpsearch.trials.launcher import run_trial
 from hpsearch.trials.spec import TrialSpec
 from hpsearch.tune.reservations import DeskClosed, hand_over, reserved
 
-__all__ = [
-    "DRIVER_RESOURCES", "EARLIER_KEY", "FAILED_KEY", "FINAL_KEY", "FUSE_DECLINED_KEY", "MEMBERS_KEY", "MEMBER_KEY", "NOT_RUN_KEY",
-    "PHASES_KEY", "REPORT_EVERY_S", "RESTARTED_KEY", "STARTED_KEY",
-    "TrialTask",
-    "trainable",
-    "trial_folder",
-]
-
-#: Result flags the trainable sets: its devices are reserved and its ranks start, a failure
-#: report, and the final (post-training) report.
-STARTED_KEY = "hpsearch_started"
-FAILED_KEY = "hpsearch_failed"
-FINAL_KEY = "hpsearch_final"
-#: A trial that ran out of memory under ``search.on_oom: accumulate`` starts training again,
-#: halved: the evaluations it reported before are not those of the run it records.
-RESTARTED_KEY = "hpsearch_restarted"
-#: Rank 0's reports a trial held back and passes on with its next result, oldest first.
-EARLIER_KEY = "hpsearch_earlier"
-#: The wall-clock times of the trial's phases its process saw, in its last result, as
-#: ``[[phase, time], ...]`` (``hpsearch.record.PHASE_NAMES``: launched ..
-#: last_report): a list, because Tune flattens the dicts of a result before a searcher sees it.
-PHASES_KEY = "hpsearch_phases"
-
-#: A search without a scheduler passes a trial's reports to Tune at most this often (seconds):
-#: the rest ride along with the next result (``EARLIER_KEY``). Each Tune result costs the trial's
-#: process and Tune's controller some milliseconds of CPU (a Ray call, Tune's bookkeeping, the
-#: study's write); a trial whose evaluations come ten times a second spent more on its reports
-#: than on anything else of the search's (``benchmarks/orchestration.py``). A scheduler (ASHA)
-#: judges trials on each report, so there every report goes to Tune at once, as Tune's own
-#: result buffering does only for schedulers that allow it.
-REPORT_EVERY_S = 1.0
-
-
-def trial_folder(runs_dir: str | os.PathLike[str], number: int) -> str:
-    """A trial's run folder in its study's runs folder: ``trial-00012`` (its ranks' output in
-    ``ranks.log`` is marked with this name).
-
-    A fused group's folder is its first member's; every other member's is a link to it, so
-    each trial's files are found by its number (``_link_members``).
-
-    Example:
-        >>> trial_folder("hpsearch_runs/my-study", 12)
-        'hpsearch_runs/my-study/trial-00012'
-    """
-    return os.path.join(runs_dir, f"trial-{number:05d}")
-
-#: A fused group's results (``hpsearch.trials.rank.fused``): the member a result is about (its
-#: index in the group), the members a group-wide result is about, and why a group did not train
-#: fused (its members then run as trials of their own).
-MEMBER_KEY = record.FUSED_MEMBER
-MEMBERS_KEY = "hpsearch_members"
-#: A member that was not run (``exceeds_memory``: another member of its shape ran out alone).
-NOT_RUN_KEY = "hpsearch_not_run"
-FUSE_DECLINED_KEY = record.FUSE_DECLINED
+__all__ = ["DRIVER_RESOURCES", "trainable"]
 
 #: What every trial asks of Tune: the memory of its driver process (no CPU: its ranks' CPUs
 #: are in its reservation). The same for all trials, so Tune reuses trial processes.
 DRIVER_RESOURCES: dict[str, float] = {"memory": float(256 * 2**20)}
-
-
-@dataclass(frozen=True)
-class TrialTask:
-    """One trial as the searcher hands it to the trainable (Tune's config holds it as ``"trial"``).
-
-    Attributes:
-        spec: The trial's configuration (``hpsearch.trials.spec.trial_spec``).
-        number: Its number in the study.
-        run_dir: Its run folder (``metrics.jsonl``, ``model.pt``, its ranks' failure reports).
-        timeout_s: ``search.trial_timeout_s``.
-        on_oom: ``search.on_oom``.
-        report_every_s: How often its reports go to Tune (``None``: each at once, for a scheduler).
-        members: A fused group's members' study numbers, in the group's order (``(number,)``
-            for a trial of its own).
-    """
-
-    spec: TrialSpec
-    number: int
-    run_dir: str
-    timeout_s: float | None
-    on_oom: str
-    report_every_s: float | None
-    members: tuple[int, ...] = ()
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -140,7 +68,7 @@ def _run(task: TrialTask) -> None:
         # or a test cluster on one machine); the id tells them apart.
         where = {"node": grant.node_ip, record.NODE_ID: grant.node_id, record.NODES: len(grant.node_ids),
                  record.NODE_IDS: grant.node_ids}
-        tune.report({STARTED_KEY: True, **where})
+        tune.report(encode(TrialReport(ReportKind.STARTED, where)))
         run = _Run(task, ranks, grant.gpu_ids, where, grant.mps)
         if spec.fused:
             _link_members(task)
@@ -185,7 +113,8 @@ def _own_folder(task: TrialTask, member: int) -> str:
 
 
 class _Run:
-    """One trial's run on its reserved devices: a trial of its own, or a fused group's members."""
+    """One trial's run on its reserved devices: a trial of its own, or a fused group's members.
+    Every report it sends is a ``TrialReport``, encoded once on its way to Tune (``_Reports.last``)."""
 
     def __init__(self, task: TrialTask, ranks: Any, gpu_ids: Any, where: dict[str, Any], mps: str | None) -> None:
         self.task, self.ranks, self.gpu_ids, self.where, self.mps = task, ranks, gpu_ids, where, mps
@@ -196,12 +125,11 @@ class _Run:
         """Run ``spec`` alone; ``member``: it is that member of the task's fused group (its
         reports and results say so)."""
         task = self.task
-        tag = {} if member is None else {MEMBER_KEY: member}
-        reports = _Reports(self.where, task.report_every_s, tag)
+        reports = _Reports(self.where, task.report_every_s, member)
         ran_as: dict[str, Any] | None = None
         # Wall time of the attempts that ran out of memory before the last (search.on_oom:
         # accumulate): their devices were held and worked, so the trial's device-seconds, and the
-        # budget, count them (they once counted the last attempt alone).
+        # budget, count them.
         failed_s = 0.0
         while True:
             began = time.monotonic()
@@ -215,17 +143,17 @@ class _Run:
                 # the devices it holds, until it fits (hpsearch.planner.ceilings).
                 fits = halved(spec.per_device_batch_size, spec.grad_accum_steps, spec.per_device_batch_size)
                 if exc.reason != REASON_OUT_OF_MEMORY or task.on_oom != "accumulate" or fits is None:
-                    failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
-                               record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items()), **tag}
-                    if tag and exc.reason == REASON_OUT_OF_MEMORY:
+                    measured = dict(exc.measured)
+                    if member is not None and exc.reason == REASON_OUT_OF_MEMORY:
                         self.alone_out_of_memory = (f"a member of its fused group, of the same shape, ran out of "
                                                     f"memory alone at per-device batch {spec.per_device_batch_size}")
                     if ran_as is not None:  # halved before it failed: how it ran, and where it last ran out
-                        failure[record.DEVICE_SECONDS] = (failed_s + time.monotonic() - began) * spec.processes
+                        measured[record.DEVICE_SECONDS] = (failed_s + time.monotonic() - began) * spec.processes
                         if exc.reason == REASON_OUT_OF_MEMORY:
                             ran_as["out_of_memory_at"] = spec.per_device_batch_size
-                        failure[RAN_AS] = list(ran_as.items())
-                    tune.report(reports.last(failure))
+                    tune.report(reports.last(TrialReport(
+                        ReportKind.FAILED, measured, member=member, reason=exc.reason, detail=exc.detail,
+                        phases=tuple(phases.items()), ran_as=ran_as)))
                     return
                 failed_s += time.monotonic() - began
                 ran_as = {record.PER_DEVICE_BATCH_SIZE: fits[0], record.GRAD_ACCUM_STEPS: fits[1],
@@ -235,34 +163,39 @@ class _Run:
                 spec = replace(spec, per_device_batch_size=fits[0], grad_accum_steps=fits[1])
                 # What it reported is the run that ran out: the searcher starts its curves afresh
                 # (the reports held back go with it).
-                reports = _Reports(self.where, task.report_every_s, tag)
-                tune.report({RESTARTED_KEY: True, **self.where, **({MEMBERS_KEY: [member]} if tag else {})})
+                reports = _Reports(self.where, task.report_every_s, member)
+                tune.report(encode(TrialReport(ReportKind.RESTARTED, self.where,
+                                               members=None if member is None else (member,))))
         if ran_as is not None:
-            final[RAN_AS] = list(ran_as.items())  # pairs: Tune flattens a result's dicts for the searcher
             final[record.DEVICE_SECONDS] = float(final[record.DEVICE_SECONDS]) + failed_s * spec.processes
         if self.mps is not None:
             final["mps"] = self.mps
-        tune.report(reports.last({**final, FINAL_KEY: True, PHASES_KEY: list(phases.items()), **tag}))
+        tune.report(reports.last(TrialReport(ReportKind.FINAL, final, member=member, phases=tuple(phases.items()),
+                                             ran_as=ran_as)))
 
     def group(self, spec: TrialSpec, run_dir: str, phases: dict[str, Any]) -> None:
         """Run a fused group (``spec.fused``): each member's reports and its end (final or
-        failure) go to Tune tagged with its index (``MEMBER_KEY``). A group that runs out of
-        memory is split in halves, run one after the other on the same devices; a member runs
+        failure) go to Tune tagged with its index (``TrialReport.member``). A group that runs out
+        of memory is split in halves, run one after the other on the same devices; a member runs
         out of memory as a trial of its own only alone. A group that did not train fused says
-        why (``FUSE_DECLINED_KEY``), then trains its members on their own, one after another."""
+        why (``ReportKind.FUSE_DECLINED``), then trains its members on their own, one after another."""
         task = self.task
         indices = [int(own["member"]) for own in spec.fused]
         reports = _Reports(self.where, task.report_every_s)
         ended: set[int] = set()
 
+        def end(kind: ReportKind, k: int, metrics: dict[str, Any], **fields: Any) -> None:
+            """Member ``k``'s end as its own result."""
+            own = {name: value for name, value in metrics.items() if name != record.FUSED_MEMBER}
+            tune.report(reports.last(TrialReport(kind, own, member=k, phases=tuple(phases.items()), **fields)))
+
         def forward(line: dict[str, Any]) -> None:
             # A member that diverged leaves now, its metrics final; the others go on.
             if line.get(record.MEMBER_FAILED):
-                ended.add(int(line[MEMBER_KEY]))
+                ended.add(int(line[record.FUSED_MEMBER]))
                 share = float(line.get(record.DEVICE_SHARE_S) or 0.0)
-                tune.report(reports.last({**line, FAILED_KEY: True, record.STATUS_REASON: line[record.MEMBER_FAILED],
-                                          record.DEVICE_SECONDS: share * spec.processes,
-                                          PHASES_KEY: list(phases.items())}))
+                end(ReportKind.FAILED, int(line[record.FUSED_MEMBER]),
+                    {**line, record.DEVICE_SECONDS: share * spec.processes}, reason=line[record.MEMBER_FAILED])
             else:
                 reports.forward(line)
 
@@ -273,8 +206,8 @@ class _Run:
             left = tuple(own for own in spec.fused if int(own["member"]) not in ended)
             if exc.reason == REASON_OUT_OF_MEMORY and len(left) > 1:
                 # What they reported is the group that ran out: their curves start afresh.
-                tune.report(reports.last({RESTARTED_KEY: True, MEMBERS_KEY: [int(own["member"]) for own in left],
-                                          record.STATUS_DETAIL: exc.detail}))
+                tune.report(reports.last(TrialReport(ReportKind.RESTARTED, members=tuple(int(own["member"]) for own in left),
+                                                     detail=exc.detail)))
                 half = len(left) // 2
                 for part in (left[:half], left[half:]):
                     # Named by the trials they hold: a half of one trains in that trial's own folder.
@@ -283,56 +216,54 @@ class _Run:
                     if self.alone_out_of_memory is not None:
                         # A member of this shape ran out alone: every member needs what it needed.
                         for own in part:
-                            tune.report(reports.last({FAILED_KEY: True, NOT_RUN_KEY: True, MEMBER_KEY: int(own["member"]),
-                                                      record.STATUS_REASON: record.REASON_EXCEEDS_MEMORY,
-                                                      record.STATUS_DETAIL: self.alone_out_of_memory}))
+                            tune.report(reports.last(TrialReport(
+                                ReportKind.FAILED, member=int(own["member"]), reason=record.REASON_EXCEEDS_MEMORY,
+                                detail=self.alone_out_of_memory, not_run=True)))
                     elif len(part) == 1:
                         self.solo(spec.member(spec.fused.index(part[0])), _own_folder(task, int(part[0]["member"])), {},
                                   member=int(part[0]["member"]))
                     else:
                         self.group(replace(spec, fused=part), folder, {})
                 return
-            failure = {**exc.measured, FAILED_KEY: True, record.STATUS_REASON: exc.reason,
-                       record.STATUS_DETAIL: exc.detail, PHASES_KEY: list(phases.items())}
             for k in indices:
                 if k not in ended:
-                    tune.report(reports.last({**failure, MEMBER_KEY: k}))
+                    end(ReportKind.FAILED, k, dict(exc.measured), reason=exc.reason, detail=exc.detail)
             return
         if out.get(FUSE_DECLINED_KEY):
             # Its members train on their own, one after another, on the devices the group holds
-            # (warm: handing them back to the search cost each a trial's start, and left the
+            # (warm: handing them back to the search costs each a trial's start, and left the
             # b 128 CNN grid 1.24x slower under ``auto`` than unfused).
-            tune.report(reports.last({**out, MEMBERS_KEY: indices, PHASES_KEY: list(phases.items())}))
+            declined = {name: value for name, value in out.items() if name != FUSE_DECLINED_KEY}
+            tune.report(reports.last(TrialReport(ReportKind.FUSE_DECLINED, declined, declined=out[FUSE_DECLINED_KEY],
+                                                 members=tuple(indices), phases=tuple(phases.items()))))
             for position, k in enumerate(indices):
                 self.solo(spec.member(position), _own_folder(task, k), _declined_member_phases(phases, position),
                           member=k)
             return
         for k in indices:
-            end = out["members"].get(k)
+            member_end = out["members"].get(k)
             if k in ended:
                 continue
-            if end is None:
-                failure = {FAILED_KEY: True, record.STATUS_REASON: record.REASON_NO_RESULT,
-                           record.STATUS_DETAIL: "the fused group finished without this member's final report"}
-                tune.report(reports.last({**failure, MEMBER_KEY: k, PHASES_KEY: list(phases.items())}))
-            elif end.get("failed"):
-                tune.report(reports.last({**end, FAILED_KEY: True, record.STATUS_REASON: end[record.MEMBER_FAILED],
-                                          MEMBER_KEY: k, PHASES_KEY: list(phases.items())}))
+            if member_end is None:
+                end(ReportKind.FAILED, k, {}, reason=record.REASON_NO_RESULT,
+                    detail="the fused group finished without this member's final report")
+            elif member_end.get("failed"):
+                end(ReportKind.FAILED, k, member_end, reason=member_end[record.MEMBER_FAILED])
             else:
-                tune.report(reports.last({**end, FINAL_KEY: True, MEMBER_KEY: k, PHASES_KEY: list(phases.items())}))
+                end(ReportKind.FINAL, k, member_end)
 
 
 class _Reports:
     """A trial's reports on their way to Tune: each at once, or, with ``every_s``, at most one
-    result that often, the reports between riding along with it (``EARLIER_KEY``)."""
+    result that often, the reports between riding along with it (``TrialReport.earlier``)."""
 
-    def __init__(self, where: dict[str, Any], every_s: float | None, tag: dict[str, Any] | None = None,
+    def __init__(self, where: dict[str, Any], every_s: float | None, member: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.where = where
-        self.tag = tag or {}
+        self.member = member
         self.every_s = every_s
-        self.held: list[dict[str, Any]] = []
+        self.held: list[TrialReport] = []
         self.sent = self._clock()
 
     def forward(self, metrics: dict[str, Any]) -> None:
@@ -341,15 +272,13 @@ class _Reports:
         off its final measurements."""
         if metrics.get("final") or metrics.get(record.MEMBER_FAILED) or metrics.get(FUSE_DECLINED_KEY):
             return  # the member's end goes out once, as its own result
-        self.held.append({**metrics, **self.tag})
+        self.held.append(TrialReport(ReportKind.PROGRESS, metrics, member=self.member))
         if self.every_s is None or self._clock() - self.sent >= self.every_s:
             latest = self.held.pop()
             tune.report(self.last(latest))
             self.sent = self._clock()
 
-    def last(self, result: dict[str, Any]) -> dict[str, Any]:
-        """``result`` as Tune gets it: with the trial's node, and the reports held back."""
-        out = {**result, **self.where}
-        if self.held:
-            out[EARLIER_KEY], self.held = self.held, []
-        return out
+    def last(self, report: TrialReport) -> dict[str, Any]:
+        """``report`` as Tune gets it: with the trial's node, and the reports held back."""
+        earlier, self.held = tuple(self.held), []
+        return encode(replace(report, metrics={**report.metrics, **self.where}, earlier=earlier))

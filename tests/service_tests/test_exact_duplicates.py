@@ -131,7 +131,7 @@ def _trial_of(config: Any) -> int:
 
 
 def test_a_duplicate_asked_while_its_run_trains_waits_and_takes_on_its_values(tmp_path: Path) -> None:
-    from hpsearch.tune.trainable import FINAL_KEY
+    from hpsearch.planner.report import FINAL_KEY
 
     study, searcher = _searcher(tmp_path)
     run = _trial_of(searcher.suggest("t0"))
@@ -152,7 +152,7 @@ def test_a_duplicate_asked_while_its_run_trains_waits_and_takes_on_its_values(tm
 
 
 def test_a_duplicate_of_a_run_that_diverged_records_the_same_failure(tmp_path: Path) -> None:
-    from hpsearch.tune.trainable import FAILED_KEY
+    from hpsearch.planner.report import FAILED_KEY
 
     study, searcher = _searcher(tmp_path)
     run = _trial_of(searcher.suggest("t0"))
@@ -179,8 +179,8 @@ def test_duplicates_of_a_run_the_search_cut_short_are_cut_short_too(tmp_path: Pa
 
 
 def test_a_resumed_search_records_a_duplicate_of_a_trial_an_earlier_run_trained(tmp_path: Path) -> None:
+    from hpsearch.planner.report import FINAL_KEY
     from hpsearch.tune.searcher import StudySearcher
-    from hpsearch.tune.trainable import FINAL_KEY
 
     study, searcher = _searcher(tmp_path)
     run = _trial_of(searcher.suggest("t0"))

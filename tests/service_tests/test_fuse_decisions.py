@@ -16,12 +16,12 @@ import optuna
 import pytest
 
 from hpsearch import record
+from hpsearch.planner.report import FINAL_KEY, FUSE_DECLINED_KEY, MEMBER_KEY
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import parse_space
 from hpsearch.trials.rank.fused import fuse_verdict
 from hpsearch.tune.orchestrator import _create_study
 from hpsearch.tune.searcher import StudySearcher
-from hpsearch.tune.trainable import FINAL_KEY, FUSE_DECLINED_KEY, MEMBER_KEY
 
 SPACE = """\
 study: decisions
@@ -77,7 +77,7 @@ def test_a_workloads_vmap_refusal_is_said_once_per_search_and_kept_for_a_resume(
     assert _fuse_attrs(study)[b32.number] == f"off: {VMAP}"
     # A resume of the study reads the refusal back: it does not form a group to find it again.
     again = _searcher(study, tmp_path, [])
-    assert again._unfusable(b32.spec) == VMAP
+    assert again.planner.unfusable(b32.spec) == VMAP
 
 
 def test_a_group_whose_steady_steps_stop_paying_fuses_no_later_group_of_its_shape(study: optuna.Study,
@@ -95,13 +95,13 @@ def test_a_group_whose_steady_steps_stop_paying_fuses_no_later_group_of_its_shap
     # that decided (the grid's order of shapes is the sampler's: read from the spec).
     b = b8.spec.per_device_batch_size
     larger = replace(b8.spec, fused=(), per_device_batch_size=2 * b)
-    assert searcher._unfusable(larger) == (
+    assert searcher.planner.unfusable(larger) == (
         f"fusing did not pay at per-device batch {b} of this shape, so not at {2 * b} (fusing stopped paying on cpu: "
         "a step of 4 members fused took 67.1 ms (16.8 ms a member), one member alone 16.1 ms (timed again on 8 "
         "steps a quarter into the run))")
-    assert searcher._unfusable(replace(b8.spec, fused=())) == STOPPED
-    assert searcher._unfusable(replace(b8.spec, fused=(), per_device_batch_size=b // 2)) is None
-    assert _searcher(study, tmp_path, [])._unfusable(larger) is not None  # and after a resume
+    assert searcher.planner.unfusable(replace(b8.spec, fused=())) == STOPPED
+    assert searcher.planner.unfusable(replace(b8.spec, fused=(), per_device_batch_size=b // 2)) is None
+    assert _searcher(study, tmp_path, []).planner.unfusable(larger) is not None  # and after a resume
 
 
 def test_a_shape_that_paid_fuses_on_a_resume_without_a_new_timing_to_decline(study: optuna.Study,
@@ -116,8 +116,8 @@ def test_a_shape_that_paid_fuses_on_a_resume_without_a_new_timing_to_decline(stu
     # A later search of the study: the shape's next group fuses as decided (fuse: true for it),
     # so a noisy timing cannot turn the same space's answer around.
     resumed = _searcher(study, tmp_path, [])
-    assert resumed.decisions.paid(b8.spec)
-    assert not resumed.decisions.paid(_task(searcher.suggest("t1")).spec)  # b 16 decided nothing yet
+    assert resumed.state.decisions.paid(b8.spec)
+    assert not resumed.state.decisions.paid(_task(searcher.suggest("t1")).spec)  # b 16 decided nothing yet
 
 
 @pytest.mark.parametrize(("fused_ms", "solo_ms", "members", "pays"), [

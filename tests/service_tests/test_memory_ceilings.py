@@ -41,9 +41,9 @@ def _resumed(tmp_path: Path, *, ran_out_on: str, on_oom: str = "skip",
     # The trial as the search records one (its parameters include the fixed ones).
     params = {"per_device_batch_size": 512, "grad_accum_steps": 1, "lr_rule": "linear", "base_lr": 0.01,
               "world_size": 1}
-    assert set(params) == set(searcher._distributions)
+    assert set(params) == set(searcher.state.distributions)
     study.add_trial(optuna.trial.create_trial(
-        state=TrialState.FAIL, params=params, distributions=searcher._distributions,
+        state=TrialState.FAIL, params=params, distributions=searcher.state.distributions,
         user_attrs={"status_reason": "out_of_memory", "device": ran_out_on, "peak_memory_bytes": 2**30}))
     study.enqueue_trial({"per_device_batch_size": 512, "grad_accum_steps": accum, "lr_rule": "sqrt"})
     return study, StudySearcher(study, space, 4, "cpu", tmp_path)  # resumed: reads the study

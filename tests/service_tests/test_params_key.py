@@ -7,8 +7,8 @@ from __future__ import annotations
 from hpsearch.analysis._batches import config_key
 from hpsearch.planner.ceilings import memory_key
 from hpsearch.planner.sampler import _point_key
+from hpsearch.planner.state import exact as _exact
 from hpsearch.record import params_key
-from hpsearch.tune.searcher import _exact
 
 AS_WRITTEN = {"per_device_batch_size": 8, "base_lr": 1, "momentum": 0, "lr_rule": "sqrt", "nesterov": True}
 AS_STORED = {"per_device_batch_size": 8.0, "base_lr": 1.0, "momentum": 0.0, "lr_rule": "sqrt", "nesterov": True}

@@ -44,7 +44,7 @@ def _spec() -> TrialSpec:
 
 def _recorded(asked: float, reserved: float, seen: dict[str, float]) -> dict[str, object]:
     """The phases attr as the study keeps it: seconds since asked, the attempts' count and seconds
-    as they are (``hpsearch.tune.searcher``)."""
+    as they are (``hpsearch.planner.writer.phases``)."""
     told = time.time()
     times = {"asked": asked, "reserved": reserved, **seen, "told": told}
     phases: dict[str, object] = {"asked_at": asked}

@@ -11,7 +11,8 @@ from typing import Any
 import optuna
 import pytest
 
-from hpsearch.tune.trainable import EARLIER_KEY, _Reports
+from hpsearch.planner.report import EARLIER_KEY, ReportKind, TrialReport
+from hpsearch.tune.trainable import _Reports
 
 FAST_SPACE = """\
 study: fast
@@ -70,7 +71,7 @@ def test_reports_faster_than_the_interval_ride_along_with_the_next_result(sent: 
     assert [e["evaluation"] for e in sent[1][EARLIER_KEY]] == [5, 6, 7]
     # The last two go out with the final report; the final evaluation itself only there.
     reports.forward({"evaluation": 11, "final": True})
-    final = reports.last({"evaluation": 11, "final": True})
+    final = reports.last(TrialReport(ReportKind.FINAL, {"evaluation": 11, "final": True}))
     assert [e["evaluation"] for e in final[EARLIER_KEY]] == [9, 10] and final["node"] == "n"
     assert len(sent) == 2
 

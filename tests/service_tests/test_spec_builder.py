@@ -16,11 +16,11 @@ import optuna
 from hpsearch.integrations.torchrun import export_trial
 from hpsearch.planner.budget import trial_devices
 from hpsearch.planner.plan import runnable_grid_points
+from hpsearch.planner.task import TrialTask
 from hpsearch.search_spaces import parse_space
 from hpsearch.trials.spec import TrialSpec, trial_spec
 from hpsearch.tune.orchestrator import _create_study
 from hpsearch.tune.searcher import StudySearcher
-from hpsearch.tune.trainable import TrialTask
 
 SPACE = """\
 study: specs

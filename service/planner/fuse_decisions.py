@@ -3,9 +3,9 @@
 A fused group times its first steps (``hpsearch.trials.rank.fused``) and declines where fusing
 does not pay; a model ``vmap`` refuses, or one that cannot train fused exactly, declines before
 any step. Each decision holds for the rest of the study, not only for the search that took it:
-a timing probe on a shared CPU is noisy, and re-timed at every resume one space gave different
-answers on different runs (a shape fused in one run and not in the next, so its trials' numbers
-changed with it). The study keeps them in its user attr ``hpsearch.fuse_decisions``; a resume,
+a timing probe on a shared CPU is noisy, and re-timed at every resume one space can get different
+answers on different runs (a shape fused in one run and not in the next, its trials' numbers
+changing with it). The study keeps them in its user attr ``hpsearch.fuse_decisions``; a resume,
 or a search of the same space into the same study, reads them back and follows them.
 
 Three kinds of decision:
