@@ -32,6 +32,7 @@ from hpsearch.search_spaces._document import Document, KeyPath
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     LR_RULES,
+    MAX_GRAD_NORM,
     OPTIMIZERS,
     PRECISIONS,
     Choice,
@@ -179,7 +180,7 @@ def _check_value(doc: Document, name: str, value: Any, path: KeyPath) -> Scalar:
         return check_one_of(doc, value, path, PRECISIONS, label=name)
     if name == "optimizer":
         return _check_optimizer(doc, value, path)
-    if name == record.BASE_LR:
+    if name in (record.BASE_LR, MAX_GRAD_NORM):
         return check_number(doc, value, path, above=0, label=name)
     if value is None or (not isinstance(value, (str, bool)) and not is_number(value)):
         fail(
@@ -248,7 +249,7 @@ def _parse_range(
         fail(doc, path + ("type",), "base_lr is a float; type must be 'float', got 'int'")
     log = check_bool(doc, form["log"], path + ("log",)) if "log" in form else False
     low_raw, high_raw = form["low"], form["high"]
-    if name in _INT_CAPS or name == record.BASE_LR:
+    if name in _INT_CAPS or name in (record.BASE_LR, MAX_GRAD_NORM):
         low_raw = _check_value(doc, name, low_raw, path + ("low",))
         high_raw = _check_value(doc, name, high_raw, path + ("high",))
     low = check_number(doc, low_raw, path + ("low",))

@@ -34,7 +34,8 @@ def resolved_settings(space: SearchSpace) -> dict[str, str]:
         "workload": _pairs(name=w.name, epochs=w.epochs, eval_every_samples=w.eval_every_samples or "epoch ends",
                            data=w.data, precision=w.precision, compile=w.compile, keep_data=w.keep_data,
                            save_model=w.save_model),
-        "scaling": _pairs(base_batch_size=sc.base_batch_size, warmup_epochs=sc.warmup_epochs, schedule=sc.schedule,
+        "scaling": _pairs(base_batch_size=sc.base_batch_size, warmup_epochs=sc.warmup_epochs, warmup_from=sc.warmup_from,
+                          schedule=sc.schedule,
                           lr_rule=rules),
         "fixed": ", ".join(f"{k} {_text(p.value)}" for k, p in space.parameters.items() if isinstance(p, Fixed))
                  or "none",

@@ -40,6 +40,7 @@ from hpsearch.search_spaces.space import (
     SAMPLERS,
     SAVE_MODEL_MODES,
     SWITCHES,
+    WARMUP_FROM,
     AnalysisSpec,
     Choice,
     Constraints,
@@ -89,7 +90,7 @@ _LOADER_KEYS = ("workers", "pin_memory", "prefetch_factor", "persistent_workers"
 _ANALYSIS_KEYS = ("target", "confirm", "confirm_budget")
 _CONFIRM_BUDGET_KEYS = ("rounds", "share")
 _TRACKING_KEYS = ("mlflow", "experiment")
-_SCALING_KEYS = ("base_batch_size", "warmup_epochs", "schedule")
+_SCALING_KEYS = ("base_batch_size", "warmup_epochs", "warmup_from", "schedule")
 _OBJECTIVE_KEYS = ("metric", "direction")
 _SEARCH_KEYS = ("sampler", "n_trials", "max_concurrent", "scheduler", "seed", "trial_timeout_s", "enqueue",
                 "budget", "on_oom", "fuse", "fuse_max")
@@ -296,7 +297,10 @@ def parse_scaling(doc: Document, root: Mapping[str, Any]) -> ScalingSpec:
     schedule = spec.schedule
     if "schedule" in section:
         schedule = check_one_of(doc, section["schedule"], path + ("schedule",), LR_SCHEDULES)
-    return ScalingSpec(base_batch_size=base, warmup_epochs=warmup, schedule=schedule)
+    warmup_from = spec.warmup_from
+    if "warmup_from" in section:
+        warmup_from = check_one_of(doc, section["warmup_from"], path + ("warmup_from",), WARMUP_FROM)
+    return ScalingSpec(base_batch_size=base, warmup_epochs=warmup, schedule=schedule, warmup_from=warmup_from)
 
 
 def parse_objectives(doc: Document, root: Mapping[str, Any]) -> tuple[Objective, ...]:

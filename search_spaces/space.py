@@ -20,6 +20,7 @@ __all__ = [
     "FUSE_MODES",
     "LR_RULES",
     "LR_SCHEDULES",
+    "MAX_GRAD_NORM",
     "MAX_N_TRIALS",
     "ON_OOM_MODES",
     "OPTIMIZERS",
@@ -28,6 +29,7 @@ __all__ = [
     "SAVE_MODEL_MODES",
     "SWITCHES",
     "TRAINING_PARAMETERS",
+    "WARMUP_FROM",
     "AnalysisSpec",
     "Budget",
     "Choice",
@@ -54,6 +56,10 @@ LR_RULES: tuple[str, ...] = ("constant", "linear", "sqrt")
 #: LR schedules after warmup: constant peak, cosine decay to 0, or x0.1 at 50% and 75% of training.
 LR_SCHEDULES: tuple[str, ...] = ("none", "cosine", "step")
 
+#: Where warmup starts (``scaling.warmup_from``): Goyal et al.'s gradual warmup from ``base_lr`` to
+#: the scaled LR, or from (about) zero to it, as transformer recipes warm up (docs/trials.md).
+WARMUP_FROM: tuple[str, ...] = ("base_lr", "zero")
+
 #: Parameters the trial engine itself interprets: the batch, the world size and the LR rule.
 CORE_PARAMETERS: tuple[str, ...] = (
     record.PER_DEVICE_BATCH_SIZE,
@@ -76,9 +82,14 @@ MAX_N_TRIALS = 1_000_000
 #: Parameters the engine hands to the optimizer it builds (docs/workloads.md lists their defaults).
 OPTIMIZER_PARAMETERS: tuple[str, ...] = ("optimizer", "momentum", "nesterov", "weight_decay")
 
+#: Clip each optimizer step's gradient to this L2 norm over all the model's parameters
+#: (``torch.nn.utils.clip_grad_norm_``), after DDP's all-reduce and the last micro-step, as
+#: language-model recipes do (GPT-2/3, nanoGPT: 1.0). Absent: no clipping.
+MAX_GRAD_NORM = "max_grad_norm"
+
 #: Parameters of how the engine computes, searchable like any parameter: ``precision`` (the
-#: space's ``workload.precision`` otherwise).
-TRAINING_PARAMETERS: tuple[str, ...] = ("precision",)
+#: space's ``workload.precision`` otherwise) and ``max_grad_norm`` (gradient clipping).
+TRAINING_PARAMETERS: tuple[str, ...] = ("precision", MAX_GRAD_NORM)
 
 #: Every parameter the engine owns. Any other parameter of a space is a workload setting: it
 #: reaches the workload factory as an option, over the same-named entry of ``workload.options``.
@@ -246,14 +257,15 @@ class ScalingSpec:
     """How the learning rate follows the effective batch.
 
     ``base_batch_size`` is B0, the batch ``base_lr`` is meant for; the applied peak LR is
-    ``rule(base_lr, B / B0)``, reached by linear warmup from ``base_lr`` over
-    ``warmup_epochs``; after warmup the ``schedule`` (``none``, ``cosine``, ``step``) runs
-    over the remaining epochs.
+    ``rule(base_lr, B / B0)``, reached by linear warmup over ``warmup_epochs`` from
+    ``warmup_from`` (``base_lr`` or ``zero``); after warmup the ``schedule`` (``none``,
+    ``cosine``, ``step``) runs over the remaining epochs.
     """
 
     base_batch_size: int = 8
     warmup_epochs: float = 0.0
     schedule: str = "none"
+    warmup_from: str = "base_lr"
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ BASE_BATCH_SIZE = "base_batch_size"
 #: and a schedule starts from, "the trial's LR" for every reader (docs/science.md).
 LR = "lr"
 WARMUP_EPOCHS = "warmup_epochs"
+#: Where warmup starts (``scaling.warmup_from``): ``base_lr`` or ``zero``. A trial recorded before
+#: the setting existed warmed up from ``base_lr`` (``warmup_from_of``).
+WARMUP_FROM = "warmup_from"
 #: What runs after warmup (``scaling.schedule``): ``none``, ``cosine`` or ``step``.
 LR_SCHEDULE = "lr_schedule"
 #: The seed of the trial's model initialisation and data order: the space's ``search.seed``, or,
@@ -312,7 +315,9 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
     Field(BASE_BATCH_SIZE, "base batch size", "derived", doc="B0, the batch base_lr is meant for"),
     Field(LR, "learning rate", "derived",
           doc="the LR the rule scaled to, base_lr x rule(B / B0): the peak warmup rises to and a schedule starts from"),
-    Field(WARMUP_EPOCHS, "warmup epochs", "derived", doc="linear warmup from base_lr to lr"),
+    Field(WARMUP_EPOCHS, "warmup epochs", "derived", doc="linear warmup to lr over these epochs"),
+    Field(WARMUP_FROM, "warmup from", "derived", doc="where warmup starts: base_lr (Goyal et al.) or zero; "
+                                                      "absent on trials recorded before it existed: base_lr"),
     Field(LR_SCHEDULE, "LR schedule", "derived", doc="after warmup: none (lr held), cosine (to 0) or step (x0.1 at 50%, 75%)"),
     Field(SEED, "seed", "derived", doc="seeds the model's initial weights and the data order"),
     Field(VAL_ACCURACY, "validation accuracy", "measured", _MAX, objective=True, curve=True),

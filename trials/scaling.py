@@ -6,8 +6,15 @@ With B the effective batch and B0 the batch ``base_lr`` was tuned for, k = B / B
 - linear:   lr = base_lr * k        (Goyal et al. 2017)
 - sqrt:     lr = base_lr * sqrt(k)  (Krizhevsky 2014; Malladi et al. 2022 for Adam-type)
 
-Warmup (Goyal et al., section 2.2) starts at ``base_lr`` and rises linearly to the scaled peak
-over ``warmup_epochs``; a constant low LR followed by a jump fails at large batch.
+Warmup rises linearly to the scaled peak over ``warmup_epochs``, from one of two starts
+(``scaling.warmup_from``):
+
+- ``base_lr`` (Goyal et al., section 2.2, "gradual warmup"): from the LR tuned for B0 to
+  k x base_lr, the recipe the linear rule was measured with; at B = B0 it holds ``base_lr``.
+- ``zero``: from (about) zero to the peak, as Hugging Face's, timm's and most transformer
+  recipes warm up: step i of n warmup steps runs at peak x (i + 1) / n, so no step runs at LR 0.
+
+A constant low LR followed by a jump fails at large batch.
 """
 
 from __future__ import annotations
@@ -16,9 +23,9 @@ import itertools
 import math
 
 from hpsearch import record
-from hpsearch.search_spaces.space import LR_RULES, LR_SCHEDULES, Choice, Fixed, Scalar, SearchSpace
+from hpsearch.search_spaces.space import LR_RULES, LR_SCHEDULES, WARMUP_FROM, Choice, Fixed, Scalar, SearchSpace
 
-__all__ = ["FEW_LRS", "LR_RULES", "LR_SCHEDULES", "STEP_MILESTONES", "effective_batch_size", "few_lrs_warning", "lr_at",
+__all__ = ["FEW_LRS", "LR_RULES", "LR_SCHEDULES", "STEP_MILESTONES", "WARMUP_FROM", "effective_batch_size", "few_lrs_warning", "lr_at",
            "lrs_per_batch", "scale_factor", "scaled_lr"]
 
 #: The ``step`` schedule multiplies the LR by ``STEP_GAMMA`` at these fractions of the
@@ -76,22 +83,37 @@ def lr_at(
     warmup_epochs: float,
     schedule: str = "none",
     total_epochs: float | None = None,
+    warmup_from: str = "base_lr",
+    step_epochs: float = 0.0,
 ) -> float:
     """The LR applied at a point of training, measured in (fractional) epochs done.
 
-    During warmup the LR goes linearly from ``base_lr`` (at 0) to ``peak_lr`` (at
-    ``warmup_epochs``). After it, ``schedule`` runs over the remaining epochs up to
-    ``total_epochs``: ``none`` holds the peak, ``cosine`` decays it as
+    During warmup the LR goes linearly to ``peak_lr`` (at ``warmup_epochs``) from ``base_lr``
+    (``warmup_from="base_lr"``, at 0) or from zero (``warmup_from="zero"``). A step from zero
+    takes the LR of its own end, ``epoch_progress + step_epochs`` (``step_epochs``: one
+    optimizer step's share of an epoch), so the first step of a warmup from zero is not a step
+    at LR 0 and the last one reaches the peak (nanoGPT's ``lr * (it + 1) / warmup``; Hugging
+    Face's linear warmup runs its first step at 0). After warmup, ``schedule`` runs over the
+    remaining epochs up to ``total_epochs``: ``none`` holds the peak, ``cosine`` decays it as
     ``peak * (1 + cos(pi * t)) / 2`` with t the post-warmup fraction done, ``step`` multiplies
     it by 0.1 at each of ``STEP_MILESTONES`` of the post-warmup epochs.
+
+    Raises:
+        ValueError: for an unknown ``schedule`` or ``warmup_from``.
 
     Example:
         >>> lr_at(0.5, base_lr=0.1, peak_lr=0.5, warmup_epochs=1.0)
         0.3
+        >>> lr_at(0.0, base_lr=0.1, peak_lr=0.5, warmup_epochs=1.0, warmup_from="zero", step_epochs=0.25)
+        0.125
         >>> lr_at(6.0, base_lr=0.1, peak_lr=0.5, warmup_epochs=2.0, schedule="cosine", total_epochs=10)
         0.25
     """
+    if warmup_from not in WARMUP_FROM:
+        raise ValueError(f"warmup_from must be one of {', '.join(WARMUP_FROM)}, got {warmup_from!r}")
     if warmup_epochs > 0 and epoch_progress < warmup_epochs:
+        if warmup_from == "zero":
+            return peak_lr * min(1.0, (epoch_progress + step_epochs) / warmup_epochs)
         return base_lr + (peak_lr - base_lr) * (epoch_progress / warmup_epochs)
     if schedule == "none":
         return peak_lr

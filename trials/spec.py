@@ -17,9 +17,11 @@ from hpsearch import record
 from hpsearch.search_spaces.space import (
     CORE_PARAMETERS,
     DATA_PATHS,
+    MAX_GRAD_NORM,
     OPTIMIZER_PARAMETERS,
     PRECISIONS,
     TRAINING_PARAMETERS,
+    WARMUP_FROM,
 )
 from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 
@@ -34,7 +36,7 @@ __all__ = ["MEMBER_FIELDS", "MEMBER_HYPERPARAMETERS", "TrialSpec", "duplicate_ke
 #: Everything else shapes the computation (the workload, its options and searched settings, b,
 #: W, A, epochs, seed, precision, compile, device, data path, the optimizer's kind, the schedule).
 MEMBER_FIELDS: tuple[str, ...] = (record.BASE_LR, record.LR_RULE, record.WARMUP_EPOCHS, "hyperparameters")
-MEMBER_HYPERPARAMETERS: tuple[str, ...] = ("momentum", "nesterov", "weight_decay", "betas", "eps")
+MEMBER_HYPERPARAMETERS: tuple[str, ...] = ("momentum", "nesterov", "weight_decay", "betas", "eps", MAX_GRAD_NORM)
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,9 @@ class TrialSpec:
         lr_rule: ``constant``, ``linear`` or ``sqrt``.
         base_lr: The LR tuned for ``base_batch_size``.
         base_batch_size: B0.
-        warmup_epochs: Linear warmup from ``base_lr`` to the scaled LR.
+        warmup_epochs: Linear warmup to the scaled LR over these epochs.
+        warmup_from: Where the warmup starts: ``base_lr`` (Goyal et al.) or ``zero``
+            (``scaling.lr_at``). A spec written before the setting existed reads ``base_lr``.
         schedule: After warmup: ``none``, ``cosine`` or ``step`` (see ``scaling.lr_at``).
         workload: Built-in workload name or ``"pkg.module:function"``.
         workload_options: The space's ``workload.options``.
@@ -94,6 +98,7 @@ class TrialSpec:
     lr_rule: str = "linear"
     base_batch_size: int = 8
     warmup_epochs: float = 0.0
+    warmup_from: str = "base_lr"
     schedule: str = "none"
     workload: str = "digits_cnn"
     workload_options: Mapping[str, Any] = field(default_factory=dict)
@@ -124,6 +129,19 @@ class TrialSpec:
     def processes(self) -> int:
         """Real processes (devices) the trial uses: W / emulated_ranks."""
         return self.world_size // self.emulated_ranks
+
+    @property
+    def max_grad_norm(self) -> float | None:
+        """The L2 norm each step's gradient is clipped to (the ``max_grad_norm`` parameter), or
+        ``None``: no clipping."""
+        value = self.hyperparameters.get(MAX_GRAD_NORM)
+        return None if value is None else float(value)
+
+    @property
+    def warms_from_base_lr(self) -> bool:
+        """Whether ``base_lr`` itself shapes the LR curve (a warmup that starts from it), not
+        only through the peak it scales to."""
+        return self.warmup_epochs > 0 and self.warmup_from == "base_lr"
 
     @property
     def factory_options(self) -> dict[str, Any]:
@@ -173,6 +191,8 @@ class TrialSpec:
             object.__setattr__(self, "precision", str(self.hyperparameters["precision"]))
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.warmup_from not in WARMUP_FROM:
+            raise ValueError(f"warmup_from must be one of {', '.join(WARMUP_FROM)}, got {self.warmup_from!r}")
         if self.data not in DATA_PATHS:
             raise ValueError(f"data must be one of {', '.join(DATA_PATHS)}, got {self.data!r}")
 
@@ -251,6 +271,7 @@ def trial_spec(space: SearchSpace, params: Mapping[str, Any], *, device: str = "
     fields: dict[str, Any] = dict(
         base_batch_size=space.scaling.base_batch_size,
         warmup_epochs=space.scaling.warmup_epochs,
+        warmup_from=space.scaling.warmup_from,
         schedule=space.scaling.schedule,
         workload=space.workload.name,
         workload_options=dict(space.workload.options),
@@ -295,7 +316,7 @@ def duplicate_key(spec: TrialSpec) -> Hashable:
     every field of the spec, the per-device batch, world size, accumulation, seed, epochs,
     warmup, schedule, workload, its options and every other parameter included, with the rule
     and the base LR counted through the applied LR they give (the base LR itself too with a
-    warmup, which starts from it). Nothing is rounded: two LRs are the same only as the same
+    warmup from ``base_lr``, which starts from it). Nothing is rounded: two LRs are the same only as the same
     float. At B = B0 every rule gives ``base_lr``, so a rules grid's three trials there share a
     key; ``b 32, W 2`` and ``b 64, W 1`` do not (``constraints.skip_equivalent`` merges those).
 
@@ -308,9 +329,10 @@ def duplicate_key(spec: TrialSpec) -> Hashable:
     """
     fields = {k: v for k, v in spec.to_dict().items() if k not in (record.LR_RULE, "fused", "fuse")}  # not a record name
     fields[record.LR] = spec.lr
-    if spec.warmup_epochs <= 0:
-        # Without a warmup the loop sets the LR the rule gave at every step: base_lr reaches
-        # nothing else (the optimizer is built with it and its LR replaced before the first step).
+    if not spec.warms_from_base_lr:
+        # Without a warmup from base_lr the loop sets an LR from the rule's peak alone at every
+        # step: base_lr reaches nothing else (the optimizer is built with it and its LR
+        # replaced before the first step).
         fields[record.BASE_LR] = None
     return _frozen(fields)
 

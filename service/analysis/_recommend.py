@@ -114,6 +114,7 @@ class Recommendation:
             schedule starts from (the one to set as a scheduler's initial or peak LR).
         lr_interval: Its interval from the LR law, when there is one.
         warmup_epochs: The study's warmup.
+        warmup_from: Where that warmup starts (``base_lr`` or ``zero``), as its trials ran it.
         lr_schedule: The schedule after warmup the answer assumes: the one its trials ran.
         epochs: The epochs its trials' schedule ran over, where the study's space says.
         compile_s: The longest compilation its device kind's trials recorded (torch.compile with
@@ -208,6 +209,7 @@ class Recommendation:
     epochs: int | None = None
     compile_s: float | None = None
     emulated_ranks: int = 1
+    warmup_from: str = "base_lr"
     layout: NodeLayout | None = None
     nodes: int = 1
     tied: tuple[Alternative, ...] = ()
@@ -264,7 +266,8 @@ class Recommendation:
 
     def schedule_text(self) -> str:
         """How the LR runs in the answer, as its trials ran it (``describe_schedule``)."""
-        return describe_schedule(self.lr, self.base_lr, self.warmup_epochs, self.lr_schedule, self.epochs)
+        return describe_schedule(self.lr, self.base_lr, self.warmup_epochs, self.lr_schedule, self.epochs,
+                                 warmup_from=self.warmup_from)
 
     def params(self) -> dict[str, Any]:
         """The recommendation as the study's parameters (a space's ``search.enqueue`` entry):
@@ -288,7 +291,8 @@ class Recommendation:
             record.PER_DEVICE_BATCH_SIZE: self.per_device_batch_size, record.WORLD_SIZE: self.world_size,
             record.GRAD_ACCUM_STEPS: self.grad_accum_steps, record.EFFECTIVE_BATCH_SIZE: self.effective_batch_size,
             "rule": self.rule, record.BASE_LR: self.base_lr, "lr": self.lr, "lr_interval": iv(self.lr_interval),
-            record.WARMUP_EPOCHS: self.warmup_epochs, record.LR_SCHEDULE: self.lr_schedule, "epochs": self.epochs,
+            record.WARMUP_EPOCHS: self.warmup_epochs, record.WARMUP_FROM: self.warmup_from,
+            record.LR_SCHEDULE: self.lr_schedule, "epochs": self.epochs,
             "schedule": self.schedule_text(), record.COMPILE_S: self.compile_s,
             "time_s": self.time_s, "time_interval": iv(self.time_interval),
             "device_hours": self.device_hours, "device_hours_interval": iv(self.device_hours_interval),
@@ -312,20 +316,28 @@ class Recommendation:
 
 
 def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, schedule: str,
-                      epochs: int | None) -> str:
-    """How a run's LR goes: warmup from ``base_lr`` to ``lr``, then the ``schedule`` over the
-    epochs up to ``epochs`` (``hpsearch.trials.scaling.lr_at``), as a phrase.
+                      epochs: int | None, *, warmup_from: str = "base_lr") -> str:
+    """How a run's LR goes: warmup from ``base_lr`` (or from zero, ``warmup_from="zero"``) to
+    ``lr``, then the ``schedule`` over the epochs up to ``epochs``
+    (``hpsearch.trials.scaling.lr_at``), as a phrase.
 
     Example:
         >>> describe_schedule(0.02, 0.01, 1.0, "cosine", 3)
         'warm up from base_lr 0.01 to lr 0.02 over 1 epoch, then cosine decay to 0 by epoch 3 (as the trials ran)'
+        >>> describe_schedule(0.02, 0.01, 2.0, "cosine", 3, warmup_from="zero")
+        'warm up from 0 to lr 0.02 over 2 epochs, then cosine decay to 0 by epoch 3 (as the trials ran)'
         >>> describe_schedule(0.02, 0.01, 0.0, "none", 10)
         'lr 0.02 from the first step, then held (as the trials ran)'
     """
-    start = f"base_lr {base_lr:.4g}" if base_lr is not None else "the base LR"
-    if warmup_epochs > 0:
-        text = (f"warm up from {start} to lr {lr:.4g} over {warmup_epochs:g} epoch{'' if warmup_epochs == 1 else 's'}, "
-                "then ")
+    over = f"over {warmup_epochs:g} epoch{'' if warmup_epochs == 1 else 's'}"
+    if warmup_epochs > 0 and warmup_from == "zero":
+        text = f"warm up from 0 to lr {lr:.4g} {over}, then "
+    elif warmup_epochs > 0 and base_lr is not None and math.isclose(base_lr, lr, rel_tol=1e-9):
+        # At B = B0 a warmup from base_lr rises nowhere: say so rather than "from 0.003 to 0.003".
+        text = f"lr {lr:.4g} from the first step (a warmup from base_lr starts at it at this batch), then "
+    elif warmup_epochs > 0:
+        start = f"base_lr {base_lr:.4g}" if base_lr is not None else "the base LR"
+        text = f"warm up from {start} to lr {lr:.4g} {over}, then "
     else:
         text = f"lr {lr:.4g} from the first step, then "
     end = f"epoch {epochs}" if epochs is not None else "the last epoch"
@@ -538,7 +550,8 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=bb, world_size=ww,
         grad_accum_steps=aa, effective_batch_size=int(big_b), rule=rule, base_lr=base_lr, lr=lr,
-        lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs, lr_schedule=analysis.lr_schedule,
+        lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs, warmup_from=analysis.warmup_from,
+        lr_schedule=analysis.lr_schedule,
         epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind) if kind is not None else None,
         time_s=time, time_interval=time_iv, device_hours=time * ww / 3600,
         device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
@@ -993,7 +1006,8 @@ def _from_measurements(analysis: StudyAnalysis, layout: NodeLayout, minimize: Mi
         per_device_batch_size=int(best[record.PER_DEVICE_BATCH_SIZE]),
         world_size=world, grad_accum_steps=int(best[record.GRAD_ACCUM_STEPS]),
         effective_batch_size=int(best[record.EFFECTIVE_BATCH_SIZE]), rule=rule, base_lr=base_lr, lr=float(best["lr"]),
-        lr_interval=None, warmup_epochs=analysis.warmup_epochs, lr_schedule=analysis.lr_schedule,
+        lr_interval=None, warmup_epochs=analysis.warmup_epochs, warmup_from=analysis.warmup_from,
+        lr_schedule=analysis.lr_schedule,
         epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind or best["device"] or ""),
         time_s=float(seconds), time_interval=None,
         device_hours=float(seconds) * world / 3600, device_hours_interval=None,

@@ -113,6 +113,8 @@ class StudyAnalysis:
             its steps): a run pays it once, whatever its length.
         base_batch_size: B0 of the study's LR rules.
         warmup_epochs: The study's warmup.
+        warmup_from: Where its warmup starts: ``base_lr`` or ``zero`` (``base_lr`` for a study
+            recorded before ``scaling.warmup_from`` existed).
         lr_schedule: What the trials ran after warmup (``none``, ``cosine``, ``step``): every
             LR of the analysis is the LR the rule scaled to, the schedule's peak
             (docs/science.md, "The trial's LR").
@@ -153,6 +155,7 @@ class StudyAnalysis:
     lr_schedule: str = "none"
     epochs: int | None = None
     compile_s: Mapping[str, float] = field(default_factory=dict)
+    warmup_from: str = "base_lr"
     parameters: tuple[str, ...] = ()
     diverging: tuple[int, ...] = ()
     memory: tuple[MemoryModel, ...] = ()
@@ -260,6 +263,7 @@ class StudyAnalysis:
             "startup_s": {kind: {str(w): s for w, s in by_w.items()} for kind, by_w in self.startup_s.items()},
             r.BASE_BATCH_SIZE: self.base_batch_size,
             r.WARMUP_EPOCHS: self.warmup_epochs,
+            r.WARMUP_FROM: self.warmup_from,
             r.LR_SCHEDULE: self.lr_schedule,
             "epochs": self.epochs,
             r.COMPILE_S: dict(self.compile_s),
@@ -416,7 +420,7 @@ CURVE_STATES: tuple[str, ...] = (*COUNTED, "FAIL")
 
 #: The user attrs the analysis reads from the trials table (besides the params).
 ANALYSIS_ATTRS: tuple[str, ...] = (
-    r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
+    r.EFFECTIVE_BATCH_SIZE, r.BASE_BATCH_SIZE, r.LR, r.WARMUP_EPOCHS, r.WARMUP_FROM, r.LR_SCHEDULE, r.STEPS, r.TRAIN_S, r.RUNTIME_S,
     r.COMPILE_S, r.NOISE_SCALE, r.EMULATED_RANKS, r.DEVICE, r.STATUS_REASON, r.PEAK_MEMORY_BYTES, r.MEMORY_LIMIT_BYTES,
     r.RAN_AS, r.NODE_ID, r.NODES, r.RUNTIME_BASIS, r.SOLO_STEP_S, r.CHANCE_ACCURACY, r.FUSED_MEMBERS,
 )
@@ -582,7 +586,9 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     throughput, refusals, startup = _throughput(frame, step_s, startup_s, seed, shapes)
     base_batch = _first(frame, r.BASE_BATCH_SIZE)
     warmup = _first(frame, r.WARMUP_EPOCHS)
-    recorded = [v for v in frame[r.LR_SCHEDULE].tolist() if isinstance(v, str)] if r.LR_SCHEDULE in frame.columns else []
+    recorded = _strings(frame, r.LR_SCHEDULE)
+    # A study recorded before scaling.warmup_from existed warmed up from base_lr.
+    warmup_from = (_strings(frame, r.WARMUP_FROM) or ["base_lr"])[0]
     return StudyAnalysis(
         study=study, target=target, n_trials=sum(t[r.STATUS_REASON] not in r.NOT_RUN_REASONS for t in trials),
         n_reached=len(reached), trials=tuple(trials),
@@ -591,6 +597,7 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
         rules=rule_reports(trained, target), throughput=throughput, throughput_refusals=refusals, startup_s=startup,
         base_batch_size=base_batch, warmup_epochs=warmup or 0.0, parameters=others,
         lr_schedule=recorded[0] if recorded else lr_schedule or "none", epochs=epochs, compile_s=_compile_seconds(frame),
+        warmup_from=warmup_from,
         diverging=tuple(int(n) for n, d in zip(frame["number"].tolist(), diverging) if d),
         memory=memory_models(frame, others, memory_limits), bounds=bounds)
 
@@ -781,6 +788,11 @@ def _noise_scale(frame: pd.DataFrame) -> dict[str, float] | None:
         return None
     q1, median, q3 = np.percentile(values, [25, 50, 75])
     return {"median": float(median), "q1": float(q1), "q3": float(q3), "n_trials": float(len(values))}
+
+
+def _strings(frame: pd.DataFrame, column: str) -> list[str]:
+    """The recorded text values of ``column``, in the frame's order (none where it is absent)."""
+    return [v for v in frame[column].tolist() if isinstance(v, str)] if column in frame.columns else []
 
 
 def _first(frame: pd.DataFrame, column: str, agg: Any = None) -> float | None:

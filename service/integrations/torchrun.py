@@ -316,6 +316,13 @@ def _module_folder(module: str) -> Path | None:
     return (origin.parent.parent if origin.name == "__init__.py" else origin.parent).resolve()
 
 
+def _schedule_note(spec: TrialSpec) -> str:
+    """The trial's LR over its steps, in a few words (``hpsearch.trials.scaling.lr_at``)."""
+    start = "0" if spec.warmup_from == "zero" else f"base_lr {spec.base_lr:g}"
+    warmup = f"warmup from {start} over {spec.warmup_epochs:g} epochs" if spec.warmup_epochs > 0 else "no warmup"
+    return f"LR: {warmup}, then schedule {spec.schedule}."
+
+
 def _launch_script(exported: ExportedTrial) -> str:
     spec = exported.spec
     was = "" if (spec.world_size, spec.lr) == (exported.trial_world_size, exported.trial_lr) else \
@@ -329,6 +336,7 @@ def _launch_script(exported: ExportedTrial) -> str:
 # Trial #{exported.number} of study {shlex.quote(exported.study)} as a torchrun job (written by 'hpsearch export-trial').
 # {spec.workload}, {spec.epochs} epochs, seed {spec.seed}, on {spec.device}: b {spec.per_device_batch_size} x W {spec.world_size} x A {spec.grad_accum_steps} = B {spec.effective_batch_size};
 # {spec.lr_rule} rule from base_lr {spec.base_lr:g} at B0 {spec.base_batch_size}: lr {spec.lr:.6g}{was}.
+# {_schedule_note(spec)}
 #
 {where} hpsearch{_modules_note(exported)} must be
 # importable by the python that torchrun runs: checked first. Rank 0 writes metrics.jsonl (each evaluation),

@@ -89,7 +89,7 @@ TAGGED = (record.STATUS_REASON, record.STATUS_DETAIL, record.DEVICE, record.NODE
           record.CONFIRMATION)
 #: The trial's parameters the engine derives when it is proposed, logged as params with the searched ones.
 DERIVED_PARAMS = (record.EFFECTIVE_BATCH_SIZE, record.LR, record.BASE_BATCH_SIZE, record.LR_SCHEDULE,
-                  record.WARMUP_EPOCHS, record.SEED)
+                  record.WARMUP_EPOCHS, record.WARMUP_FROM, record.SEED)
 #: The series logged at each evaluation (``samples_seen`` is their step).
 STEPPED = tuple(m for m in record.CURVE_METRICS if m != record.SAMPLES_SEEN)
 
@@ -483,6 +483,9 @@ def _params(trial: FrozenTrial) -> dict[str, Any]:
     for name in DERIVED_PARAMS:
         if trial.user_attrs.get(name) is not None:
             params[name] = trial.user_attrs[name]
+    if record.WARMUP_EPOCHS in params and record.WARMUP_FROM not in params:
+        # Recorded before scaling.warmup_from existed: its warmup started at base_lr.
+        params[record.WARMUP_FROM] = "base_lr"
     return params
 
 

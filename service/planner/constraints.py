@@ -33,7 +33,7 @@ def equivalence_key(spec: TrialSpec) -> Hashable:
     the effective batch, the applied peak LR and every other setting, but not how B is split
     into b x W x A nor which rule produced the LR.
 
-    The warmup starts at ``base_lr``, so ``base_lr`` counts only when there is a warmup.
+    ``base_lr`` counts only when a warmup starts from it (``scaling.warmup_from: base_lr``).
 
     Example:
         >>> a = TrialSpec(per_device_batch_size=64, world_size=1, base_lr=0.01, lr_rule="linear")
@@ -44,8 +44,9 @@ def equivalence_key(spec: TrialSpec) -> Hashable:
     return (
         spec.effective_batch_size,
         _rounded(spec.lr),
-        _rounded(spec.base_lr) if spec.warmup_epochs > 0 else None,
+        _rounded(spec.base_lr) if spec.warms_from_base_lr else None,
         spec.warmup_epochs,
+        spec.warmup_from,
         spec.schedule,
         spec.epochs,
         spec.workload,

@@ -163,5 +163,6 @@ class Proposer:
 def derived(spec: TrialSpec) -> dict[str, Any]:
     """What the search records of a proposed trial from its spec, before it runs."""
     return {record.EFFECTIVE_BATCH_SIZE: spec.effective_batch_size, record.BASE_BATCH_SIZE: spec.base_batch_size,
-            record.LR: spec.lr, record.WARMUP_EPOCHS: spec.warmup_epochs, record.LR_SCHEDULE: spec.schedule,
+            record.LR: spec.lr, record.WARMUP_EPOCHS: spec.warmup_epochs, record.WARMUP_FROM: spec.warmup_from,
+            record.LR_SCHEDULE: spec.schedule,
             record.EMULATED_RANKS: spec.emulated_ranks, record.SEED: spec.seed}

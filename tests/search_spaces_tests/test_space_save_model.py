@@ -24,6 +24,7 @@ def test_a_bad_save_model_names_the_modes_and_suggests_the_close_one() -> None:
         parse_space(BASE + "workload: {save_model: bets}\n")
 
 
-def test_the_engine_owns_the_core_optimizer_and_precision_parameters_only() -> None:
+def test_the_engine_owns_the_core_optimizer_precision_and_clipping_parameters_only() -> None:
     assert set(ENGINE_PARAMETERS) == {"per_device_batch_size", "world_size", "grad_accum_steps", "lr_rule",
-                                      "base_lr", "optimizer", "momentum", "nesterov", "weight_decay", "precision"}
+                                      "base_lr", "optimizer", "momentum", "nesterov", "weight_decay", "precision",
+                                      "max_grad_norm"}

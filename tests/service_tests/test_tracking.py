@@ -185,6 +185,8 @@ def test_a_finished_study_exports_to_a_sqlite_backed_mlflow_once(tmp_path: Path)
     _check_trial_runs(client, search, parent, children)
     states = {r.data.tags["hpsearch.state"] for r in children.values()}
     assert "COMPLETE" in states and len(states) > 1, states  # the failed and pruned trials are runs too
+    # Its trials were written without warmup_from, as before the setting existed: they warmed up from base_lr.
+    assert {r.data.params.get(record.WARMUP_FROM) for r in children.values()} == {"base_lr"}
 
     again = search.export_to_mlflow(uri)
     assert (again.created, again.updated, again.unchanged) == (0, 0, 30)

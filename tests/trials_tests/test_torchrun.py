@@ -40,9 +40,13 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _spec() -> TrialSpec:
+    # A warmup from zero over half the epoch, cosine after it, and clipped steps: the LM recipe's
+    # schedule, which the torchrun job must follow step for step as the trial did.
     return TrialSpec(per_device_batch_size=16, world_size=2, base_lr=0.02, lr_rule="linear", epochs=1,
-                     workload="digits_mlp", workload_options={"hidden": 32}, hyperparameters={"momentum": 0.9},
-                     seed=5, save_model=True, eval_every_samples=500)
+                     warmup_epochs=0.5, warmup_from="zero", schedule="cosine",
+                     workload="digits_mlp", workload_options={"hidden": 32},
+                     hyperparameters={"momentum": 0.9, "max_grad_norm": 0.5},
+                     seed=5, save_model=True, eval_every_samples=160)
 
 
 def test_a_configuration_under_torchrun_ends_like_the_trial_with_the_same_weights(tmp_path: Path) -> None:
@@ -61,6 +65,14 @@ def test_a_configuration_under_torchrun_ends_like_the_trial_with_the_same_weight
     assert (final["world_size"], final["processes"], final["effective_batch_size"]) == (2, 2, 32)
     evaluations = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
     assert len(evaluations) == trial["evaluation"]  # every evaluation the trial made, at the same points
+    # The same first steps: each evaluation's LR and losses are the trial's at the same samples.
+    theirs = [json.loads(line) for line in (tmp_path / "trial" / "metrics.jsonl").read_text().splitlines()]
+    assert len(theirs) == len(evaluations) > 3
+    for ours, reference in zip(evaluations, theirs):
+        assert ours["samples_seen"] == reference["samples_seen"]
+        assert ours["last_lr"] == pytest.approx(reference["last_lr"], rel=1e-12)
+        assert ours["train_loss"] == pytest.approx(reference["train_loss"], abs=1e-6)
+    assert evaluations[0]["last_lr"] < spec.lr / 2  # still warming up from zero
 
     weights = torch.load(job / "model.pt", weights_only=True)
     reference = torch.load(tmp_path / "trial" / "model.pt", weights_only=True)

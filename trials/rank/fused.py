@@ -49,7 +49,7 @@ import torch.distributed as dist
 from torch.func import functional_call, vmap
 
 from hpsearch import record
-from hpsearch.search_spaces import OPTIMIZERS
+from hpsearch.search_spaces import MAX_GRAD_NORM, OPTIMIZERS
 from hpsearch.trials.errors import WorkloadError
 from hpsearch.trials.rank.compute import set_precision, synced_time, synchronize
 from hpsearch.trials.rank.context import RankContext
@@ -224,6 +224,9 @@ class FusedOptimizer:
         self.beta1 = torch.tensor([b[0] for b in betas], dtype=torch.float64)
         self.beta2 = torch.tensor([b[1] for b in betas], dtype=torch.float64)
         self.eps = vector("eps", 1e-8)
+        # A member without max_grad_norm is clipped to inf: a factor of 1, no change.
+        self.max_grad_norm = vector(MAX_GRAD_NORM, math.inf, torch.float32)
+        self.clips = bool(torch.isfinite(self.max_grad_norm).any())
         self.state: list[dict[str, torch.Tensor]] = [{} for _ in params]
         self.steps = 0
 
@@ -231,15 +234,17 @@ class FusedOptimizer:
         """Keep only the members at ``index``; ``params`` are the model's new stacks."""
         self.params = params
         cpu = index.cpu()
-        for name in ("weight_decay", "momentum", "nesterov", "eps"):
+        for name in ("weight_decay", "momentum", "nesterov", "eps", "max_grad_norm"):
             setattr(self, name, getattr(self, name).index_select(0, index))
         self.beta1, self.beta2 = self.beta1.index_select(0, cpu), self.beta2.index_select(0, cpu)
         self.state = [{n: s.index_select(0, index) for n, s in state.items()} for state in self.state]
 
     @torch.no_grad()
     def step(self, lr: Sequence[float]) -> None:
-        """One step at each member's ``lr``."""
+        """One step at each member's ``lr``, its gradient first clipped to its ``max_grad_norm``."""
         self.steps += 1
+        if self.clips:
+            self._clip()
         device = self.params[0].device if self.params else torch.device("cpu")
         lrs = torch.tensor(list(lr), dtype=torch.float64)
         if self.kind == "sgd":
@@ -259,6 +264,19 @@ class FusedOptimizer:
             for p, state in zip(self.params, self.state):
                 if p.grad is not None:
                     self._adam(p, p.grad, state, coefficients)
+
+    def _clip(self) -> None:
+        """``torch.nn.utils.clip_grad_norm_`` per member: each member's L2 norm over all its
+        parameters' gradients (the norm of the per-parameter norms, as torch takes it), and its
+        gradients scaled by ``min(1, max_norm / (norm + 1e-6))``."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if not grads:
+            return
+        norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
+        total = torch.linalg.vector_norm(norms, dim=0)
+        factor = torch.clamp(self.max_grad_norm / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(factor.view((-1,) + (1,) * (g.dim() - 1)))
 
     def _sgd(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, torch.Tensor], lr: torch.Tensor) -> None:
         view = (-1,) + (1,) * (p.dim() - 1)
@@ -521,7 +539,8 @@ class _Group:
         lrs = []
         for m in self.members:
             m.lr = lr_at(epoch + step / steps_per_epoch, base_lr=m.spec.base_lr, peak_lr=m.spec.lr,
-                         warmup_epochs=m.spec.warmup_epochs, schedule=m.spec.schedule, total_epochs=m.spec.epochs)
+                         warmup_epochs=m.spec.warmup_epochs, schedule=m.spec.schedule, total_epochs=m.spec.epochs,
+                         warmup_from=m.spec.warmup_from, step_epochs=1 / steps_per_epoch)
             lrs.append(m.lr)
         self.optimizer.step(lrs)
         self.optimizer.zero_grad()

@@ -388,8 +388,12 @@ class _Model:
         loss.add(step_loss, count)
         return micro
 
-    def step(self, lr: float) -> None:
-        """The optimizer's step at ``lr``, the gradient then cleared."""
+    def step(self, lr: float, max_grad_norm: float | None = None) -> None:
+        """The optimizer's step at ``lr``, the gradient then cleared. With ``max_grad_norm`` the
+        step's gradient (all-reduced, every micro-step in it) is clipped to that L2 norm first:
+        once a step, so accumulation and emulated ranks clip what DDP would."""
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.raw_model.parameters(), max_grad_norm)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -524,10 +528,11 @@ def _epochs(spec: TrialSpec, trained: _Model, feed: Feed, plan: EpochPlan, layou
             micro = trained.accumulate(batches, order, layout, progress, loss, epoch)
             # The LR for this step is the schedule at the step's start, in epochs done.
             lr = lr_at(epoch + step / steps_per_epoch, base_lr=spec.base_lr, peak_lr=spec.lr,
-                       warmup_epochs=spec.warmup_epochs, schedule=spec.schedule, total_epochs=spec.epochs)
+                       warmup_epochs=spec.warmup_epochs, schedule=spec.schedule, total_epochs=spec.epochs,
+                       warmup_from=spec.warmup_from, step_epochs=1 / steps_per_epoch)
             if layout.measurable:
                 noise.record(trained.raw_model, step_samples, micro, comm.local_sq_norm)
-            trained.step(lr)
+            trained.step(lr, spec.max_grad_norm)
             ctx.lr_trace.append(lr)
             progress.stepped(step_samples * P)
             point = schedule.after_step(step, progress.samples_seen)
