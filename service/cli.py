@@ -445,6 +445,10 @@ def _print_recommendation(study: str, answer: Any, *, brief: bool) -> None:
     others = {k: v for k, v in answer.params().items() if k not in CORE_PARAMETERS}
     if others:
         click.echo("  with  " + ", ".join(f"{k} {_fmt(v)}" for k, v in others.items()))
+    # Beyond the LR law's peak (a surge) the answer does not scale its LR up: why, in the brief
+    # answer too, since a sqrt or linear rule there sends users to LRs that diverge.
+    if answer.lr_note:
+        click.echo(f"  lr    {answer.lr_note}")
     # A trial that crossed the target at its first evaluation may have crossed it sooner: its
     # time, device-hours and samples are ceilings, and the line says so where the numbers are.
     most = "at most " if answer.upper_bound else ""

@@ -13,7 +13,9 @@ in a :class:`SyntheticTruth`:
   accuracy (0.05 ln(f)^2) and samples (x (1 + 0.5 ln(f)^2)), and four times the best LR or more
   diverges;
 - the best LR follows lr_opt(B) = lr_at_base (B / B0)^alpha, or, with ``b_noise``, the bent form
-  eps_max / (1 + B_noise / B);
+  eps_max / (1 + B_noise / B) (SGD), or, with ``b_peak``, the surge of Adam-type optimizers
+  eps_max / ((1/2) (sqrt(B_peak / B) + sqrt(B / B_peak))) (Li et al. 2024), which peaks at
+  B_peak and falls beyond;
 - a step takes A (t0 + t1 b) + t_allreduce 2 (W - 1) / W seconds (docs/science.md, "What the
   analysis fits"); with ``devices_per_node``, a trial of more ranks than a node holds spans
   ceil(W / devices_per_node) nodes, records ``nodes`` and ``node_ids``, and its all-reduce
@@ -70,8 +72,8 @@ from hpsearch.store import open_storage, study_attrs
 from hpsearch.study import direct_sql
 from hpsearch.trials.scaling import scaled_lr
 
-__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SEARCHED_SPACE", "MlflowServer", "SyntheticDevice", "SyntheticTruth",
-           "searched_study", "synthetic_study"]
+__all__ = ["GIB", "HIDDEN_PENALTY", "MIB", "SEARCHED_SPACE", "SURGE_TRUTH", "MlflowServer", "SyntheticDevice",
+           "SyntheticTruth", "searched_study", "synthetic_study"]
 
 # The space the synthetic trials are drawn from. It validates (hpsearch.search_spaces) and
 # names only what the model uses. A real search of it would need CIFAR-10 at the path and 8
@@ -165,6 +167,10 @@ class SyntheticTruth:
         alpha: The best LR grows as (B / B0)^alpha (1: the linear rule is right).
         b_noise: With a value, the best LR bends instead: eps_max / (1 + b_noise / B), equal to
             ``lr_at_base`` at B0 (linear well below b_noise, flat well above).
+        b_peak: With a value, the best LR surges instead (Adam-type optimizers, Li et al. 2024),
+            whatever ``alpha`` and ``b_noise`` say: eps_max / ((1/2) (sqrt(b_peak / B) +
+            sqrt(B / b_peak))), equal to ``lr_at_base`` at B0; a sqrt rule well below b_peak,
+            largest at b_peak, falling as 1 / sqrt(B) well above (``SURGE_TRUTH``).
         t0: Seconds per micro-step whatever its size (launch costs).
         t1: Seconds per sample per device.
         t_allreduce: Seconds of a ring all-reduce's bandwidth term within one node: W ranks take
@@ -226,9 +232,12 @@ class SyntheticTruth:
     on_oom: str = "skip"
     t_allreduce_inter: float = 0.06
     devices_per_node: int | None = None
+    b_peak: float | None = None
 
     def best_lr(self, batch: float) -> float:
         """The LR that trains best at effective batch ``batch``."""
+        if self.b_peak is not None:
+            return self.lr_at_base * _surge(self.base_batch, self.b_peak) / _surge(batch, self.b_peak)
         if self.b_noise is not None:
             eps_max = self.lr_at_base * (1 + self.b_noise / self.base_batch)
             return eps_max / (1 + self.b_noise / batch)
@@ -250,6 +259,17 @@ class SyntheticTruth:
         """Seconds of a step's all-reduce over W ranks on ``nodes`` nodes: the ring's share
         2 (W - 1) / W times the cost of its slowest link (between nodes where it spans them)."""
         return (self.t_allreduce_inter if nodes > 1 else self.t_allreduce) * 2 * (w - 1) / w
+
+
+def _surge(batch: float, b_peak: float) -> float:
+    """The surge's denominator (1/2) (sqrt(b_peak / B) + sqrt(B / b_peak)): 1 at the peak."""
+    return 0.5 * (math.sqrt(b_peak / batch) + math.sqrt(batch / b_peak))
+
+
+#: A study of an Adam-type optimizer: the best LR surges, peaking at B 512 (inside the batches
+#: a synthetic search draws, 32 to 16,384) and falling beyond (Li et al. 2024); the rest as
+#: ``SyntheticTruth()``. ``synthetic_study(storage, truth=SURGE_TRUTH)`` writes one.
+SURGE_TRUTH = SyntheticTruth(b_peak=512.0)
 
 
 @dataclass(frozen=True)

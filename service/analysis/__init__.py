@@ -7,8 +7,9 @@
   configuration (Shallue et al. 2018), examples to the target follow E(B) = E_min (1 + B / B_crit);
   ``fit_critical_batch`` fits it with weighted least squares and a bootstrap interval.
 - **LR law**: the best LR against B, lr_opt = c B^alpha (alpha 1: linear, 0.5: sqrt, 0:
-  constant), or eps_max / (1 + B_noise / B) where it bends; each rule's regret and the batch
-  where it breaks.
+  constant), or eps_max / (1 + B_noise / B) where it bends (SGD), or eps_max / ((1/2)
+  (sqrt(B_peak / B) + sqrt(B / B_peak))) where it peaks and falls (the surge of Adam-type
+  optimizers, Li et al. 2024); each rule's regret and the batch where it breaks.
 - **Throughput**: step time A (t0 + t1 b) + t_allreduce 2 (W - 1) / W per device kind, with
   t_allreduce_inter in place of t_allreduce for ranks that span nodes (the ring's slowest link).
 - **Memory**: peak memory per rank fixed + per_sample x b per device kind and configuration,

@@ -1,16 +1,20 @@
-"""The LR law: how the best learning rate grows with the effective batch size.
+"""The LR law: how the best learning rate follows the effective batch size.
 
-Two forms, both fitted in log space (the best LR of a search is known to a factor, not to an
-amount):
+Three forms, all fitted in log space (the best LR of a search is known to a factor, not to an
+amount), each with two parameters:
 
 * a power law ``lr_opt(B) = c B^alpha``: alpha 1 is the linear scaling rule, 0.5 the square
   root rule, 0 a constant LR;
 * McCandlish et al.'s bend ``eps_opt(B) = eps_max / (1 + B_noise / B)``: linear while
-  ``B << B_noise``, flat beyond.
+  ``B << B_noise``, flat beyond (SGD);
+* Li et al.'s surge ``eps_opt(B) = eps_max / ((1/2) (sqrt(B_peak / B) + sqrt(B / B_peak)))``:
+  a square root rule while ``B << B_peak``, a peak at ``B_peak``, falling beyond (Adam-type
+  optimizers).
 
-The bend is fitted by profiling: for a fixed ``B_noise`` the best ``eps_max`` is closed-form,
-so the fit is a one-dimensional search over a log grid of ``B_noise``, vectorised across the
-bootstrap draws (one matrix product for all of them, no optimiser call per draw).
+The power law is the default, since its alpha maps onto the rules a user can apply; a curved
+form replaces it only where it lowers AICc by more than a margin, and the surge replaces the
+bend only where it lowers AICc by that margin below the bend too (``fit_lr_law``). The curved
+forms are profiled over a log grid of their batch scale (``hpsearch.analysis._lr_forms``).
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Literal, overload
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
-from scipy.special import fdtri, stdtrit
+from numpy.typing import ArrayLike
+from scipy.special import stdtrit
 
+from hpsearch.analysis._lr_forms import ProfiledFit, bend_shape, fit_form, log_lr_draws, surge_shape
 from hpsearch.analysis._stats import (
     FloatArray,
     Interval,
@@ -41,28 +45,31 @@ __all__ = ["LRLawFit", "fit_lr_law"]
 
 RULES: dict[str, float] = {"constant": 0.0, "sqrt": 0.5, "linear": 1.0}
 
-# The bend is preferred when it lowers AICc by more than this (Burnham & Anderson: a
+#: The forms ``LRLawFit.preferred`` names.
+Form = Literal["power", "bend", "surge"]
+
+# A curved form is preferred when it lowers AICc by more than this (Burnham & Anderson: a
 # difference under 2 is "substantial support" for both). The power law is the default because
-# its alpha maps onto the rules a user can apply.
+# its alpha maps onto the rules a user can apply; the surge, whose claim (the LR falls) goes
+# furthest, must also lower AICc by this much below the bend.
 _AICC_MARGIN = 2.0
-# The B_noise grid reaches this factor beyond the batch sizes that ran on either side; a best
-# B_noise on the grid's edge means the bend degenerated into a line (linear or flat).
-_GRID_REACH = 1e3
-_GRID_STEPS_PER_DECADE = 25
-_GOLDEN_STEPS = 30
+#: The fewest batch sizes the curved forms are fitted with: with 3, two parameters leave one
+#: degree of freedom, and the forms cannot be told apart.
+_CURVED_MIN = 4
 #: The largest natural log whose exp is a finite float64.
 _LOG_MAX = math.log(np.finfo(np.float64).max)
 
 
 @dataclass(frozen=True)
 class LRLawFit:
-    """The fitted LR law, both forms, and which one the data prefer.
+    """The fitted LR law, its three forms, and which one the data prefer.
 
     Attributes:
         alpha: exponent of the power law ``lr = coefficient * B^alpha``.
         alpha_interval: t interval of ``alpha`` at ``level``.
         coefficient: ``c`` of the power law.
-        preferred: ``"power"`` or ``"bend"``: the form :meth:`lr` predicts with.
+        preferred: ``"power"``, ``"bend"`` or ``"surge"``: the form :meth:`lr` predicts with
+            (``fit_lr_law`` says how it is chosen).
         eps_max: the bend's large-batch LR, or ``None`` when the bend was not fitted (fewer
             than 4 batch sizes).
         b_noise: the bend's ``B_noise``, where the LR stops growing linearly, or ``None``.
@@ -70,6 +77,15 @@ class LRLawFit:
             inf where the data do not bound it), or ``None``.
         delta_aicc: ``AICc(power) - AICc(bend)``; positive favours the bend. ``None`` when the
             bend was not fitted.
+        b_peak: the surge's peak batch ``B_peak``, where the best LR is largest (Li et al. 2024:
+            their noise scale), or ``None`` when the surge was not fitted (fewer than 4 batch
+            sizes). Only a peak inside the batches fitted is one the data show: beyond them
+            the surge is a sqrt rule rising or falling, and is not preferred.
+        b_peak_interval: profile-likelihood interval of ``b_peak`` (``low`` 0 or ``high`` inf
+            where the data do not bound it), or ``None``.
+        peak_lr: the surge's ``eps_max``, its LR at ``b_peak``, or ``None``.
+        surge_delta_aicc: ``AICc(power) - AICc(surge)``; positive favours the surge. ``None``
+            when the surge was not fitted.
         rules_supported: which of ``"constant"``, ``"sqrt"``, ``"linear"`` the alpha interval
             contains; possibly none, possibly several.
         summary: one sentence for a user.
@@ -91,7 +107,7 @@ class LRLawFit:
     alpha: float
     alpha_interval: Interval
     coefficient: float
-    preferred: Literal["power", "bend"]
+    preferred: Form
     eps_max: float | None
     b_noise: float | None
     b_noise_interval: Interval | None
@@ -107,6 +123,12 @@ class LRLawFit:
     """Draws of ``(ln coefficient, alpha)``, shape ``(n_boot, 2)``."""
     bend_draws: FloatArray | None = field(repr=False, compare=False)
     """Draws of ``(ln eps_max, ln b_noise)``, shape ``(n_boot, 2)``, or ``None``."""
+    b_peak: float | None = None
+    b_peak_interval: Interval | None = None
+    peak_lr: float | None = None
+    surge_delta_aicc: float | None = None
+    surge_draws: FloatArray | None = field(default=None, repr=False, compare=False)
+    """Draws of ``(ln peak_lr, ln b_peak)``, shape ``(n_boot, 2)``, or ``None``."""
 
     @overload
     def lr(self, batch_size: float) -> float: ...
@@ -133,6 +155,9 @@ class LRLawFit:
         if self.preferred == "bend":
             assert self.eps_max is not None and self.b_noise is not None
             out = self.eps_max / (1.0 + self.b_noise / b)
+        elif self.preferred == "surge":
+            assert self.peak_lr is not None and self.b_peak is not None
+            out = self.peak_lr / (0.5 * (np.sqrt(self.b_peak / b) + np.sqrt(b / self.b_peak)))
         else:
             out = self.coefficient * b**self.alpha
         return float(out) if out.ndim == 0 else np.asarray(out, dtype=np.float64)
@@ -181,15 +206,28 @@ class LRLawFit:
             True
         """
         b = prediction_batches(batch_size)
-        lb = np.log(b)
         if self.preferred == "bend":
             assert self.bend_draws is not None
-            ln_eps, ln_bn = self.bend_draws[:, 0], self.bend_draws[:, 1]
-            out = ln_eps.reshape((-1,) + (1,) * b.ndim) - _softplus(np.subtract.outer(ln_bn, lb))
-        else:
-            ln_c, alpha = self.power_draws[:, 0], self.power_draws[:, 1]
-            out = ln_c.reshape((-1,) + (1,) * b.ndim) + np.multiply.outer(alpha, lb)
+            return log_lr_draws(self.bend_draws, b, bend_shape)
+        if self.preferred == "surge":
+            assert self.surge_draws is not None
+            return log_lr_draws(self.surge_draws, b, surge_shape)
+        ln_c, alpha = self.power_draws[:, 0], self.power_draws[:, 1]
+        out = ln_c.reshape((-1,) + (1,) * b.ndim) + np.multiply.outer(alpha, np.log(b))
         return np.asarray(out, dtype=np.float64)
+
+    def past_peak(self, batch_size: float) -> bool:
+        """Whether ``batch_size`` lies beyond the peak of the preferred form: only a surge has
+        one, and beyond it the best LR falls as the batch grows, so no rule that scales the LR
+        up (sqrt, linear) holds there.
+
+        Example:
+            >>> b = np.array([32.0, 64, 128, 256, 512, 1024, 2048])
+            >>> fit = fit_lr_law(b, 0.01 / (0.5 * (np.sqrt(256 / b) + np.sqrt(b / 256))))
+            >>> fit.preferred, fit.past_peak(128.0), fit.past_peak(1024.0)
+            ('surge', False, True)
+        """
+        return self.preferred == "surge" and self.b_peak is not None and batch_size > self.b_peak
 
 
 def fit_lr_law(
@@ -200,7 +238,18 @@ def fit_lr_law(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> LRLawFit:
-    """Fit the best LR against effective batch size: a power law, and the bend where it bends.
+    """Fit the best LR against effective batch size: a power law, the bend where it bends, the
+    surge where it peaks.
+
+    All three forms have two parameters and are fitted in log LR, so they compete on AICc
+    (whose penalty then cancels: each difference is ``n ln(RSS_power / RSS_form)``):
+
+    * the power law is the default;
+    * the bend replaces it when it lowers AICc by more than 2 and its ``B_noise`` is not on
+      the edge of its grid (three decades beyond the batches);
+    * the surge replaces either when it lowers AICc by more than 2 below the power law and by
+      more than 2 below the bend, and its peak lies inside the batches fitted (a peak beyond
+      them is no peak the data show: there the surge is a sqrt rule rising or falling).
 
     Args:
         batch_sizes: the distinct effective batch sizes (one entry each).
@@ -211,8 +260,9 @@ def fit_lr_law(
         seed: seed of ``numpy.random.default_rng`` for the draws.
 
     Returns:
-        An :class:`LRLawFit`. The bend is fitted only with 4 batch sizes or more (with 3, two
-        parameters leave one degree of freedom, and the two forms cannot be told apart).
+        An :class:`LRLawFit`. The bend and the surge are fitted only with 4 batch sizes or more
+        (with 3, two parameters leave one degree of freedom, and the forms cannot be told
+        apart); the summary of a fit of 3 says so.
 
     Raises:
         AnalysisError: fewer than 3 batch sizes; a batch size given twice; arguments of
@@ -265,48 +315,65 @@ def fit_lr_law(
     power_draws.flags.writeable = False
     rules = tuple(name for name, value in RULES.items() if alpha_interval.contains(value))
 
-    eps_max: float | None = None
-    b_noise: float | None = None
-    b_noise_interval: Interval | None = None
+    bend: ProfiledFit | None = None
+    surge: ProfiledFit | None = None
     delta_aicc: float | None = None
-    bend_draws: FloatArray | None = None
-    preferred: Literal["power", "bend"] = "power"
+    surge_delta_aicc: float | None = None
+    preferred: Form = "power"
     log_sd = math.sqrt(s2)
-    if n >= 4:
-        grid = _grid(b)
-        ln_bn, ln_eps, rss_bend, on_edge, rss_grid = _fit_bend(y[None, :], b, grid)
-        eps_max, b_noise = math.exp(float(ln_eps[0])), math.exp(float(ln_bn[0]))
-        rss_b = float(rss_bend[0])
-        b_noise_interval = _profile_interval(y, b, grid, rss_grid[0], rss_b, float(ln_bn[0]), level)
-        # Both forms have two parameters, so AICc's penalty cancels and the difference is the
-        # likelihood term alone. The tiny floor keeps exact (noise-free) data finite.
+    if n >= _CURVED_MIN:
+        # The bend's draws first, from the same stream as before the surge was fitted: a study
+        # gives the bend (and the answers read off it) the numbers it gave then.
+        bend = fit_form(y, b, bend_shape, level, n_boot, rng)
+        surge = fit_form(y, b, surge_shape, level, n_boot, rng)
+        # All three forms have two parameters, so AICc's penalty cancels and each difference is
+        # the likelihood term alone. The tiny floor keeps exact (noise-free) data finite.
         tiny = 1e-12 * n
-        delta_aicc = n * math.log((rss_power + tiny) / (rss_b + tiny))
-        if delta_aicc > _AICC_MARGIN and not bool(on_edge[0]):
+        delta_aicc = n * math.log((rss_power + tiny) / (bend.rss + tiny))
+        surge_delta_aicc = n * math.log((rss_power + tiny) / (surge.rss + tiny))
+        if delta_aicc > _AICC_MARGIN and not bend.on_edge:
             preferred = "bend"
-            log_sd = math.sqrt(rss_b / dof)
-        bend_draws = _bend_draws(y, b, grid, float(ln_eps[0]), float(ln_bn[0]), n_boot, rng)
-        bend_draws.flags.writeable = False
+        # A peak is one the data show only inside the batches fitted: on the grid's edge, or
+        # anywhere beyond the batches, the surge is a sqrt rule rising (or falling) over them,
+        # which the power law states, and whose "peak" no batch measured.
+        peak_inside = math.log(b[0]) < surge.ln_scale < math.log(b[-1]) and not surge.on_edge
+        # Below the power law by the margin, and below the bend by it too.
+        if peak_inside and surge_delta_aicc > _AICC_MARGIN + max(delta_aicc, 0.0):
+            preferred = "surge"
+        if preferred != "power":
+            chosen = bend if preferred == "bend" else surge
+            log_sd = math.sqrt(chosen.rss / dof)
 
     lo, hi = format_batch(float(b[0])), format_batch(float(b[-1]))
+    pct = f"{level * 100:.0f}%"
     if preferred == "bend":
-        assert b_noise is not None and eps_max is not None and b_noise_interval is not None
-        iv = b_noise_interval
+        assert bend is not None
+        iv = bend.interval
         summary = (
-            f"linear up to about B {_fmt_bn(b_noise)} (B_noise, {level * 100:.0f}% interval "
-            f"[{_fmt_bn(iv.low)}, {_fmt_bn(iv.high)}]), flat beyond at lr {eps_max:.3g}; "
+            f"linear up to about B {_fmt_bn(math.exp(bend.ln_scale))} (B_noise, {pct} interval "
+            f"[{_fmt_bn(iv.low)}, {_fmt_bn(iv.high)}]), flat beyond at lr {math.exp(bend.ln_eps):.3g}; "
             f"fitted from B {lo} to {hi}"
+        )
+    elif preferred == "surge":
+        assert surge is not None
+        iv = surge.interval
+        summary = (
+            f"the best LR peaks near B {_fmt_bn(math.exp(surge.ln_scale))} ({pct} interval "
+            f"[{_fmt_bn(iv.low)}, {_fmt_bn(iv.high)}]) at lr {math.exp(surge.ln_eps):.3g} and falls beyond it "
+            f"(surge, Li et al. 2024); fitted from B {lo} to {hi}"
         )
     else:
         summary = _power_summary(alpha, alpha_interval, rules, math.exp(ln_c), lo, hi)
+        if n < _CURVED_MIN:
+            summary += f" ({n} batch sizes: a bend or a peak needs {_CURVED_MIN} or more)"
     return LRLawFit(
         alpha=alpha,
         alpha_interval=alpha_interval,
         coefficient=math.exp(ln_c),
         preferred=preferred,
-        eps_max=eps_max,
-        b_noise=b_noise,
-        b_noise_interval=b_noise_interval,
+        eps_max=None if bend is None else math.exp(bend.ln_eps),
+        b_noise=None if bend is None else math.exp(bend.ln_scale),
+        b_noise_interval=None if bend is None else bend.interval,
         delta_aicc=delta_aicc,
         rules_supported=rules,
         summary=summary,
@@ -316,7 +383,12 @@ def fit_lr_law(
         log_residual_sd=log_sd,
         level=level,
         power_draws=power_draws,
-        bend_draws=bend_draws,
+        bend_draws=None if bend is None else bend.draws,
+        b_peak=None if surge is None else math.exp(surge.ln_scale),
+        b_peak_interval=None if surge is None else surge.interval,
+        peak_lr=None if surge is None else math.exp(surge.ln_eps),
+        surge_delta_aicc=surge_delta_aicc,
+        surge_draws=None if surge is None else surge.draws,
     )
 
 
@@ -343,145 +415,3 @@ def _power_summary(
         tail = " (the best LR falls as the batch grows)"
     law = f"use lr = {coefficient:.3g} * B^{alpha:.2f}"
     return head + f"no simple rule (constant, sqrt, linear) fits {span}; {law}" + tail
-
-
-def _grid(b: FloatArray) -> FloatArray:
-    lo, hi = math.log(b[0] / _GRID_REACH), math.log(b[-1] * _GRID_REACH)
-    steps = math.ceil((hi - lo) / math.log(10) * _GRID_STEPS_PER_DECADE) + 1
-    return np.linspace(lo, hi, steps)
-
-
-def _shape(ln_bn: FloatArray, b: FloatArray) -> FloatArray:
-    """``u = ln(1 + B_noise / B)`` for each ``ln B_noise`` (any shape) and batch size (last axis)."""
-    return _softplus(ln_bn[..., None] - np.log(b))
-
-
-def _softplus(x: FloatArray) -> FloatArray:
-    """``ln(1 + e^x)`` without overflow: ``log1p(exp(x))`` overflows past x = 709 (a bootstrap
-    draw of B_noise far beyond the batches), where the answer is x itself."""
-    out: FloatArray = np.logaddexp(0.0, x)
-    return out
-
-
-def _grid_rss(y: FloatArray, b: FloatArray, grid: FloatArray) -> FloatArray:
-    """RSS of the bend at each grid ln B_noise, for each row of ``y``: shape (rows, grid)."""
-    # For fixed B_noise, ln lr = ln eps_max - u: ln eps_max is the mean of y + u and the RSS
-    # is that of y + u about its mean. Expanded so that all draws and grid points cost one
-    # product. einsum, not matmul: OpenBLAS threads on a busy 2-core machine make this
-    # 100 x 8 x 1300 product take 10-30 ms instead of 0.2.
-    uc = _shape(grid, b)
-    uc -= uc.mean(axis=1, keepdims=True)
-    yc = y - y.mean(axis=1, keepdims=True)
-    cross = np.einsum("mi,gi->mg", yc, uc)
-    rss = (yc**2).sum(axis=1)[:, None] + 2.0 * cross + (uc**2).sum(axis=1)[None, :]
-    return np.asarray(np.maximum(rss, 0.0), dtype=np.float64)
-
-
-def _rss_at(y: FloatArray, b: FloatArray, ln_bn: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``(rss, ln eps_max)`` of the bend at one ``ln B_noise`` per row of ``y``."""
-    z = y + _shape(ln_bn, b)
-    ln_eps = z.mean(axis=-1)
-    return ((z - ln_eps[..., None]) ** 2).sum(axis=-1), ln_eps
-
-
-def _fit_bend(
-    y: FloatArray, b: FloatArray, grid: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray, NDArray[np.bool_], FloatArray]:
-    """Best bend for each row of ``y``: ``(ln B_noise, ln eps_max, rss, on_edge, grid rss)``.
-
-    The grid finds the basin; a golden-section search between the grid neighbours of the
-    minimum, run on all rows at once, then pins ``B_noise`` to about 1e-6 in log.
-    """
-    rss_grid = _grid_rss(y, b, grid)
-    i = np.argmin(rss_grid, axis=1)
-    on_edge = (i == 0) | (i == grid.size - 1)
-    lo = grid[np.maximum(i - 1, 0)]
-    hi = grid[np.minimum(i + 1, grid.size - 1)]
-    inv_phi = (math.sqrt(5.0) - 1.0) / 2.0
-    c, d = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
-    fc, fd = _rss_at(y, b, c)[0], _rss_at(y, b, d)[0]
-    for _ in range(_GOLDEN_STEPS):
-        left = fc < fd  # the minimum lies in [lo, d]
-        hi = np.where(left, d, hi)
-        lo = np.where(left, lo, c)
-        d_new = np.where(left, c, lo + inv_phi * (hi - lo))
-        c_new = np.where(left, hi - inv_phi * (hi - lo), d)
-        f_new = _rss_at(y, b, np.where(left, c_new, d_new))[0]
-        fd, fc = np.where(left, fc, f_new), np.where(left, f_new, fd)
-        c, d = c_new, d_new
-    ln_bn = (lo + hi) / 2.0
-    rss, ln_eps = _rss_at(y, b, ln_bn)
-    return ln_bn, ln_eps, rss, on_edge, rss_grid
-
-
-def _profile_interval(
-    y: FloatArray,
-    b: FloatArray,
-    grid: FloatArray,
-    rss_grid: FloatArray,
-    rss_min: float,
-    ln_bn: float,
-    level: float,
-) -> Interval:
-    """The F-based profile interval of B_noise: every B_noise whose best RSS is within the
-    level's F bound of the minimum. It follows the curved likelihood of a nonlinear parameter
-    with a handful of points, where a Wald interval is symmetric and a percentile bootstrap
-    too narrow; measured coverage 0.90-0.92 over 300 synthetic studies."""
-    dof = y.size - 2
-    threshold = rss_min * (1.0 + float(fdtri(1, dof, level)) / dof)
-    point = math.exp(ln_bn)
-    i = int(np.argmin(rss_grid))
-
-    def excess(ln: float) -> float:
-        return float(_rss_at(y, b, np.array(ln))[0]) - threshold
-
-    if rss_grid[i] > threshold:
-        # Near-exact data (best LRs read off smoothed fits): the whole basin lies between two
-        # grid points. Find its edges from the optimum itself, between it and those points.
-        if excess(ln_bn) >= 0:  # no noise at all: nothing to bound
-            return Interval(point, point, level)
-        lo_edge, hi_edge = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, grid.size - 1)])
-        low = math.exp(float(brentq(excess, lo_edge, ln_bn))) if excess(lo_edge) > 0 else math.exp(lo_edge)
-        high = math.exp(float(brentq(excess, ln_bn, hi_edge))) if excess(hi_edge) > 0 else math.exp(hi_edge)
-        return Interval(min(low, point), max(high, point), level)
-    below = rss_grid <= threshold
-    left = i
-    while left > 0 and below[left - 1]:
-        left -= 1
-    right = i
-    while right < grid.size - 1 and below[right + 1]:
-        right += 1
-
-    def crossing(outside: float, inside: float) -> float:
-        # The grid's expanded RSS and the direct one differ in the last digits; where that
-        # loses the sign change, the grid point is as good an answer.
-        if excess(outside) * excess(inside) > 0:
-            return math.exp(inside)
-        return math.exp(float(brentq(excess, outside, inside)))
-
-    low = 0.0 if left == 0 else crossing(float(grid[left - 1]), float(grid[left]))
-    high = math.inf if right == grid.size - 1 else crossing(float(grid[right + 1]), float(grid[right]))
-    return Interval(min(low, point), max(high, point), level)
-
-
-def _bend_draws(
-    y: FloatArray,
-    b: FloatArray,
-    grid: FloatArray,
-    ln_eps: float,
-    ln_bn: float,
-    n_boot: int,
-    rng: np.random.Generator,
-) -> FloatArray:
-    """Residual-bootstrap draws of (ln eps_max, ln B_noise), for prediction intervals."""
-    n = y.size
-    dof = n - 2
-    fitted = ln_eps - _shape(np.array(ln_bn), b)
-    r = y - fitted
-    # As for the critical batch: residuals rescaled to the errors they estimate, and each
-    # draw's noise scale drawn from its chi-square distribution (few points, uncertain scale).
-    r = (r - r.mean()) * math.sqrt(n / dof)
-    scale = np.sqrt(dof / rng.chisquare(dof, size=(n_boot, 1)))
-    y_star = fitted + scale * r[rng.integers(0, n, size=(n_boot, n))]
-    bn_star, eps_star, *_ = _fit_bend(y_star, b, grid)
-    return np.column_stack([eps_star, bn_star])

@@ -34,8 +34,9 @@ import yaml
 from hpsearch import record
 from hpsearch.analysis._batches import NO_TRIAL_REACHED, BatchPoint
 from hpsearch.analysis._layout import NodeLayout, node_layout
+from hpsearch.analysis._lr_law import LRLawFit
 from hpsearch.analysis._memory_model import MemoryModel
-from hpsearch.analysis._stats import Interval, format_batch, percentile_interval
+from hpsearch.analysis._stats import Interval, format_batch, format_number, percentile_interval
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
@@ -113,6 +114,9 @@ class Recommendation:
         lr: The LR to train with at B: the LR the rule scales to, which warmup rises to and the
             schedule starts from (the one to set as a scheduler's initial or peak LR).
         lr_interval: Its interval from the LR law, when there is one.
+        lr_note: Why the answer states its LR as a constant rule where its batch lies beyond the
+            LR law's peak (a surge: the best LR falls there, so scaling up would overshoot);
+            ``None`` elsewhere.
         warmup_epochs: The study's warmup.
         warmup_from: Where that warmup starts (``base_lr`` or ``zero``), as its trials ran it.
         lr_schedule: The schedule after warmup the answer assumes: the one its trials ran.
@@ -214,6 +218,7 @@ class Recommendation:
     nodes: int = 1
     tied: tuple[Alternative, ...] = ()
     confirmation: ConfirmationStatus | None = None
+    lr_note: str | None = None
 
     @property
     def interval_coverage(self) -> float | None:
@@ -291,6 +296,7 @@ class Recommendation:
             record.PER_DEVICE_BATCH_SIZE: self.per_device_batch_size, record.WORLD_SIZE: self.world_size,
             record.GRAD_ACCUM_STEPS: self.grad_accum_steps, record.EFFECTIVE_BATCH_SIZE: self.effective_batch_size,
             "rule": self.rule, record.BASE_LR: self.base_lr, "lr": self.lr, "lr_interval": iv(self.lr_interval),
+            "lr_note": self.lr_note,
             record.WARMUP_EPOCHS: self.warmup_epochs, record.WARMUP_FROM: self.warmup_from,
             record.LR_SCHEDULE: self.lr_schedule, "epochs": self.epochs,
             "schedule": self.schedule_text(), record.COMPILE_S: self.compile_s,
@@ -523,7 +529,7 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
                        startup_s + floor / big_b * step_iv.low)
     low, high = max(product.low, fewest), min(product.high, most)
     time_iv = (Interval(low, high, cb.level) if low <= high else Interval(fewest, most, cb.level)).including(time)
-    rule, base_lr, lr, lr_interval, lr_lines = _learning_rate(analysis, big_b)
+    rule, base_lr, lr, lr_interval, lr_lines, lr_note = _learning_rate(analysis, big_b)
     if lr_interval is not None:
         lr_interval = lr_interval.including(lr)
     dropped = n - int(kept.sum())
@@ -550,8 +556,8 @@ def _from_laws(analysis: StudyAnalysis, layout: NodeLayout, minimize: Minimize, 
     return Recommendation(
         devices=devices, device_kind=kind, minimize=minimize, per_device_batch_size=bb, world_size=ww,
         grad_accum_steps=aa, effective_batch_size=int(big_b), rule=rule, base_lr=base_lr, lr=lr,
-        lr_interval=lr_interval, warmup_epochs=analysis.warmup_epochs, warmup_from=analysis.warmup_from,
-        lr_schedule=analysis.lr_schedule,
+        lr_interval=lr_interval, lr_note=lr_note, warmup_epochs=analysis.warmup_epochs,
+        warmup_from=analysis.warmup_from, lr_schedule=analysis.lr_schedule,
         epochs=analysis.epochs, compile_s=analysis.compile_s.get(kind) if kind is not None else None,
         time_s=time, time_interval=time_iv, device_hours=time * ww / 3600,
         device_hours_interval=Interval(time_iv.low * ww / 3600, time_iv.high * ww / 3600, time_iv.level),
@@ -797,9 +803,10 @@ def _extrapolations(analysis: StudyAnalysis, model: Any, b: int, w: int, a: int,
 
 
 def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, float | None, float, Interval | None,
-                                                                    list[str]]:
+                                                                    list[str], str | None]:
     """The LR at ``batch`` (from the LR law, else the best configuration of the nearest batch
-    scaled by its rule), and the rule and base LR that give it."""
+    scaled by its rule), the rule and base LR that give it, the explanation's line, and why
+    the answer does not scale up where ``batch`` lies beyond the law's peak (else ``None``)."""
     law = analysis.lr_law
     b0 = analysis.base_batch_size
     if law is not None:
@@ -813,6 +820,13 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
         step = math.log(1.25)
         slope = (math.log(float(law.lr(batch * 1.25))) - math.log(float(law.lr(batch / 1.25)))) / (2 * step)
         rule = _closest_rule(slope)
+        if law.past_peak(batch):
+            # Past the surge's peak the best LR falls as B grows: a rule that scales the LR up
+            # from a smaller batch overshoots there, so the answer states the law's own LR at B
+            # as a constant rule (base_lr = lr), which runs that LR whatever the base batch.
+            note = _past_peak_note(law, batch, lr)
+            lines = [f"LR: {law.summary}; {note}" + _left_out(analysis)]
+            return "constant", lr, lr, interval, lines, note
         lines = [f"LR: {law.summary}; its slope at B {batch:,.0f} is {slope:.2f}, so the {rule} rule states it"
                  + _left_out(analysis)]
     else:
@@ -826,7 +840,21 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
         lines = [f"LR: the best configuration at B {nearest.effective_batch_size:,.0f} (lr {nearest.lr:.4g}) scaled by "
                  f"its {rule} rule; there is no LR law: {analysis.lr_law_refusal}"]
     base_lr = None if b0 is None else lr / _scale(rule, batch / b0)
-    return (rule if b0 is not None else None), base_lr, lr, interval, lines
+    return (rule if b0 is not None else None), base_lr, lr, interval, lines, None
+
+
+def _past_peak_note(law: LRLawFit, batch: float, lr: float) -> str:
+    """Why an answer beyond the LR law's peak runs the law's LR as a constant rule, with what
+    the rules that scale up from the peak would have set instead."""
+    assert law.b_peak is not None and law.peak_lr is not None and law.b_peak_interval is not None
+    iv = law.b_peak_interval
+    k = batch / law.b_peak
+    sqrt_lr, linear_lr = law.peak_lr * math.sqrt(k), law.peak_lr * k
+    return (f"B {format_batch(batch)} is beyond the LR law's peak (B {format_number(law.b_peak)} [{format_number(iv.low)}, "
+            f"{format_number(iv.high)}]): the best LR falls there as the batch grows (surge, Li et al. 2024), so the "
+            f"answer runs the law's lr {lr:.4g} at B {format_batch(batch)} as a constant rule (base_lr = lr) rather than "
+            f"scaling up; the sqrt rule from the peak would set {sqrt_lr:.4g} ({sqrt_lr / lr:.1f}x), the linear "
+            f"rule {linear_lr:.4g} ({linear_lr / lr:.1f}x)")
 
 
 def _left_out(analysis: StudyAnalysis) -> str:

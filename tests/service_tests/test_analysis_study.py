@@ -8,10 +8,11 @@ import math
 import optuna
 import pytest
 
-from hpsearch.analysis import Target, analyze, crossing, parse_target
+from hpsearch.analysis import Target, analyze, crossing, parse_target, recommend
 from hpsearch.errors import AnalysisError
 from hpsearch.search import Search
-from hpsearch.testing import SyntheticTruth, synthetic_study
+from hpsearch.testing import SURGE_TRUTH, SyntheticTruth, synthetic_study
+from hpsearch.trials.scaling import scaled_lr
 
 #: A study like a well-tuned random search: every batch tried at many LRs around its best one.
 SQRT_TRUTH = SyntheticTruth(b_noise=None, alpha=0.5, evals_per_epoch=4)
@@ -68,7 +69,10 @@ def test_the_critical_batch_and_the_lr_law_are_found_back_from_a_study_drawn_fro
     assert fit.e_min == pytest.approx(SQRT_TRUTH.e_min, rel=0.10)
     law = analysis.lr_law
     assert law is not None and abs(law.alpha - SQRT_TRUTH.alpha) < 0.1
+    # The surge is fitted beside the power law (its sqrt limit) and not chosen: an SGD-shaped
+    # study keeps the form it chose before the surge existed.
     assert "sqrt" in law.rules_supported and law.preferred == "power"
+    assert law.b_peak is not None and not law.past_peak(1e6)
     # Each batch's best LR lies near the true optimum.
     for point in analysis.lr_points:
         assert point.lr == pytest.approx(SQRT_TRUTH.best_lr(point.effective_batch_size), rel=0.25)
@@ -84,9 +88,48 @@ def test_the_step_time_model_predicts_throughput_within_ten_percent(sqrt_study: 
 
 def test_a_bent_lr_law_is_seen_where_the_best_lr_stops_growing(bent_study: Search) -> None:
     law = analyze(bent_study, ("val_accuracy", BENT_TRUTH.target)).lr_law
-    assert law is not None and law.preferred == "bend"
+    # The bend, not the surge fitted beside it: flat beyond B_noise is no fall.
+    assert law is not None and law.preferred == "bend" and law.b_peak is not None
     assert law.b_noise == pytest.approx(BENT_TRUTH.b_noise, rel=0.25)
     assert law.b_noise_interval is not None and law.b_noise_interval.contains(BENT_TRUTH.b_noise)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_surging_lr_law_gives_its_peak_back_from_a_study_drawn_from_it(seed: int) -> None:
+    # An Adam-type study (hpsearch.testing.SURGE_TRUTH): the best LR peaks at B 512, inside
+    # the batches that reached the target (B 32 to 2048, 7 batch sizes), and falls beyond.
+    search = synthetic_study(optuna.storages.InMemoryStorage(), "surge", n_trials=3000, seed=seed, truth=SURGE_TRUTH)
+    law = analyze(search, ("val_accuracy", SURGE_TRUTH.target)).lr_law
+    assert SURGE_TRUTH.b_peak is not None
+    assert law is not None and law.n_batch_sizes >= 5 and law.preferred == "surge"
+    # Measured over seeds 0-4: B_peak 508, 512, 519, 540, 503 (within 6% of 512).
+    assert law.b_peak == pytest.approx(SURGE_TRUTH.b_peak, rel=0.2)
+    assert law.peak_lr == pytest.approx(SURGE_TRUTH.best_lr(SURGE_TRUTH.b_peak), rel=0.2)
+    assert law.summary.startswith("the best LR peaks near B ") and "falls beyond it" in law.summary
+
+
+def test_an_answer_beyond_the_peak_runs_the_laws_lr_as_a_constant_rule_and_says_why() -> None:
+    search = synthetic_study(optuna.storages.InMemoryStorage(), "surge", n_trials=3000, seed=0, truth=SURGE_TRUTH)
+    analysis = analyze(search, ("val_accuracy", SURGE_TRUTH.target))
+    law = analysis.lr_law
+    assert law is not None and law.b_peak is not None
+    below, beyond = recommend(analysis, 1), recommend(analysis, 8)
+    assert below.effective_batch_size < law.b_peak < beyond.effective_batch_size
+    # Below the peak, as before: the rule nearest the law's slope, no note.
+    assert below.rule == "sqrt" and below.lr_note is None
+    # Beyond it: the law's LR at B, run as it stands by the trial (a constant rule from it),
+    # and the reason, with what scaling up from the peak would have set.
+    big_b = float(beyond.effective_batch_size)
+    assert beyond.lr == pytest.approx(law.lr(big_b))
+    params = beyond.params()
+    assert (params["lr_rule"], params["base_lr"]) == ("constant", beyond.lr)
+    applied = scaled_lr(params["lr_rule"], params["base_lr"], beyond.effective_batch_size, SURGE_TRUTH.base_batch)
+    assert applied == pytest.approx(law.lr(big_b))
+    assert applied == pytest.approx(SURGE_TRUTH.best_lr(big_b), rel=0.1)
+    assert beyond.lr_note is not None and "beyond the LR law's peak" in beyond.lr_note
+    assert "rather than scaling up" in beyond.lr_note and "the sqrt rule from the peak would set" in beyond.lr_note
+    assert any(beyond.lr_note in line for line in beyond.explanation)
+    assert beyond.to_dict()["lr_note"] == beyond.lr_note
 
 
 def test_each_rule_breaks_where_its_lr_leaves_the_best_one() -> None:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from hpsearch.cli import cli
 from hpsearch.search_spaces import load_space
-from hpsearch.testing import SyntheticTruth, synthetic_study
+from hpsearch.testing import SURGE_TRUTH, SyntheticTruth, synthetic_study
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +174,19 @@ def test_a_layout_across_nodes_no_trial_spanned_says_so(store: str) -> None:
 def test_devices_per_node_below_one_is_exit_code_2(store: str) -> None:
     code, _, err = _run("recommend", "demo", "-n", "8", "--devices-per-node", "0", "--storage", store)
     assert code == 2 and "--devices-per-node" in err
+
+
+def test_recommend_beyond_the_lr_laws_peak_says_why_it_does_not_scale_the_lr_up(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'surge.db'}"
+    synthetic_study(url, "adam", n_trials=3000, seed=0, truth=SURGE_TRUTH)
+    code, out, err = _run("recommend", "adam", "-n", "8", "--storage", url, "--target", "val_accuracy=0.9")
+    assert code == 0, err
+    # The answer's LR line says why it runs the law's LR as it stands, and the explanation the law.
+    assert ", constant rule from base_lr " in out
+    assert "\n  lr    B 1024 is beyond the LR law's peak (B " in out
+    assert "surge, Li et al. 2024" in out and "rather than scaling up" in out
+    assert "LR: the best LR peaks near B " in out
+    code, out, _ = _run("recommend", "adam", "-n", "8", "--storage", url, "--target", "val_accuracy=0.9", "--json")
+    data = json.loads(out)
+    assert data["analysis"]["lr_law"]["preferred"] == "surge" and data["analysis"]["lr_law"]["b_peak"] > 0
+    assert data["recommendation"]["params"]["lr_rule"] == "constant" and data["recommendation"]["lr_note"]

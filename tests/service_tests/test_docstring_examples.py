@@ -39,6 +39,7 @@ MODULES = [
     "hpsearch.dashboards.analysis_figures",
     "hpsearch.analysis",
     "hpsearch.analysis._target",
+    "hpsearch.analysis._lr_law",
     "hpsearch.analysis._memory_model",
     "hpsearch.study.reasons",
     "hpsearch.study._units",
