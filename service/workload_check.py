@@ -85,7 +85,7 @@ def check_space_workload(space: SearchSpace) -> WorkloadCheck:
         >>> check_space_workload(space)
         Traceback (most recent call last):
         ...
-        hpsearch.errors.SpaceError: <space> at 'parameters.hiden': 'hiden' is neither a parameter of the engine nor an option of workload 'digits_mlp'; did you mean 'hidden'? digits_mlp takes: hidden, loss_reduction, split_seed, val_fraction; the engine takes: per_device_batch_size, world_size, grad_accum_steps, lr_rule, base_lr, optimizer, momentum, nesterov, weight_decay, precision
+        hpsearch.errors.SpaceError: <space> at 'parameters.hiden': 'hiden' is neither a parameter of the engine nor an option of workload 'digits_mlp'; did you mean 'hidden'? digits_mlp takes: hidden, loss_reduction, split_seed, val_fraction; the engine takes: per_device_batch_size, world_size, grad_accum_steps, lr_rule, base_lr, optimizer, momentum, nesterov, weight_decay, precision, max_grad_norm
     """
     name = space.workload.name
     try:
