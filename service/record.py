@@ -401,7 +401,8 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
           doc="a confirmation run's round, devices, exact configuration and what the answer predicted before it ran"),
     Field(TRAINING_STARTED, "training started", "bookkeeping"),
     Field(PHASES, "phases (s since asked)", "bookkeeping"),
-    Field(VAL_PERPLEXITY, "validation perplexity", "measured", _MIN, objective=True,
+    # Not an objective: it orders trials exactly as val_loss does, which is the one to name.
+    Field(VAL_PERPLEXITY, "validation perplexity", "measured", _MIN,
           doc="a language model's exp(val_loss), the loss a mean per token"),
     Field(TOKENS_SEEN, "tokens seen", "measured", doc="a language model's training tokens over all ranks: samples_seen x tokens per sample"),
 )}
