@@ -195,3 +195,14 @@ def test_resume_refuses_a_study_recorded_on_other_text(tmp_path: Path, monkeypat
     # Nothing ran: the study is as it was.
     again = optuna.load_study(study_name="lm-fingerprint", storage=storage)
     assert again.trials == [] and again.user_attrs[record.ATTR_DATA_FINGERPRINT] == other
+
+
+def test_every_trial_of_the_study_carries_its_recorded_fingerprint(tmp_path: Path) -> None:
+    from hpsearch.planner.state import SearchState
+
+    study = optuna.create_study(study_name="lm-fingerprint", storage=optuna.storages.InMemoryStorage())
+    space = parse_space(SPACE)
+    params = {"per_device_batch_size": 16, "base_lr": 0.001, "optimizer": "adamw", "lr_rule": "sqrt"}
+    assert SearchState(study, space, 1, "cpu", tmp_path).spec(params).data_fingerprint is None
+    study.set_user_attr(record.ATTR_DATA_FINGERPRINT, {"sha256": "a" * 64, "python": "3.11.7"})
+    assert SearchState(study, space, 1, "cpu", tmp_path).spec(params).data_fingerprint == "a" * 64
