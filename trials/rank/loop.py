@@ -133,8 +133,8 @@ class ClassCounts:
 
     Counted on the device without a read per batch (targets outside ``0..num_classes-1``, an
     ignore index, are not counted), and read with the correct answers, so an evaluation reads
-    the device no more often than before; targets that are not one class index per sample (soft
-    labels) give no figure.
+    the device no more often than before. A sequence's targets, ``(N, T)``, count position by
+    position; targets that are not class indices (soft labels) give no figure.
     """
 
     def __init__(self, num_classes: int | None, device: torch.device) -> None:
