@@ -165,6 +165,11 @@ FUSE_DECLINED = "fuse_declined"
 #: fusing no longer pays (``fuse: auto``): the group finished fused, and no later group of its
 #: shape is fused.
 FUSE_STOPPED_PAYING = "fuse_stopped_paying"
+#: A language model's (a workload with ``tokens_per_sample``, such as ``text_lm``): the
+#: validation perplexity, ``exp(val_loss)`` of a loss that is a mean per token, and the training
+#: tokens seen over all ranks, ``samples_seen`` x the tokens per sample.
+VAL_PERPLEXITY = "val_perplexity"
+TOKENS_SEEN = "tokens_seen"
 
 # ---- bookkeeping written by the searcher ----
 #: Why a trial is PRUNED or FAIL (a short code, see the ``REASON_*`` names).
@@ -240,6 +245,10 @@ ATTR_STUDY_UID = "hpsearch.study_uid"
 #: What ``search.fuse: auto`` decided for the study's shapes (``hpsearch.planner.fuse_decisions``):
 #: those that do not fuse and why, those that do; a resume follows them rather than timing again.
 ATTR_FUSE_DECISIONS = "hpsearch.fuse_decisions"
+#: The data the study trains on, for a workload that names them (``Workload.data_fingerprint``):
+#: ``{"sha256": ..., "python": ...}``, the hash the search's check built and the Python that
+#: built it. A resume that builds another refuses to run; so does each rank, per trial.
+ATTR_DATA_FINGERPRINT = "hpsearch.data_fingerprint"
 
 # ---- status reasons ----
 REASON_EARLY_STOPPED = "early_stopped"
@@ -397,6 +406,10 @@ FIELDS: Mapping[str, Field] = {f.name: f for f in (
           doc="a confirmation run's round, devices, exact configuration and what the answer predicted before it ran"),
     Field(TRAINING_STARTED, "training started", "bookkeeping"),
     Field(PHASES, "phases (s since asked)", "bookkeeping"),
+    # Not an objective: it orders trials exactly as val_loss does, which is the one to name.
+    Field(VAL_PERPLEXITY, "validation perplexity", "measured", _MIN,
+          doc="a language model's exp(val_loss), the loss a mean per token"),
+    Field(TOKENS_SEEN, "tokens seen", "measured", doc="a language model's training tokens over all ranks: samples_seen x tokens per sample"),
 )}
 
 #: Metrics a space's objectives may name.
@@ -410,7 +423,7 @@ RECORDED_METRICS: tuple[str, ...] = (
     SAMPLES_PER_S, COMM_FRACTION, ALLREDUCE_CALLS, NOISE_SCALE, NOISE_SCALE_NOTE, EMULATED_RANKS, DEVICE, NODE,
     NODE_ID, NODES, NODE_IDS, GPU_IDS, LAST_LR, DATA_PATH, DATA_PATH_REASON, DATA_CACHE, SETUP_S, PRECISION, COMPILE_S, PEAK_MEMORY_BYTES,
     MEMORY_LIMIT_BYTES, OUT_OF_MEMORY_PHASE, MPS, FUSED_GROUP, FUSED_MEMBERS, FUSE, FUSE_STOPPED_PAYING, RUNTIME_BASIS, FUSED_RUNTIME_S,
-    FUSED_STEP_S, SOLO_STEP_S,
+    FUSED_STEP_S, SOLO_STEP_S, VAL_PERPLEXITY, TOKENS_SEEN,
 )
 
 

@@ -19,6 +19,7 @@ module logs (checked when ``start`` builds it).
 from __future__ import annotations
 
 import difflib
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,8 @@ from hpsearch.trials.workloads.base import (
     resolve_workload,
 )
 
-__all__ = ["SearchCheck", "WorkloadCheck", "build_first", "check_for_search", "check_space_workload", "first_options"]
+__all__ = ["SearchCheck", "WorkloadCheck", "build_first", "check_for_search", "check_space_workload", "check_study_data",
+           "first_options"]
 
 
 @dataclass(frozen=True)
@@ -211,10 +213,21 @@ class SearchCheck:
     Attributes:
         warnings: What could not be checked (``WorkloadCheck.warnings``).
         train_size: The training set's size (ASHA's budget unit).
+        data_fingerprint: The workload's ``data_fingerprint`` as built here (``None``: it names
+            no data).
+        python: The Python version that built it.
     """
 
     warnings: tuple[str, ...]
     train_size: int
+    data_fingerprint: str | None = None
+    python: str = ""
+
+    def fingerprint_attr(self) -> dict[str, str] | None:
+        """The study's ``hpsearch.data_fingerprint`` attr for what was built, or ``None``."""
+        if self.data_fingerprint is None:
+            return None
+        return {"sha256": self.data_fingerprint, "python": self.python}
 
 
 def check_for_search(space: SearchSpace) -> SearchCheck:
@@ -246,7 +259,35 @@ def check_for_search(space: SearchSpace) -> SearchCheck:
             f"{size} training samples of workload {space.workload.name!r}; lower the batch choices or "
             "set constraints.max_effective_batch_size",
             key_path="parameters.per_device_batch_size", source=space.source_path or "<space>")
-    return SearchCheck(found.warnings, size)
+    return SearchCheck(found.warnings, size, workload.data_fingerprint, platform.python_version())
+
+
+def check_study_data(study_name: str, recorded: object, found: SearchCheck, workload: str) -> None:
+    """Refuse to go on with a study on other data than it started on: ``recorded`` is the
+    study's ``hpsearch.data_fingerprint`` attr (``None`` for a study that recorded none), ``found``
+    what this interpreter built (``check_for_search``).
+
+    Raises:
+        WorkloadError: the fingerprints differ; the message names both and both Pythons.
+
+    Example:
+        >>> now = SearchCheck((), 100, "b" * 64, "3.12.1")
+        >>> check_study_data("lm", {"sha256": "b" * 64, "python": "3.12.1"}, now, "text_lm")
+        >>> check_study_data("lm", {"sha256": "a" * 64, "python": "3.11.7"}, now, "text_lm")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hpsearch.errors.WorkloadError: study 'lm' trained workload 'text_lm' on data with fingerprint aaaa... (built by Python 3.11.7), but this Python (3.12.1) builds bbbb...: ...
+    """
+    if not isinstance(recorded, Mapping) or "sha256" not in recorded:
+        return
+    expected = str(recorded["sha256"])
+    if found.data_fingerprint == expected:
+        return
+    raise WorkloadError(
+        f"study {study_name!r} trained workload {workload!r} on data with fingerprint {expected} (built by Python "
+        f"{recorded.get('python', '?')}), but this Python ({found.python}) builds {found.data_fingerprint}: its "
+        "trials would train on other data than the study's (for text_lm: another Python's standard library "
+        "source); resume it with the Python it started with, or start a new study")
 
 
 def _largest(space: SearchSpace, name: str) -> int:

@@ -89,6 +89,8 @@ class TrialSpec:
             in the group; every other field is the group's. Empty: a trial of its own.
         fuse: ``auto`` (a group times its fused steps against solo ones on its first steps and
             declines where fusing does not pay) or ``true`` (it fuses where it can).
+        data_fingerprint: The ``Workload.data_fingerprint`` the study recorded when its search
+            started; a rank whose workload builds another fails the trial (``None``: unchecked).
     """
 
     per_device_batch_size: int
@@ -119,6 +121,7 @@ class TrialSpec:
     gpu_share: float = 1.0
     fused: tuple[Mapping[str, Any], ...] = ()
     fuse: str = "auto"
+    data_fingerprint: str | None = None
 
     @property
     def effective_batch_size(self) -> int:
@@ -306,7 +309,10 @@ def fusion_key(spec: TrialSpec) -> Hashable:
         >>> fusion_key(a) == fusion_key(b), fusion_key(a) == fusion_key(replace(b, per_device_batch_size=16))
         (True, False)
     """
-    shape = {k: v for k, v in spec.to_dict().items() if k not in MEMBER_FIELDS and k not in ("fused", "fuse")}  # not a record name
+    # The data fingerprint is the study's, the same for every trial: left out, so the keys a study
+    # kept its fuse decisions under before specs carried it still match.
+    shape = {k: v for k, v in spec.to_dict().items()
+             if k not in MEMBER_FIELDS and k not in ("fused", "fuse", "data_fingerprint")}  # not a record name
     shaping = {k: v for k, v in spec.hyperparameters.items() if k not in MEMBER_HYPERPARAMETERS}
     return repr(sorted({**shape, "hyperparameters": sorted(shaping.items(), key=lambda kv: kv[0])}.items()))
 

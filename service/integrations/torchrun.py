@@ -43,6 +43,7 @@ import importlib.util
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -190,7 +191,11 @@ def export_trial(study: optuna.Study, number: int, folder: str | os.PathLike[str
     # The seed it ran with (a confirmation run's is its own; older trials recorded none and ran
     # with the space's).
     seed = trial.user_attrs.get(record.SEED)
-    seeded = {"seed": int(seed)} if isinstance(seed, int) else {}  # not a record name: the spec's field
+    seeded: dict[str, Any] = {"seed": int(seed)} if isinstance(seed, int) else {}  # not a record name: the spec's field
+    # The study's data (text_lm's text hash): the job refuses to train on other data, as its ranks did.
+    data = study.user_attrs.get(record.ATTR_DATA_FINGERPRINT)
+    if isinstance(data, Mapping) and "sha256" in data:
+        seeded["data_fingerprint"] = str(data["sha256"])
     ran = trial_spec(space, params, device=device, **seeded)
     # Real ranks under torchrun (the trial may have emulated its ranks on fewer devices), and
     # the weights saved: they are what this run is for.

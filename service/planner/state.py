@@ -115,6 +115,11 @@ class SearchState:
         self.group_size: dict[Hashable, int] = {}
         #: A confirmation round's runs, proposed first.
         self.confirming = list(confirmations)
+        #: The data the study trains on (``hpsearch.data_fingerprint``): every trial's ranks check
+        #: theirs against it (``TrialSpec.data_fingerprint``).
+        recorded = study.user_attrs.get(record.ATTR_DATA_FINGERPRINT)
+        self.data_fingerprint = str(recorded["sha256"]) if isinstance(recorded, Mapping) and "sha256" in recorded \
+            else None
         #: Which completed trials keep their saved weights (``workload.save_model``).
         self.models = ModelKeeper.of_study(study, space.workload.save_model)
         trials = study.get_trials(deepcopy=False)
@@ -154,6 +159,7 @@ class SearchState:
 
     def spec(self, params: Mapping[str, Any], **given: Any) -> TrialSpec:
         """The spec of a configuration of the space, on this search's device."""
+        given.setdefault("data_fingerprint", self.data_fingerprint)
         return trial_spec(self.space, params, device=self.device, max_processes=self.max_processes, **given)
 
     def duplicate_key(self, params: Mapping[str, Any]) -> Hashable:

@@ -33,7 +33,7 @@ from hpsearch.planner.budget import budget_of, budget_status, settle_orphans, sp
 from hpsearch.planner.plan import ConfirmationRun, SearchPlan, grid_progress, grid_warning, plan_search
 from hpsearch.planner.sampler import create_sampler
 from hpsearch.progress import SearchEvent
-from hpsearch.record import ATTR_N_TRIALS
+from hpsearch.record import ATTR_DATA_FINGERPRINT, ATTR_N_TRIALS
 from hpsearch.search_spaces import Budget, SearchSpace
 from hpsearch.store import (
     load_study,
@@ -56,7 +56,7 @@ from hpsearch.study.reasons import (
     cut_short_by_the_search,
 )
 from hpsearch.tune.pools import LocalPool, PoolOptions
-from hpsearch.workload_check import check_for_search
+from hpsearch.workload_check import SearchCheck, check_for_search, check_study_data
 
 if TYPE_CHECKING:
     from hpsearch.tune.reservations import Reservations  # imports Ray: loaded with the engine (``_engine``)
@@ -102,7 +102,8 @@ def run_search(
     # A typo, an unimportable plugin, an unknown option or a batch larger than the data fails
     # here: before Ray starts and before any file is written.
     with _local_pool(space, settings, study_name) as local:
-        engine, samples_per_epoch = _check_workload(space, local)
+        engine, found = _check_workload(space, local)
+        samples_per_epoch = found.train_size
         with study_lock(settings.storage, study_name):
             _refuse_existing(settings, study_name)  # another search may have made it meanwhile
             with engine.ray_session(settings.ray_address) as cluster:
@@ -115,6 +116,7 @@ def run_search(
                     if on_plan is not None:
                         on_plan(plan)
                     study = _create_study(_search_storage(settings, on_event), study_name, space, plan.n_trials)
+                    _record_data(study, found)
                     _claim_runs_dir(settings, study)
                     write_budget(study, plan.budget)
                     for params in space.search.enqueue:  # the configurations the space runs first
@@ -211,8 +213,13 @@ def resume_search(
                     study_name, grid.describe(), study_name)
         return None
     with _local_pool(space, settings, study_name) as local:
-        engine, samples_per_epoch = _check_workload(space, local)  # before Ray, before the study changes
+        engine, found = _check_workload(space, local)  # before Ray, before the study changes
+        samples_per_epoch = found.train_size
+        # Other data than the study's (another Python's standard library for text_lm) stop the
+        # resume here, before anything runs or is written.
+        check_study_data(study_name, study.user_attrs.get(ATTR_DATA_FINGERPRINT), found, space.workload.name)
         with study_lock(settings.storage, study_name):
+            _record_data(study, found)
             _claim_runs_dir(settings, study)
             if n_trials is not None or target != study.user_attrs.get(ATTR_N_TRIALS):
                 study.set_user_attr(ATTR_N_TRIALS, target)
@@ -267,8 +274,11 @@ def confirm_study(
     study = load_study(study_name, open_storage(settings.storage))
     space = space_of_study(study)
     with _local_pool(space, settings, study_name) as local:
-        engine, samples_per_epoch = _check_workload(space, local)
+        engine, found = _check_workload(space, local)
+        samples_per_epoch = found.train_size
+        check_study_data(study_name, study.user_attrs.get(ATTR_DATA_FINGERPRINT), found, space.workload.name)
         with study_lock(settings.storage, study_name):
+            _record_data(study, found)
             _claim_runs_dir(settings, study)
             settle_orphans(study, space)
             _requeue_interrupted(study, set(space.parameters))  # a dead search's trials marked, not rerun here
@@ -340,10 +350,18 @@ def _left_to_rerun(trials: Sequence[optuna.trial.FrozenTrial]) -> bool:
                for t in trials)
 
 
-def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[_Engine, int]:
+def _record_data(study: optuna.Study, found: SearchCheck) -> None:
+    """Record the data the study trains on (``hpsearch.data_fingerprint``), where its workload
+    names them and the study has none recorded yet: its trials' ranks check theirs against it."""
+    attr = found.fingerprint_attr()
+    if attr is not None and ATTR_DATA_FINGERPRINT not in study.user_attrs:
+        study.set_user_attr(ATTR_DATA_FINGERPRINT, attr)
+
+
+def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[_Engine, SearchCheck]:
     """Check the space's workload (``hpsearch.workload_check.check_for_search``) before Ray starts,
-    loading the engine meanwhile (``_engine``); return the engine and the training set's size,
-    or raise the check's error.
+    loading the engine meanwhile (``_engine``); return the engine and what the check found (the
+    training set's size, the data's fingerprint), or raise the check's error.
 
     The check imports torch and the workload's module and builds the data once. With a local
     rank pool (``local``) it runs in one of the pool's warm processes, which import all that
@@ -355,7 +373,7 @@ def _check_workload(space: SearchSpace, local: LocalPool | None) -> tuple[_Engin
         found = check_for_search(space) if local is None else local.check(space)
     for warning in found.warnings:
         log.warning("warning: %s", warning)
-    return engine.result(), int(found.train_size)
+    return engine.result(), found
 
 
 #: What Ray reads from the environment as it loads, set before it does (a user's own settings win).

@@ -52,6 +52,8 @@ MODULES = [
     "hpsearch.planner.saved_models",
     "hpsearch.search_spaces.loader",
     "hpsearch.trials.workloads.base",
+    "hpsearch.trials.workloads.text_lm",
+    "hpsearch.trials.rank.report",
     "hpsearch.trials.rank.context",
     "hpsearch.trials.spec",
 ]

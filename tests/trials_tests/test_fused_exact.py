@@ -24,6 +24,8 @@ from hpsearch.trials.spec import TrialSpec, group_spec
 
 STEPS = 50  # the first steps compared report by report
 B = 16
+#: A language model small enough to train a step per evaluation in this test: 35 steps an epoch.
+TINY_LM = {"layers": 1, "width": 32, "heads": 2, "context": 16, "files": 2, "val_files": 1}
 
 
 def _members(workload: str, optimizer: str, W: int, A: int, **common: Any) -> list[TrialSpec]:
@@ -34,7 +36,7 @@ def _members(workload: str, optimizer: str, W: int, A: int, **common: Any) -> li
                (0.005, "constant", {"momentum": 0.0, "weight_decay": 5e-4})]
     else:
         own = [(1e-3, "linear", {}), (2e-3, "sqrt", {"weight_decay": 1e-2}), (5e-4, "constant", {"weight_decay": 0.1})]
-    options = {"val_fraction": 0.1} if workload.startswith("digits") else {}
+    options = {"val_fraction": 0.1} if workload.startswith("digits") else TINY_LM if workload == "text_lm" else {}
     fields: dict[str, Any] = dict(per_device_batch_size=B, world_size=W, grad_accum_steps=A, workload=workload,
                                   workload_options=options, epochs=1, eval_every_samples=B * W * A, seed=1,
                                   save_model=True)
@@ -106,8 +108,10 @@ REPRESENTATIVE = [
     ("digits_cnn", "sgd", 1, 2),
     ("teacher_mlp", "sgd", 2, 1),
     ("digits_mlp", "adamw", 2, 2),
+    ("text_lm", "sgd", 1, 1),
+    ("text_lm", "adamw", 1, 1),
 ]
-EVERY_OTHER = [case for case in itertools.product(["digits_mlp", "digits_cnn", "teacher_mlp"], ["sgd", "adamw"],
+EVERY_OTHER = [case for case in itertools.product(["digits_mlp", "digits_cnn", "teacher_mlp", "text_lm"], ["sgd", "adamw"],
                                                   [1, 2], [1, 2]) if case not in REPRESENTATIVE]
 
 

@@ -72,7 +72,7 @@ from hpsearch.trials.rank.solo_time import (
 )
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.trials.workloads.base import Workload
+from hpsearch.trials.workloads.base import Workload, check_data_fingerprint
 
 # CLEAR_LOSS, PROBE_STEPS, FuseDeclined, fuse_verdict and solo_estimate are ``solo_time``'s, named here too.
 __all__ = ["CLEAR_LOSS", "PROBE_STEPS", "FuseDeclined", "FusedModel", "FusedOptimizer", "fusable", "fuse_verdict",
@@ -142,23 +142,24 @@ class FusedModel:
         loss_sum = torch.zeros(self.k, dtype=torch.float64, device=device)
         correct = torch.zeros(self.k, dtype=torch.int64, device=device)
         seen = ClassCounts(workload.num_classes, device)  # the members share the targets
-        count = 0
+        count = targets = 0
         for x, y in batches:
             loss, right = run(self.params, self.buffers, x, y)
             loss_sum += loss.detach().double() * (len(y) if workload.loss_reduction == "mean" else 1)
             correct += right.to(device)
             if classes:
                 seen.add(y)
+                targets += y.numel()  # a sequence's positions each count, as in loop.evaluate
             count += len(y)
         module.train()
         losses = loss_sum.tolist()
         rights, most = seen.read(correct)
-        chance = seen.chance(most, count)
+        chance = seen.chance(most, targets)
         out = []
         for k in range(self.k):
             metrics = {record.VAL_LOSS: losses[k] / max(count, 1)}
             if classes:
-                metrics[record.VAL_ACCURACY] = rights[k] / max(count, 1)
+                metrics[record.VAL_ACCURACY] = rights[k] / max(targets, 1)
                 metrics.update(chance)
             out.append(metrics)
         return out
@@ -405,6 +406,7 @@ class _Group:
             raise WorkloadError(f"{P} processes x {V} emulated ranks must equal world_size {spec.world_size}")
         torch.manual_seed(spec.seed)  # the members' weights: each solo run's
         workload, data_cache = warm_workload(spec.workload, spec.factory_options, keep=spec.keep_data)
+        check_data_fingerprint(workload, spec.data_fingerprint, spec.workload)
         why = fusable(workload, str(spec.hyperparameters.get("optimizer", "sgd")).lower())
         if why is not None:
             return self._declined(why, {})
@@ -432,7 +434,8 @@ class _Group:
         try:
             synchronize(device)
             ctx.training_started = time.time()
-            self.reporter = Reporter(ctx, self.memory, spec, Reporter.run_setup(spec, path, data_cache, self.memory, began))
+            self.reporter = Reporter(ctx, self.memory, spec, Reporter.run_setup(spec, path, data_cache, self.memory, began),
+                                     tokens_per_sample=workload.tokens_per_sample)
             self.memory.phase = "training"
             return self._epochs(feed)
         except FuseDeclined as declined:

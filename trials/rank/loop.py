@@ -48,7 +48,7 @@ from hpsearch.trials.rank.report import Reporter
 from hpsearch.trials.rank.schedule import EvalSchedule, Evaluation
 from hpsearch.trials.scaling import lr_at
 from hpsearch.trials.spec import TrialSpec
-from hpsearch.trials.workloads.base import Workload
+from hpsearch.trials.workloads.base import Workload, check_data_fingerprint
 
 __all__ = ["MODEL_FILE", "ClassCounts", "StepLayout", "build_optimizer", "evaluate", "train"]
 
@@ -100,7 +100,7 @@ def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     classes = ClassCounts(workload.num_classes, device)
-    count = 0
+    count = targets = 0
     for x, y in batches:
         with _compiling(clock, ("eval", tuple(x.shape))), autocast():
             out = model(x)
@@ -108,15 +108,19 @@ def evaluate(model: torch.nn.Module, workload: Workload, device: torch.device,
         # Turn either reduction into a per-sample sum so the average is over samples.
         loss_sum += loss.detach().double() * (len(y) if workload.loss_reduction == "mean" else 1)
         if workload.num_classes is not None:
+            # Classes on dimension 1, as cross_entropy takes them: (N, C) against (N,), or
+            # (N, C, T) against (N, T) for a sequence (a language model's next tokens), where
+            # accuracy is over every target position.
             correct += (out.argmax(dim=1) == y).sum()
             classes.add(y)
+            targets += y.numel()
         count += len(y)
     model.train()
     metrics = {record.VAL_LOSS: float(loss_sum) / max(count, 1)}
     if workload.num_classes is not None:
         (right,), most = classes.read(correct)
-        metrics[record.VAL_ACCURACY] = right / max(count, 1)
-        metrics.update(classes.chance(most, count))
+        metrics[record.VAL_ACCURACY] = right / max(targets, 1)
+        metrics.update(classes.chance(most, targets))
     return metrics
 
 
@@ -129,8 +133,8 @@ class ClassCounts:
 
     Counted on the device without a read per batch (targets outside ``0..num_classes-1``, an
     ignore index, are not counted), and read with the correct answers, so an evaluation reads
-    the device no more often than before; targets that are not one class index per sample (soft
-    labels) give no figure.
+    the device no more often than before. A sequence's targets, ``(N, T)``, count position by
+    position; targets that are not class indices (soft labels) give no figure.
     """
 
     def __init__(self, num_classes: int | None, device: torch.device) -> None:
@@ -141,9 +145,10 @@ class ClassCounts:
     def add(self, y: Any) -> None:
         if not self.usable:
             return
-        if not (isinstance(y, torch.Tensor) and y.dim() == 1 and not y.is_floating_point() and not y.is_complex()):
+        if not (isinstance(y, torch.Tensor) and y.dim() >= 1 and not y.is_floating_point() and not y.is_complex()):
             self.usable = False
             return
+        y = y.reshape(-1)  # a sequence's targets count position by position
         inside = ((y >= 0) & (y < self.classes)).long()
         self.counts.scatter_add_(0, y.long().clamp(0, self.classes - 1), inside)
 
@@ -464,6 +469,7 @@ def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: Rank
     torch.manual_seed(spec.seed)
     # The factory gets workload.options with the workload's own parameters (hidden...) over them.
     workload, data_cache = warm_workload(spec.workload, spec.factory_options, keep=spec.keep_data)
+    check_data_fingerprint(workload, spec.data_fingerprint, spec.workload)
     path = choose_data_path(spec.data, workload, device, gpu_share=spec.gpu_share)
     autocast = set_precision(spec.precision, device)
     raw_model: torch.nn.Module = workload.model.to(device)
@@ -497,7 +503,8 @@ def _train(spec: TrialSpec, ctx: RankContext, device: torch.device, memory: Rank
         optimizer = own_optimizer() if own_optimizer is not None else build_optimizer(model.parameters(), spec)
         synchronize(device)  # the weights and data copied: the clock starts with training
         ctx.training_started = time.time()
-        reporter = Reporter(ctx, memory, spec, Reporter.run_setup(spec, path, data_cache, memory, began))
+        reporter = Reporter(ctx, memory, spec, Reporter.run_setup(spec, path, data_cache, memory, began),
+                            tokens_per_sample=workload.tokens_per_sample)
         memory.phase = "training"
         trained = _Model(workload, raw_model, net, model, optimizer, comm, clock, autocast)
         return _epochs(spec, trained, feed, plan, layout, reporter)

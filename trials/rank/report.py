@@ -5,6 +5,7 @@ setup, the memory's phase around an evaluation, and what the final report adds.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from hpsearch.trials.rank.data import DataPath
 from hpsearch.trials.rank.memory import RankMemory
 from hpsearch.trials.spec import TrialSpec
 
-__all__ = ["Reporter"]
+__all__ = ["Reporter", "language_model_metrics"]
 
 T = TypeVar("T")
 
@@ -32,12 +33,16 @@ class Reporter:
         memory: The rank's memory watch.
         spec: The trial (``save_model``).
         setup: What every report carries about the run's setup (``run_setup``).
+        tokens_per_sample: A language model's tokens per sample (``Workload.tokens_per_sample``):
+            each report then carries ``tokens_seen`` and ``val_perplexity``.
     """
 
-    def __init__(self, ctx: RankContext, memory: RankMemory, spec: TrialSpec, setup: dict[str, Any]) -> None:
+    def __init__(self, ctx: RankContext, memory: RankMemory, spec: TrialSpec, setup: dict[str, Any],
+                 tokens_per_sample: int | None = None) -> None:
         self.ctx, self.memory, self.setup = ctx, memory, setup
         self.save_model = spec.save_model
         self.device = torch.device(ctx.device)
+        self.tokens_per_sample = tokens_per_sample
 
     @staticmethod
     def run_setup(spec: TrialSpec, path: DataPath, data_cache: str, memory: RankMemory, began: float) -> dict[str, Any]:
@@ -74,4 +79,26 @@ class Reporter:
         return self.ctx.run_dir / name if self.save_model and self.ctx.run_dir is not None else None
 
     def report(self, metrics: dict[str, Any]) -> None:
+        """Report ``metrics`` (adding a language model's measures to them, in place: the caller's
+        final metrics carry them too)."""
+        if self.tokens_per_sample is not None:
+            metrics.update(language_model_metrics(metrics, self.tokens_per_sample))
         self.ctx.report(metrics)
+
+
+def language_model_metrics(metrics: dict[str, Any], tokens_per_sample: int) -> dict[str, Any]:
+    """What a language model's report adds: ``tokens_seen`` (``samples_seen`` x the tokens per
+    sample) and ``val_perplexity`` (``exp(val_loss)``, infinite past float's range).
+
+    Example:
+        >>> language_model_metrics({"samples_seen": 10, "val_loss": 0.0}, 64)
+        {'tokens_seen': 640, 'val_perplexity': 1.0}
+    """
+    added: dict[str, Any] = {}
+    samples = metrics.get(record.SAMPLES_SEEN)
+    if isinstance(samples, int):
+        added[record.TOKENS_SEEN] = samples * tokens_per_sample
+    loss = metrics.get(record.VAL_LOSS)
+    if isinstance(loss, (int, float)):
+        added[record.VAL_PERPLEXITY] = math.exp(loss) if loss < 709.0 else math.inf
+    return added

@@ -44,6 +44,7 @@ __all__ = [
     "build_workload",
     "builds_data",
     "builtin_workloads",
+    "check_data_fingerprint",
     "check_options",
     "check_workload",
     "data_builder",
@@ -99,6 +100,14 @@ class Workload:
             for regression, where ``val_accuracy`` is not recorded.
         hooks: For a model that computes its own loss from whole batches (``WorkloadHooks``);
             ``loss_fn`` and ``num_classes`` are then not used.
+        data_fingerprint: A hash naming the data the workload reads (``text_lm``: the sha256
+            of its pinned text), the same for every configuration of a space. The search
+            records the one its check builds on the study; a resume whose build gives another
+            stops before anything runs, and a rank that builds another fails its trial
+            (``check_data_fingerprint``). ``None``: nothing is checked.
+        tokens_per_sample: For a language model, the tokens each sample's targets hold: each
+            report then carries ``tokens_seen`` (``samples_seen`` x this) and
+            ``val_perplexity`` (``exp(val_loss)``, the loss being a mean per token).
     """
 
     model: torch.nn.Module
@@ -108,6 +117,8 @@ class Workload:
     loss_reduction: Literal["mean", "sum"] = "mean"
     num_classes: int | None = None
     hooks: WorkloadHooks | None = None
+    data_fingerprint: str | None = None
+    tokens_per_sample: int | None = None
 
 
 WorkloadFactory = Callable[[Mapping[str, Any]], Workload]
@@ -309,12 +320,45 @@ def check_workload(value: object, name: str) -> Workload:
     if value.loss_reduction not in ("mean", "sum"):
         raise WorkloadError(f"workload {name!r}: Workload.loss_reduction must be 'mean' or 'sum', "
                             f"got {value.loss_reduction!r}")
+    tokens = value.tokens_per_sample
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise WorkloadError(f"workload {name!r}: Workload.tokens_per_sample must be a positive int or None, "
+                            f"got {tokens!r}")
     for field_name in ("train_set", "val_set"):
         data = getattr(value, field_name)
         if not (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
             raise WorkloadError(f"workload {name!r}: Workload.{field_name} must be a map-style dataset "
                                 f"(with __getitem__ and __len__), got {_describe(data)}")
     return value
+
+
+def check_data_fingerprint(workload: Workload, expected: str | None, name: str) -> None:
+    """Refuse to train on other data than the search checked: ``expected`` is the
+    ``data_fingerprint`` the study recorded (``TrialSpec.data_fingerprint``; ``None``: nothing
+    to check), ``workload`` what this process built.
+
+    Raises:
+        WorkloadError: the fingerprints differ, naming both, this host and its Python.
+
+    Example:
+        >>> import torch
+        >>> built = Workload(torch.nn.Linear(1, 1), [], [], torch.nn.functional.mse_loss, data_fingerprint="ab12")
+        >>> check_data_fingerprint(built, "ab12", "mine:make")
+        >>> check_data_fingerprint(built, "cd34", "mine:make")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        hpsearch.errors.WorkloadError: workload 'mine:make' built data with fingerprint ab12 on ... (Python ...), but the study's data have fingerprint cd34 ...
+    """
+    if expected is None or workload.data_fingerprint == expected:
+        return
+    import platform
+    import socket
+
+    raise WorkloadError(
+        f"workload {name!r} built data with fingerprint {workload.data_fingerprint} on {socket.gethostname()} "
+        f"(Python {platform.python_version()}), but the study's data have fingerprint {expected} (recorded when "
+        "its search started): this node reads other data, and training on them would mix two data sets in one "
+        "study; run every node on the same data (for text_lm: the same Python version)")
 
 
 def build_workload(name: str, options: Mapping[str, Any]) -> Workload:
@@ -345,6 +389,7 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "digits_cnn": ("hpsearch.trials.workloads.digits", "digits_cnn"),
     "digits_mlp": ("hpsearch.trials.workloads.digits", "digits_mlp"),
     "teacher_mlp": ("hpsearch.trials.workloads.teacher", "teacher_mlp"),
+    "text_lm": ("hpsearch.trials.workloads.text_lm", "text_lm"),
     "cifar10": ("hpsearch.trials.workloads.cifar10", "cifar10"),
     "lightning": ("hpsearch.trials.workloads.lightning", "lightning"),
 }
