@@ -25,7 +25,7 @@ from pathlib import Path
 #: The benchmarks, in the report's order (module names under ``benchmarks``).
 BENCHMARKS = ("orchestration", "ddp_loop", "store_writes", "dashboard_api", "search_efficiency", "dashboard_load",
               "analysis_prediction", "analysis_speed", "search_span", "orchestrator_load", "gpu", "gpu_node",
-              "fused", "fused_gpu", "tracking", "answers")
+              "fused", "fused_gpu", "tracking", "answers", "lm_lr_law")
 REPORT = Path("docs/benchmarks.md")
 
 

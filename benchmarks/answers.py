@@ -92,7 +92,9 @@ class Workload:
 
 WORKLOADS = (Workload("quickstart", "quickstart", 0.02),
              Workload("teacher", "teacher", 0.04),
-             Workload("adamw", "adamw", 0.008))
+             # The AdamW workload: the language model (text_lm), with a warmup from zero, a
+             # cosine and clipped gradients, as transformers train (adamw.yaml's teacher MLP before).
+             Workload("lm", "lm", 0.003))
 
 
 @dataclass
@@ -196,7 +198,7 @@ def _measure(workload: Workload, work: Path) -> Outcome:
     # The devices the search answered for: its rounds say; else the most any trial used.
     plan_devices = (search.confirmations[0].devices if search.confirmations
                     else max((int(t.params.get("world_size", 1)) for t in searched), default=1))
-    outcome = Outcome(workload.key, f"{target[0]} >= {target[1]}", plan_devices, len(searched), search_minutes,
+    outcome = Outcome(workload.key, _target_text(target), plan_devices, len(searched), search_minutes,
                       confirm_share=share if confirmation else None)
     for r in search.confirmations:
         measured = r.measured_samples
@@ -253,6 +255,17 @@ def _yaml(path: Path) -> dict[str, Any]:
 def _target_of(source: dict[str, Any]) -> tuple[str, float]:
     metric, value = next(iter(source["analysis"]["target"].items()))
     return str(metric), float(value)
+
+
+def _direction(metric: str) -> str:
+    """``maximize`` for an accuracy, ``minimize`` for a loss (the record's own direction)."""
+    from hpsearch import record
+
+    return record.direction_of(metric) or "maximize"
+
+
+def _target_text(target: tuple[str, float]) -> str:
+    return f"{target[0]} {'<=' if _direction(target[0]) == 'minimize' else '>='} {target[1]:g}"
 
 
 def _reference_space(source: dict[str, Any], name: str, seed: int, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -349,7 +362,7 @@ def _held_out(outcome: Outcome, source: dict[str, Any], answer: Any, storage: st
 def _crossed(trial: Any, target: tuple[str, float]) -> dict[str, Any]:
     from hpsearch.analysis import Target, crossing
 
-    hit = crossing(trial.user_attrs.get("curves"), Target(target[0], target[1], "maximize"),
+    hit = crossing(trial.user_attrs.get("curves"), Target(target[0], target[1], _direction(target[0])),
                    batch_size=trial.user_attrs.get("effective_batch_size"))
     return {"trial": trial.number, "state": trial.state.name, "b": trial.params.get("per_device_batch_size"),
             "W": trial.params.get("world_size"), "A": trial.params.get("grad_accum_steps"),

@@ -332,6 +332,16 @@ def duplicate_key(spec: TrialSpec) -> Hashable:
         True
         >>> duplicate_key(at_b0) == duplicate_key(replace(at_b0, lr_rule="sqrt", seed=1))
         False
+
+    With a warmup from ``base_lr`` two base LRs that scale to one LR still differ; from zero
+    they do not:
+
+        >>> linear = TrialSpec(per_device_batch_size=32, base_lr=0.005, base_batch_size=8, warmup_epochs=1.0)
+        >>> sqrt = replace(linear, base_lr=0.01, lr_rule="sqrt")
+        >>> linear.lr == sqrt.lr, duplicate_key(linear) == duplicate_key(sqrt)
+        (True, False)
+        >>> duplicate_key(replace(linear, warmup_from="zero")) == duplicate_key(replace(sqrt, warmup_from="zero"))
+        True
     """
     fields = {k: v for k, v in spec.to_dict().items() if k not in (record.LR_RULE, "fused", "fuse")}  # not a record name
     fields[record.LR] = spec.lr

@@ -825,6 +825,10 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
             # from a smaller batch overshoots there, so the answer states the law's own LR at B
             # as a constant rule (base_lr = lr), which runs that LR whatever the base batch.
             note = _past_peak_note(law, batch, lr)
+            if analysis.warmup_epochs > 0 and analysis.warmup_from == "base_lr":
+                # A warmup from base_lr = lr has nothing to rise from: the trials' rose from their own base LR.
+                note += ("; with scaling.warmup_from: base_lr that run holds lr through its warmup, where the trials "
+                         "rose to theirs: warmup_from: zero keeps a warmup")
             lines = [f"LR: {law.summary}; {note}" + _left_out(analysis)]
             return "constant", lr, lr, interval, lines, note
         lines = [f"LR: {law.summary}; its slope at B {batch:,.0f} is {slope:.2f}, so the {rule} rule states it"

@@ -25,7 +25,7 @@ from hpsearch.testing import synthetic_study
 COSINE_SPACE = """\
 study: cosine
 workload: {{name: digits_mlp, epochs: {epochs}, eval_every_samples: {every}}}
-scaling: {{base_batch_size: 16, warmup_epochs: {warmup}, schedule: {schedule}{warmup_from}}}
+scaling: {{base_batch_size: 16, warmup_epochs: {warmup}, schedule: {schedule}}}
 parameters:
   per_device_batch_size: {{choices: {batches}}}
   world_size: 1
@@ -44,11 +44,9 @@ analysis: {{target: {{val_accuracy: {target}}}}}
 
 def _space(*, batches: list[int], lrs: list[float], schedule: str = "cosine", warmup: float = 1.0, epochs: int = 2,
            every: int = 360, rule: str = "sqrt", optimizer: str = "sgd", target: float = 0.5,
-           concurrency: str = "", warmup_from: str | None = None) -> str:
+           concurrency: str = "") -> str:
     momentum = "\n  momentum: 0.9" if optimizer == "sgd" else ""
-    start = "" if warmup_from is None else f", warmup_from: {warmup_from}"
     return COSINE_SPACE.format(epochs=epochs, every=every, warmup=warmup, schedule=schedule, batches=batches, rule=rule,
-                               warmup_from=start,
                                lrs=lrs, optimizer=optimizer, momentum=momentum, n=len(batches) * len(lrs),
                                concurrency=concurrency, target=target)
 
@@ -92,22 +90,6 @@ def test_under_a_cosine_schedule_each_trial_records_the_lr_its_rule_scaled_to(tm
     else:
         assert f"sched warm up from base_lr {answer[record.BASE_LR]:.4g} to lr {answer[record.LR]:.4g} over 1 epoch, " \
                "then cosine decay to 0 by epoch 2" in text
-
-
-def test_a_warmup_from_zero_is_recorded_run_and_said_by_the_answer(tmp_path: Path) -> None:
-    # B 16 is B0: a warmup from base_lr would start at the peak; one from zero starts near 0 there too.
-    (tmp_path / "space.yaml").write_text(_space(batches=[16, 64], lrs=[0.05], warmup_from="zero", every=180))
-    _hpsearch("start", "space.yaml", "--no-progress", cwd=tmp_path)
-    search = hpsearch.load("cosine", f"sqlite:///{tmp_path / 'hpsearch.db'}")
-    for _, t in search.trials_dataframe(all_attrs=True).iterrows():
-        assert t[record.WARMUP_FROM] == "zero" and t["state"] == "COMPLETE"
-        lrs = t[record.CURVES][record.LAST_LR]
-        # 180 samples into a one-epoch warmup (1,437 samples), the LR is an eighth of the way up, plus one step.
-        assert lrs[0] < 0.2 * t[record.LR]
-    out = json.loads(_hpsearch("recommend", "cosine", "--devices", "1", "--json", cwd=tmp_path).stdout)
-    assert out["recommendation"][record.WARMUP_FROM] == "zero"
-    text = _hpsearch("recommend", "cosine", "--devices", "1", cwd=tmp_path).stdout
-    assert "sched warm up from 0 to lr " in text and "over 1 epoch, then cosine decay to 0 by epoch 2" in text
 
 
 def _as_recorded_before_last_lr(source: hpsearch.Search, storage: optuna.storages.BaseStorage) -> hpsearch.Search:
