@@ -30,6 +30,8 @@ __all__ = [
     "SWITCHES",
     "TRAINING_PARAMETERS",
     "WARMUP_FROM",
+    "WARMUP_FROM_BASE_LR",
+    "WARMUP_FROM_ZERO",
     "AnalysisSpec",
     "Budget",
     "Choice",
@@ -58,7 +60,10 @@ LR_SCHEDULES: tuple[str, ...] = ("none", "cosine", "step")
 
 #: Where warmup starts (``scaling.warmup_from``): Goyal et al.'s gradual warmup from ``base_lr`` to
 #: the scaled LR, or from (about) zero to it, as transformer recipes warm up (docs/trials.md).
-WARMUP_FROM: tuple[str, ...] = ("base_lr", "zero")
+#: (Named apart from the ``base_lr`` parameter: the value says where the LR starts, not which LR.)
+WARMUP_FROM_BASE_LR = "base_lr"  # not a record name
+WARMUP_FROM_ZERO = "zero"
+WARMUP_FROM: tuple[str, ...] = (WARMUP_FROM_BASE_LR, WARMUP_FROM_ZERO)
 
 #: Parameters the trial engine itself interprets: the batch, the world size and the LR rule.
 CORE_PARAMETERS: tuple[str, ...] = (
@@ -265,7 +270,7 @@ class ScalingSpec:
     base_batch_size: int = 8
     warmup_epochs: float = 0.0
     schedule: str = "none"
-    warmup_from: str = "base_lr"
+    warmup_from: str = WARMUP_FROM_BASE_LR
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,17 @@ import itertools
 import math
 
 from hpsearch import record
-from hpsearch.search_spaces.space import LR_RULES, LR_SCHEDULES, WARMUP_FROM, Choice, Fixed, Scalar, SearchSpace
+from hpsearch.search_spaces.space import (
+    LR_RULES,
+    LR_SCHEDULES,
+    WARMUP_FROM,
+    WARMUP_FROM_BASE_LR,
+    WARMUP_FROM_ZERO,
+    Choice,
+    Fixed,
+    Scalar,
+    SearchSpace,
+)
 
 __all__ = ["FEW_LRS", "LR_RULES", "LR_SCHEDULES", "STEP_MILESTONES", "WARMUP_FROM", "effective_batch_size", "few_lrs_warning", "lr_at",
            "lrs_per_batch", "scale_factor", "scaled_lr"]
@@ -83,7 +93,7 @@ def lr_at(
     warmup_epochs: float,
     schedule: str = "none",
     total_epochs: float | None = None,
-    warmup_from: str = "base_lr",
+    warmup_from: str = WARMUP_FROM_BASE_LR,
     step_epochs: float = 0.0,
 ) -> float:
     """The LR applied at a point of training, measured in (fractional) epochs done.
@@ -112,7 +122,7 @@ def lr_at(
     if warmup_from not in WARMUP_FROM:
         raise ValueError(f"warmup_from must be one of {', '.join(WARMUP_FROM)}, got {warmup_from!r}")
     if warmup_epochs > 0 and epoch_progress < warmup_epochs:
-        if warmup_from == "zero":
+        if warmup_from == WARMUP_FROM_ZERO:
             return peak_lr * min(1.0, (epoch_progress + step_epochs) / warmup_epochs)
         return base_lr + (peak_lr - base_lr) * (epoch_progress / warmup_epochs)
     if schedule == "none":

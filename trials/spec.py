@@ -22,6 +22,7 @@ from hpsearch.search_spaces.space import (
     PRECISIONS,
     TRAINING_PARAMETERS,
     WARMUP_FROM,
+    WARMUP_FROM_BASE_LR,
 )
 from hpsearch.trials.scaling import effective_batch_size, scaled_lr
 
@@ -100,7 +101,7 @@ class TrialSpec:
     lr_rule: str = "linear"
     base_batch_size: int = 8
     warmup_epochs: float = 0.0
-    warmup_from: str = "base_lr"
+    warmup_from: str = WARMUP_FROM_BASE_LR
     schedule: str = "none"
     workload: str = "digits_cnn"
     workload_options: Mapping[str, Any] = field(default_factory=dict)
@@ -144,7 +145,7 @@ class TrialSpec:
     def warms_from_base_lr(self) -> bool:
         """Whether ``base_lr`` itself shapes the LR curve (a warmup that starts from it), not
         only through the peak it scales to."""
-        return self.warmup_epochs > 0 and self.warmup_from == "base_lr"
+        return self.warmup_epochs > 0 and self.warmup_from == WARMUP_FROM_BASE_LR
 
     @property
     def factory_options(self) -> dict[str, Any]:

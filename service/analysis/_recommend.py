@@ -40,7 +40,7 @@ from hpsearch.analysis._stats import Interval, format_batch, format_number, perc
 from hpsearch.analysis._study import StudyAnalysis
 from hpsearch.analysis._target import Target
 from hpsearch.errors import AnalysisError, NoAnswerError
-from hpsearch.search_spaces.space import LR_RULES
+from hpsearch.search_spaces.space import LR_RULES, WARMUP_FROM_BASE_LR, WARMUP_FROM_ZERO
 from hpsearch.study import ConfirmationStatus, confirmation_status, format_bytes
 from hpsearch.trials.scaling import FEW_LRS, STEP_GAMMA, STEP_MILESTONES, scale_factor
 
@@ -213,7 +213,7 @@ class Recommendation:
     epochs: int | None = None
     compile_s: float | None = None
     emulated_ranks: int = 1
-    warmup_from: str = "base_lr"
+    warmup_from: str = WARMUP_FROM_BASE_LR
     layout: NodeLayout | None = None
     nodes: int = 1
     tied: tuple[Alternative, ...] = ()
@@ -322,7 +322,7 @@ class Recommendation:
 
 
 def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, schedule: str,
-                      epochs: int | None, *, warmup_from: str = "base_lr") -> str:
+                      epochs: int | None, *, warmup_from: str = WARMUP_FROM_BASE_LR) -> str:
     """How a run's LR goes: warmup from ``base_lr`` (or from zero, ``warmup_from="zero"``) to
     ``lr``, then the ``schedule`` over the epochs up to ``epochs``
     (``hpsearch.trials.scaling.lr_at``), as a phrase.
@@ -336,7 +336,7 @@ def describe_schedule(lr: float, base_lr: float | None, warmup_epochs: float, sc
         'lr 0.02 from the first step, then held (as the trials ran)'
     """
     over = f"over {warmup_epochs:g} epoch{'' if warmup_epochs == 1 else 's'}"
-    if warmup_epochs > 0 and warmup_from == "zero":
+    if warmup_epochs > 0 and warmup_from == WARMUP_FROM_ZERO:
         text = f"warm up from 0 to lr {lr:.4g} {over}, then "
     elif warmup_epochs > 0 and base_lr is not None and math.isclose(base_lr, lr, rel_tol=1e-9):
         # At B = B0 a warmup from base_lr rises nowhere: say so rather than "from 0.003 to 0.003".
@@ -825,7 +825,7 @@ def _learning_rate(analysis: StudyAnalysis, batch: float) -> tuple[str | None, f
             # from a smaller batch overshoots there, so the answer states the law's own LR at B
             # as a constant rule (base_lr = lr), which runs that LR whatever the base batch.
             note = _past_peak_note(law, batch, lr)
-            if analysis.warmup_epochs > 0 and analysis.warmup_from == "base_lr":
+            if analysis.warmup_epochs > 0 and analysis.warmup_from == WARMUP_FROM_BASE_LR:
                 # A warmup from base_lr = lr has nothing to rise from: the trials' rose from their own base LR.
                 note += ("; with scaling.warmup_from: base_lr that run holds lr through its warmup, where the trials "
                          "rose to theirs: warmup_from: zero keeps a warmup")

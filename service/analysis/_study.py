@@ -57,7 +57,7 @@ from hpsearch.analysis._target import (
 from hpsearch.errors import AnalysisError, NoAnswerError
 from hpsearch.record import ATTR_SPACE_TEXT, Direction
 from hpsearch.search_spaces import SearchSpace, SpaceError, parse_space
-from hpsearch.search_spaces.space import CORE_PARAMETERS
+from hpsearch.search_spaces.space import CORE_PARAMETERS, WARMUP_FROM_BASE_LR
 from hpsearch.study import StudyInfo
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class StudyAnalysis:
     lr_schedule: str = "none"
     epochs: int | None = None
     compile_s: Mapping[str, float] = field(default_factory=dict)
-    warmup_from: str = "base_lr"
+    warmup_from: str = WARMUP_FROM_BASE_LR
     parameters: tuple[str, ...] = ()
     diverging: tuple[int, ...] = ()
     memory: tuple[MemoryModel, ...] = ()
@@ -591,7 +591,7 @@ def analyze_trials(study: str, frame: pd.DataFrame, curves: Mapping[int, Any], *
     warmup = _first(frame, r.WARMUP_EPOCHS)
     recorded = _strings(frame, r.LR_SCHEDULE)
     # A study recorded before scaling.warmup_from existed warmed up from base_lr.
-    warmup_from = (_strings(frame, r.WARMUP_FROM) or ["base_lr"])[0]
+    warmup_from = (_strings(frame, r.WARMUP_FROM) or [WARMUP_FROM_BASE_LR])[0]
     return StudyAnalysis(
         study=study, target=target, n_trials=sum(t[r.STATUS_REASON] not in r.NOT_RUN_REASONS for t in trials),
         n_reached=len(reached), trials=tuple(trials),

@@ -43,6 +43,7 @@ from hpsearch import record
 from hpsearch.errors import StudyNotFoundError, TrackingError
 from hpsearch.progress import SearchEvent
 from hpsearch.search_spaces import SearchSpace, SpaceError
+from hpsearch.search_spaces.space import WARMUP_FROM_BASE_LR
 from hpsearch.store import load_study, redact_url
 from hpsearch.store.ownership import study_uid
 from hpsearch.study import trial_params
@@ -485,7 +486,7 @@ def _params(trial: FrozenTrial) -> dict[str, Any]:
             params[name] = trial.user_attrs[name]
     if record.WARMUP_EPOCHS in params and record.WARMUP_FROM not in params:
         # Recorded before scaling.warmup_from existed: its warmup started at base_lr.
-        params[record.WARMUP_FROM] = "base_lr"
+        params[record.WARMUP_FROM] = WARMUP_FROM_BASE_LR
     return params
 
 

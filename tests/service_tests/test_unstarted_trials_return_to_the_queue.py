@@ -133,7 +133,7 @@ def test_a_space_where_nothing_can_fuse_asks_nothing_ahead(tmp_path: Path) -> No
     [trial] = _trials(url, "shapes").values()  # one configuration asked: the one that runs
     assert trial.user_attrs[record.FUSE] == (
         "off: no two configurations of the space share a shape: it searches none of base_lr, lr_rule, "
-        "warmup_epochs, momentum, nesterov, weight_decay, betas, eps, which fused members may differ in")
+        "warmup_epochs, momentum, nesterov, weight_decay, betas, eps, max_grad_norm, which fused members may differ in")
     searcher.interrupted = True
     searcher.end_run()
     assert [t.state for t in _trials(url, "shapes").values()] == [TrialState.WAITING]

@@ -121,6 +121,7 @@ def test_the_built_ins_declare_their_data_options() -> None:
         "digits_mlp": ["split_seed", "val_fraction"],
         "teacher_mlp": ["classes", "data_seed", "depth", "features", "samples", "val_fraction", "width"],
         "cifar10": ["limit", "path", "val_source"],
+        "text_lm": ["context", "files", "level", "val_files"],
     }
     # Called as a plain factory, a declared one builds its data itself.
     assert len(build_workload("teacher_mlp", {"samples": 50}).train_set) == 40
