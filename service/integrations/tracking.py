@@ -221,6 +221,7 @@ class _Run:
     final: bool = False  # the trial's end is logged (``TAG_FINAL``)
     ended: bool = False  # and the run's status says so (not RUNNING)
     unsent: dict[str, Any] | None = None  # params not logged yet
+    end_metrics_in: bool = False  # the end's metrics are in, though its final tag is not
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -287,8 +288,11 @@ class StudyLog:
             for run in page:
                 tags = run.data.tags
                 if TAG_TRIAL in tags:
-                    self.runs[int(tags[TAG_TRIAL])] = _Run(run.info.run_id, float(tags.get(TAG_LOGGED_THROUGH, -1)),
-                                                           tags.get(TAG_FINAL) == "1", run.info.status in _ENDED)
+                    found = _Run(run.info.run_id, float(tags.get(TAG_LOGGED_THROUGH, -1)),
+                                 tags.get(TAG_FINAL) == "1", run.info.status in _ENDED)
+                    if not found.final:
+                        self._reconcile(found, run.data.metrics)
+                    self.runs[int(tags[TAG_TRIAL])] = found
                 else:
                     self.parent_id = run.info.run_id
             token = page.token
@@ -314,6 +318,21 @@ class StudyLog:
         client.log_dict(self.parent_id, {"objectives": [{"metric": o.metric, "direction": o.direction}
                                                         for o in space.objectives]}, "objectives.json")
         return True
+
+    def _reconcile(self, found: _Run, metrics: Mapping[str, float]) -> None:
+        """What an unfinished run found holds, from its metrics rather than its tags.
+
+        MLflow writes a batch's params, metrics and tags one after another, each committed on its
+        own: a server that went away between them kept the metrics without the tag that says they
+        are in, and logging them again would show each evaluation twice. So the step a run is
+        logged through is the last step of its evaluations' history, and a run that holds any of
+        its end's metrics (only the end logs them) is not sent them again.
+        """
+        for name in STEPPED:
+            if name in metrics:
+                steps = [float(m.step) for m in self.client.get_metric_history(found.run_id, name)]
+                found.logged_through = max([found.logged_through, *steps])
+        found.end_metrics_in = any(name not in STEPPED for name in metrics)
 
     def end(self, end: StudyEnd) -> None:
         """The parent run's end: the best trial's metrics, the recommendation, the pages."""
@@ -396,7 +415,8 @@ class StudyLog:
         step = int(_number(trial.user_attrs.get(record.SAMPLES_SEEN)) or max(through, 0))
         # The series end at the last evaluation: logged again at the same step, they would show twice.
         stepped = set(STEPPED) if through >= step else set()
-        metrics += [Metric(k, v, now, step) for k, v in _final_metrics(trial).items() if k not in stepped]
+        if not run.end_metrics_in:
+            metrics += [Metric(k, v, now, step) for k, v in _final_metrics(trial).items() if k not in stepped]
         model = trial.user_attrs.get(record.MODEL_PATH)
         saved = isinstance(model, str) and Path(model).is_file()
         # The final tag says the run holds everything: with the batch, or after the model's upload.

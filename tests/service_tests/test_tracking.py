@@ -23,6 +23,7 @@ import hpsearch
 from hpsearch import record
 from hpsearch.cli import cli
 from hpsearch.errors import SpaceError, StudyNotFoundError, TrackingError
+from hpsearch.integrations import tracking
 from hpsearch.testing import MlflowServer, synthetic_study
 
 #: The params every trial's run carries (the issue's list), beside the searched ones.
@@ -329,6 +330,44 @@ def held_mlp(options):
     return type(workload)(Held(workload.model, hold, delay), *[getattr(workload, f) for f in
                           ("train_set", "val_set", "loss_fn", "loss_reduction", "num_classes")])
 '''
+
+
+def test_a_trial_end_whose_metrics_landed_without_its_tags_is_not_logged_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow commits a batch's metrics and its tags one after the other: the server goes away
+    between the two in a trial's end. The next pass finds the run's evaluations and end metrics
+    from its history, not from the tags it lacks, and logs none of them again."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    storage = f"sqlite:///{tmp_path / 'hpsearch.db'}"
+    search = synthetic_study(storage, "torn", n_trials=3, seed=4)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    os.chdir(tmp_path)
+    real = SqlAlchemyStore._set_tags
+    torn: list[str] = []
+
+    def gone_after_the_metrics(self: SqlAlchemyStore, run_id: str, tags: Any) -> None:
+        if not torn and any(t.key == "hpsearch.final" for t in tags):  # a fault no local store makes by itself
+            torn.append(run_id)
+            raise ConnectionError("Connection refused")
+        real(self, run_id, tags)
+
+    monkeypatch.setattr(SqlAlchemyStore, "_set_tags", gone_after_the_metrics)
+    with pytest.raises(TrackingError, match="connection refused"):
+        search.export_to_mlflow(uri)
+    monkeypatch.setattr(SqlAlchemyStore, "_set_tags", real)
+    client = MlflowClient(uri)
+    cut = client.get_run(torn[0])
+    assert "hpsearch.final" not in cut.data.tags and "hpsearch.logged_through" not in cut.data.tags
+    end_metrics = [k for k in cut.data.metrics if k not in tracking.STEPPED]
+    assert end_metrics and _history(client, torn[0], record.VAL_LOSS)  # they landed
+
+    again = search.export_to_mlflow(uri)
+    assert (again.error, again.runs) == (None, 3)
+    parent, children = _runs(client, "torn")
+    _check_trial_runs(client, search, parent, children)  # each evaluation once
+    assert client.get_run(torn[0]).data.tags["hpsearch.final"] == "1"
+    assert all(len(client.get_metric_history(torn[0], k)) == 1 for k in end_metrics)
 
 
 @pytest.mark.slow
