@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,27 @@ def test_a_running_trial_exported_then_finished_is_brought_up_to_date(tmp_path: 
         (int(x), float(v)) for x, v in zip(curves[record.SAMPLES_SEEN], curves[record.VAL_LOSS])]
 
 
+def _export_cut_once(search: hpsearch.Search, uri: str, monkeypatch: pytest.MonkeyPatch, owner: type, name: str,
+                     where: Callable[..., bool] = lambda *args, **kwargs: True) -> str:
+    """Export ``search`` to ``uri`` with the server gone at the first call of ``owner.name`` whose
+    arguments after the run id ``where`` accepts (a fault no local store makes by itself): the
+    export fails saying so. Returns the run id of the call that was cut."""
+    real = getattr(owner, name)
+    cut: list[str] = []
+
+    def gone_once(self: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not cut and where(*args, **kwargs):
+            cut.append(run_id)
+            raise ConnectionError("Connection refused")
+        return real(self, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, gone_once)
+    with pytest.raises(TrackingError, match="connection refused"):
+        search.export_to_mlflow(uri)
+    monkeypatch.setattr(owner, name, real)
+    return cut[0]
+
+
 def test_a_run_whose_end_was_logged_but_not_its_status_is_ended_by_the_next_export(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server goes away between a trial's end (its final metrics and tags, one call) and the
@@ -235,29 +256,17 @@ def test_a_run_whose_end_was_logged_but_not_its_status_is_ended_by_the_next_expo
     search = synthetic_study(storage, "cut", n_trials=3, seed=2)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     os.chdir(tmp_path)
-    real = MlflowClient.set_terminated
-    went = []
-
-    def server_gone_once(self: MlflowClient, run_id: str, *args: Any, **kwargs: Any) -> None:
-        if not went:  # the first trial's run: the server is gone (a fault no local store makes by itself)
-            went.append(run_id)
-            raise ConnectionError("Connection refused")
-        real(self, run_id, *args, **kwargs)
-
-    monkeypatch.setattr(MlflowClient, "set_terminated", server_gone_once)
-    with pytest.raises(TrackingError, match="connection refused"):
-        search.export_to_mlflow(uri)
-    monkeypatch.setattr(MlflowClient, "set_terminated", real)
+    went = _export_cut_once(search, uri, monkeypatch, MlflowClient, "set_terminated")  # the first trial's run
     client = MlflowClient(uri)
-    cut = client.get_run(went[0])
+    cut = client.get_run(went)
     assert cut.data.tags["hpsearch.final"] == "1" and cut.info.status == "RUNNING"
-    before = _history(client, went[0], record.VAL_LOSS)
+    before = _history(client, went, record.VAL_LOSS)
 
     again = search.export_to_mlflow(uri)
     assert (again.created, again.updated, again.runs) == (2, 1, 3)
     parent, children = _runs(client, "cut")
-    assert client.get_run(went[0]).info.status != "RUNNING"
-    assert _history(client, went[0], record.VAL_LOSS) == before
+    assert client.get_run(went).info.status != "RUNNING"
+    assert _history(client, went, record.VAL_LOSS) == before
     _check_trial_runs(client, search, parent, children)
 
 
@@ -343,31 +352,21 @@ def test_a_trial_end_whose_metrics_landed_without_its_tags_is_not_logged_twice(
     search = synthetic_study(storage, "torn", n_trials=3, seed=4)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     os.chdir(tmp_path)
-    real = SqlAlchemyStore._set_tags
-    torn: list[str] = []
-
-    def gone_after_the_metrics(self: SqlAlchemyStore, run_id: str, tags: Any) -> None:
-        if not torn and any(t.key == "hpsearch.final" for t in tags):  # a fault no local store makes by itself
-            torn.append(run_id)
-            raise ConnectionError("Connection refused")
-        real(self, run_id, tags)
-
-    monkeypatch.setattr(SqlAlchemyStore, "_set_tags", gone_after_the_metrics)
-    with pytest.raises(TrackingError, match="connection refused"):
-        search.export_to_mlflow(uri)
-    monkeypatch.setattr(SqlAlchemyStore, "_set_tags", real)
+    # The first trial end's tags: its metrics are in by then.
+    torn = _export_cut_once(search, uri, monkeypatch, SqlAlchemyStore, "_set_tags",
+                            lambda tags: any(t.key == "hpsearch.final" for t in tags))
     client = MlflowClient(uri)
-    cut = client.get_run(torn[0])
+    cut = client.get_run(torn)
     assert "hpsearch.final" not in cut.data.tags and "hpsearch.logged_through" not in cut.data.tags
     end_metrics = [k for k in cut.data.metrics if k not in tracking.STEPPED]
-    assert end_metrics and _history(client, torn[0], record.VAL_LOSS)  # they landed
+    assert end_metrics and _history(client, torn, record.VAL_LOSS)  # they landed
 
     again = search.export_to_mlflow(uri)
     assert (again.error, again.runs) == (None, 3)
     parent, children = _runs(client, "torn")
     _check_trial_runs(client, search, parent, children)  # each evaluation once
-    assert client.get_run(torn[0]).data.tags["hpsearch.final"] == "1"
-    assert all(len(client.get_metric_history(torn[0], k)) == 1 for k in end_metrics)
+    assert client.get_run(torn).data.tags["hpsearch.final"] == "1"
+    assert all(len(client.get_metric_history(torn, k)) == 1 for k in end_metrics)
 
 
 @pytest.mark.slow
