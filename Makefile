@@ -10,9 +10,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # CPU build of PyTorch unless the caller says otherwise (GPU machines: see README).
 CONSTRAINTS ?= constraints/cpu.txt
+# Every package at the version CI tests (a lock: `make pins` writes it), so a release upstream
+# changes nothing here until the pins move. It holds on the Python CI runs (3.11) and newer; on
+# 3.10, where some pinned versions have no wheels, pip picks within pyproject's ranges instead.
+PINS := $(shell $(PYTHON) -c 'import sys; print("constraints/tested.txt" if sys.version_info >= (3, 11) else "")' 2>/dev/null)
+PIN_FLAGS := -c $(CONSTRAINTS) $(if $(PINS),-c $(PINS))
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test install install-runtime browser lint benchmarks clean
+.PHONY: quickstart test install install-runtime browser lint benchmarks pins clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,14 +26,14 @@ $(BIN)/python:
 # (what `hpsearch start` needs: the quickstart installs only this) and the runtime plus the test
 # and code-check tools (`make test`). The second stamps the first too, since it includes it; after
 # a `make quickstart`, `make test` adds the test tools to the same .venv.
-$(VENV)/.installed-runtime: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+$(VENV)/.installed-runtime: pyproject.toml $(CONSTRAINTS) $(PINS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e .
+	$(BIN)/python -m pip install --quiet $(PIN_FLAGS) -e .
 	touch $@
 
-$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(PINS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(PIN_FLAGS) -e '.[dev]'
 	touch $@ $(VENV)/.installed-runtime
 
 install-runtime: $(VENV)/.installed-runtime
@@ -73,5 +78,20 @@ test: install browser lint
 benchmarks: install
 	$(BIN)/python -m benchmarks
 
+# Move the pins: resolve the runtime and every extra afresh (the newest versions pyproject's ranges
+# allow) in a scratch environment and write what it installed to constraints/tested.txt. torch
+# keeps the version constraints/cpu.txt names, without the build's local label, so the same line
+# holds for the CPU and the CUDA builds. Then run `make test` and commit both if it passes.
+PINS_VENV := .pins-venv
+pins:
+	rm -rf $(PINS_VENV)
+	$(PYTHON) -m venv $(PINS_VENV)
+	$(PINS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PINS_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev,postgres,lightning,mlflow]'
+	{ sed -n '1,/^$$/p' constraints/tested.txt; \
+	  $(PINS_VENV)/bin/python -m pip freeze --exclude-editable | sed 's/^\(torch==[^+]*\)+.*/\1/'; } > constraints/tested.txt.new
+	mv constraints/tested.txt.new constraints/tested.txt
+	rm -rf $(PINS_VENV)
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info hpsearch_runs hpsearch.db* *-frontier.html
+	rm -rf $(VENV) $(PINS_VENV) build dist *.egg-info hpsearch_runs hpsearch.db* *-frontier.html

@@ -4,6 +4,7 @@ runs, and how compose wires PostgreSQL, the Ray nodes, the dashboard and the CLI
 from __future__ import annotations
 
 import re
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -63,20 +64,68 @@ def test_an_image_runs_as_a_non_root_user_with_a_health_check(name: str) -> None
     assert any(k == "ENTRYPOINT" and '"hpsearch"' in args for k, args in final)
 
 
-def test_the_image_pins_match_the_tested_versions() -> None:
+PINS = ROOT / "constraints" / "tested.txt"
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins() -> dict[str, str]:
     pins = {}
-    for line in (DOCKER / "constraints.txt").read_text().splitlines():
+    for number, line in enumerate(PINS.read_text().splitlines(), 1):
         line = line.split("#")[0].strip()
         if line:
-            name, _, version = line.partition("==")
-            assert version, f"unpinned: {line}"
-            pins[re.sub(r"\[.*\]", "", name).lower()] = version
-    from importlib.metadata import version
+            # pip refuses a constraint with extras ("Constraints cannot have extras") and a lock
+            # holds one version a package: `name==version` and nothing else.
+            match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.]+)", line)
+            assert match, f"constraints/tested.txt line {number}: not name==version: {line}"
+            pins[_canonical(match.group(1))] = match.group(2)
+    return pins
 
-    for package in ("ray", "optuna", "pandas", "sqlalchemy", "plotly", "scikit-learn", "click", "rich"):
-        assert pins[package] == version(package), package
+
+def test_every_dependency_is_pinned_within_its_range_and_torch_as_the_cpu_build_pins_it() -> None:
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        declared += extra
+    pins = _pins()
+    for text in declared:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue  # not installed on this Python (tomli before 3.11)
+        name = _canonical(requirement.name)
+        assert name in pins, f"{requirement.name} is a dependency but constraints/tested.txt does not pin it"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"constraints/tested.txt pins {requirement.name}=={pins[name]}, outside pyproject's {text!r}"
+        )
     cpu_pin = re.search(r"torch==([\w.]+)", (ROOT / "constraints" / "cpu.txt").read_text())
     assert cpu_pin and pins["torch"] == cpu_pin.group(1)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the Makefile applies the pins from Python 3.11 on")
+def test_the_tests_run_on_the_pinned_versions_the_images_install() -> None:
+    from importlib.metadata import distributions
+
+    pins = _pins()
+    installed = {_canonical(d.metadata["Name"]): d.version for d in distributions()}
+    # torch's local label (2.13.0+cpu) names the build, not the version.
+    off = {
+        name: (installed[name], pinned)
+        for name, pinned in pins.items()
+        if name in installed and installed[name].split("+")[0] != pinned
+    }
+    assert not off, f"installed, pinned: {off} (`make install` installs the pins again)"
+    for name in IMAGES:
+        copies = [args for k, args in _final_stage(name) if k == "COPY"]
+        assert "constraints/tested.txt /tmp/constraints.txt" in copies, name
 
 
 def test_the_cuda_image_names_one_cuda_version() -> None:
