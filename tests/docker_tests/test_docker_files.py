@@ -84,7 +84,7 @@ def _pins() -> dict[str, str]:
     return pins
 
 
-def test_every_dependency_is_pinned_within_its_range_and_torch_as_the_cpu_build_pins_it() -> None:
+def test_every_dependency_is_pinned_within_its_range_and_the_images_install_the_pins() -> None:
     from packaging.requirements import Requirement
 
     try:
@@ -108,10 +108,13 @@ def test_every_dependency_is_pinned_within_its_range_and_torch_as_the_cpu_build_
         )
     cpu_pin = re.search(r"torch==([\w.]+)", (ROOT / "constraints" / "cpu.txt").read_text())
     assert cpu_pin and pins["torch"] == cpu_pin.group(1)
+    for name in IMAGES:
+        copies = [args for k, args in _final_stage(name) if k == "COPY"]
+        assert "constraints/tested.txt /tmp/constraints.txt" in copies, name
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the Makefile applies the pins from Python 3.11 on")
-def test_the_tests_run_on_the_pinned_versions_the_images_install() -> None:
+def test_the_tests_run_on_the_pinned_versions() -> None:
     from importlib.metadata import distributions
 
     pins = _pins()
@@ -123,9 +126,6 @@ def test_the_tests_run_on_the_pinned_versions_the_images_install() -> None:
         if name in installed and installed[name].split("+")[0] != pinned
     }
     assert not off, f"installed, pinned: {off} (`make install` installs the pins again)"
-    for name in IMAGES:
-        copies = [args for k, args in _final_stage(name) if k == "COPY"]
-        assert "constraints/tested.txt /tmp/constraints.txt" in copies, name
 
 
 def test_the_cuda_image_names_one_cuda_version() -> None:
